@@ -1,0 +1,124 @@
+"""The boundary between chat platforms and the gateway.
+
+An adapter turns platform events into :class:`InboundMessage` and hands each one to the
+gateway's sink; the sink returns once the message is durably stored, which is when an
+adapter may acknowledge it to its platform (SPEC F7). Replies come back as
+:class:`OutboundMessage` through :meth:`Adapter.send`. Adapters know nothing of LLMs,
+sessions or SQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+ChatType = Literal["private", "group", "channel", "thread", "console"]
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file that came with a message. Images reach vision models as image parts."""
+
+    kind: Literal["image", "file"]
+    mime_type: str
+    data: bytes = b""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class QuotedMessage:
+    """The message a user replied to, passed to the agent as context."""
+
+    text: str
+    author: str = ""
+    from_bot: bool = False
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    platform: str
+    chat_id: str
+    user_id: str
+    text: str
+    user_name: str = ""
+    thread_id: str | None = None
+    chat_type: ChatType = "private"
+    #: True when the bot was spoken to (private chat, mention, reply to the bot, command,
+    #: free-response chat). In groups an unaddressed message is only observed (SPEC F3).
+    addressed: bool = True
+    attachments: tuple[Attachment, ...] = ()
+    reply_to: QuotedMessage | None = None
+    platform_message_id: str | None = None
+    #: Unique per platform event; a redelivered event with a known key is ignored.
+    dedupe_key: str | None = None
+    is_edit: bool = False
+    received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass(frozen=True)
+class OutboundMessage:
+    platform: str
+    chat_id: str
+    text: str
+    thread_id: str | None = None
+    #: Platform id of the message this answers; adapters thread the reply to it.
+    reply_to_message_id: str | None = None
+
+
+class DeliveryError(Exception):
+    """A platform refused or failed a delivery after the adapter's own retries."""
+
+    def __init__(self, message: str, *, platform: str = "", chat_id: str = "") -> None:
+        super().__init__(message)
+        self.platform = platform
+        self.chat_id = chat_id
+
+
+#: The gateway's entry point; returns once the message is stored (or refused).
+InboundSink = Callable[[InboundMessage], Awaitable[None]]
+
+
+class ReplyStream(ABC):
+    """A reply shown while it is being written (one message edited in place)."""
+
+    @abstractmethod
+    async def update(self, text_so_far: str) -> None:
+        """Show the partial text; implementations rate-limit and may skip updates."""
+
+    @abstractmethod
+    async def finish(self, final_text: str) -> list[str]:
+        """Show the final, formatted text and return the platform message ids."""
+
+
+class Adapter(ABC):
+    """One chat platform."""
+
+    platform: str
+
+    @abstractmethod
+    async def start(self, sink: InboundSink) -> None:
+        """Connect and begin passing inbound messages to ``sink``; returns once running."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Stop receiving, finish what is in flight, disconnect."""
+
+    @abstractmethod
+    async def send(self, message: OutboundMessage) -> list[str]:
+        """Deliver a reply (split and formatted for the platform); returns message ids.
+
+        Raises :class:`DeliveryError` when the platform finally refuses it.
+        """
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> AsyncIterator[None]:
+        """Show 'typing…' in the chat for as long as the block runs."""
+        yield
+
+    def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
+        """A live reply for ``target``'s chat, or None when the adapter does not stream."""
+        return None

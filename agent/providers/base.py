@@ -1,0 +1,150 @@
+"""The one interface every LLM provider implements.
+
+Messages going in are OpenAI-style dicts (``role``, ``content``, ``tool_calls``,
+``tool_call_id``, ``name``); tool schemas are OpenAI function schemas. Each provider
+converts at its own edge and hands back a :class:`Completion`. Every failure leaves a
+provider as one :class:`ProviderError` whose ``kind`` says what the caller can do about it.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ErrorKind = Literal["overflow", "rate_limit", "overloaded", "auth", "timeout", "network", "other"]
+
+#: Called with each piece of streamed reply text as it arrives.
+TextCallback = Callable[[str], Awaitable[None]]
+
+
+class ProviderError(Exception):
+    """A provider call failed. ``kind`` is what callers branch on, never the message text.
+
+    ``retry_after`` is set for rate limits when the server said how long to wait;
+    ``context_limit`` is set for overflows when the error stated the window (SPEC T4).
+    The message never contains credentials: it is built from the server's error text.
+    """
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        context_limit: int | None = None,
+        provider: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.status = status
+        self.retry_after = retry_after
+        self.context_limit = context_limit
+        self.provider = provider
+
+    def __repr__(self) -> str:
+        return f"ProviderError(kind={self.kind!r}, status={self.status!r}, message={str(self)!r})"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage normalised across providers.
+
+    ``prompt_tokens`` is the whole input the model saw, cached parts included (Anthropic
+    reports them separately; the provider adds them back so the number means the same
+    thing everywhere).
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, exactly as the model produced it
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as a dict; malformed JSON from the model becomes ``{}``."""
+        try:
+            value = json.loads(self.arguments or "{}")
+        except json.JSONDecodeError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    finish_reason: str = "stop"  # normalised: stop | length | tool_calls | other
+    model: str = ""
+
+    def as_message(self) -> dict[str, Any]:
+        """The assistant message to append to the transcript (OpenAI style)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in self.tool_calls
+            ]
+        return message
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """What it takes to build a provider; the gateway fills it from config."""
+
+    provider: str  # "openai" | "anthropic"
+    model: str
+    api_key: str | None = None
+    base_url: str | None = None
+    timeout: float = 120.0
+    max_retries: int = 2  # handed to the SDK, which does the retrying
+    extra_headers: dict[str, str] = field(default_factory=dict)
+
+
+class Provider(ABC):
+    """An LLM endpoint. Implementations: ``openai`` (any compatible server), ``anthropic``."""
+
+    #: The route name used in config keys, telemetry and anchors ("openai", "anthropic").
+    name: str
+    model: str
+    base_url: str | None
+
+    @abstractmethod
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int,
+        tools: list[dict[str, Any]] | None = None,
+        on_text: TextCallback | None = None,
+        cache_ttl: str | None = None,
+        timeout: float | None = None,
+    ) -> Completion:
+        """Send one request. Streams when ``on_text`` is given, calling it per text delta.
+
+        ``cache_ttl`` ("5m" or "1h") asks for prompt-caching breakpoints where the route
+        supports them (SPEC P1–P2); ``None`` sends no markers.
+        Raises :class:`ProviderError` on any failure.
+        """
+
+    @property
+    def route(self) -> str:
+        """Identifies the model route for usage anchors: a change means old counts are void."""
+        return f"{self.name}:{self.base_url or 'default'}:{self.model}"
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most providers hold no resources
+        """Release network resources."""
