@@ -1,0 +1,184 @@
+"""The records the store hands out and the :class:`Store` interface the gateway calls.
+
+A second backend (PostgreSQL, for users who outgrow one machine) implements
+:class:`Store`; nothing else in the gateway would change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    requests: int = 0
+
+
+@dataclass(frozen=True)
+class AnchorRecord:
+    """The usage anchor as stored (SPEC S4): real counts up to ``message_id``."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    message_id: int
+    fingerprint: str
+    route: str
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    id: str
+    session_key: str
+    platform: str
+    chat_id: str | None
+    thread_id: str | None
+    user_id: str | None
+    model: str | None
+    parent_session_id: str | None
+    created_at: float
+    updated_at: float
+    ended_at: float | None = None
+    end_reason: str | None = None
+    anchor: AnchorRecord | None = None
+    engine_state: dict[str, Any] = field(default_factory=dict)
+    compression_count: int = 0
+    usage: UsageTotals = field(default_factory=UsageTotals)
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A row to insert: an OpenAI-style message plus what the store keeps beside it."""
+
+    message: dict[str, Any]
+    token_count: int
+    platform_message_id: str | None = None
+    #: A final reply not yet handed to the platform; redelivered after a crash.
+    pending_delivery: bool = False
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    message: dict[str, Any]
+    token_count: int
+    created_at: float
+    platform_message_id: str | None = None
+    active: bool = True
+    compacted: bool = False
+
+
+@dataclass(frozen=True)
+class SessionOrigin:
+    """Where a session's messages come from and its replies go."""
+
+    session_key: str
+    platform: str
+    chat_id: str | None = None
+    thread_id: str | None = None
+    user_id: str | None = None
+
+
+@dataclass(frozen=True)
+class InboxEntry:
+    """An inbound message waiting for its session's lane."""
+
+    session_key: str
+    platform: str
+    chat_id: str
+    message: dict[str, Any]  # the user row it becomes
+    token_count: int
+    addressed: bool
+    thread_id: str | None = None
+    user_id: str | None = None
+    platform_message_id: str | None = None
+    dedupe_key: str | None = None
+    id: int = 0
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class PendingDelivery:
+    message_id: int
+    session_key: str
+    platform: str
+    chat_id: str | None
+    thread_id: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    message_id: int
+    role: str
+    snippet: str
+    created_at: float
+    archived: bool
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session_key: str
+    session_id: str
+    platform: str
+    active_messages: int
+    archived_messages: int
+    active_tokens: int
+    updated_at: float
+
+
+KEEP = object()  # "leave the anchor as it is" for commit_turn
+
+
+class Store(Protocol):
+    """What the gateway needs from session storage."""
+
+    async def enqueue(self, entry: InboxEntry) -> bool: ...
+    async def inbox(self, session_key: str) -> list[InboxEntry]: ...
+    async def session_keys_with_inbox(self) -> list[str]: ...
+    async def current_session(self, session_key: str) -> SessionRecord | None: ...
+    async def start_session(
+        self,
+        origin: SessionOrigin,
+        model: str,
+        system: NewMessage,
+        *,
+        parent_id: str | None = None,
+    ) -> SessionRecord: ...
+    async def load_active(self, session_id: str) -> list[StoredMessage]: ...
+    async def commit_turn(
+        self,
+        session_id: str,
+        new: Sequence[NewMessage],
+        *,
+        consumed_inbox: Sequence[int] = (),
+        anchor: Any = KEEP,
+        usage: UsageTotals | None = None,
+    ) -> list[int]: ...
+    async def archive_and_compact(
+        self,
+        session_id: str,
+        compacted: Sequence[NewMessage],
+        *,
+        consumed_inbox: Sequence[int] = (),
+        engine_state: dict[str, Any] | None = None,
+    ) -> list[int]: ...
+    async def rotate(
+        self,
+        session_id: str,
+        compacted: Sequence[NewMessage],
+        *,
+        consumed_inbox: Sequence[int] = (),
+        engine_state: dict[str, Any] | None = None,
+    ) -> tuple[SessionRecord, list[int]]: ...
+    async def save_engine_state(self, session_id: str, state: dict[str, Any]) -> None: ...
+    async def set_anchor(self, session_id: str, anchor: AnchorRecord | None) -> None: ...
+    async def end_session(self, session_id: str, reason: str) -> None: ...
+    async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]: ...
+    async def mark_delivered(self, message_ids: Sequence[int]) -> None: ...
+    async def pending_deliveries(self) -> list[PendingDelivery]: ...

@@ -1,0 +1,97 @@
+"""The database schema as forward migrations; ``PRAGMA user_version`` records the last one.
+
+Opening an older database applies the missing migrations in order (SPEC S5). Never edit
+a released migration: add a new one.
+"""
+
+from __future__ import annotations
+
+# 1: sessions, messages with soft-archive flags and per-row token counts, FTS5 (SPEC S1–S4).
+_V1 = """
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    chat_id TEXT,
+    thread_id TEXT,
+    user_id TEXT,
+    model TEXT,
+    parent_session_id TEXT REFERENCES sessions(id),
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    ended_at REAL,
+    end_reason TEXT,
+    anchor_prompt_tokens INTEGER,
+    anchor_completion_tokens INTEGER,
+    anchor_message_id INTEGER,
+    anchor_fingerprint TEXT,
+    anchor_route TEXT,
+    engine_state TEXT NOT NULL DEFAULT '{}',
+    compression_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX sessions_current ON sessions(session_key) WHERE ended_at IS NULL;
+CREATE INDEX sessions_key ON sessions(session_key);
+
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    role TEXT NOT NULL,
+    content TEXT,
+    parts TEXT,
+    tool_calls TEXT,
+    tool_call_id TEXT,
+    tool_name TEXT,
+    created_at REAL NOT NULL,
+    token_count INTEGER NOT NULL DEFAULT 0,
+    platform_message_id TEXT,
+    active INTEGER NOT NULL DEFAULT 1,
+    compacted INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX messages_active ON messages(session_id, active, id);
+
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    content, content='messages', content_rowid='id', tokenize='unicode61'
+);
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+END;
+"""
+
+# 2: exactly-once intake and delivery (SPEC F2, F7), usage totals for /usage.
+_V2 = """
+CREATE TABLE inbox (
+    id INTEGER PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    thread_id TEXT,
+    user_id TEXT,
+    message TEXT NOT NULL,
+    token_count INTEGER NOT NULL DEFAULT 0,
+    addressed INTEGER NOT NULL DEFAULT 1,
+    platform_message_id TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX inbox_session ON inbox(session_key, id);
+CREATE TABLE inbound_seen (
+    dedupe_key TEXT PRIMARY KEY,
+    seen_at REAL NOT NULL
+);
+ALTER TABLE messages ADD COLUMN pending_delivery INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX messages_pending_delivery ON messages(pending_delivery) WHERE pending_delivery = 1;
+ALTER TABLE sessions ADD COLUMN usage_prompt INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN usage_completion INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN usage_cache_read INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN usage_cache_write INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN usage_requests INTEGER NOT NULL DEFAULT 0;
+"""
+
+MIGRATIONS: list[tuple[int, str]] = [(1, _V1), (2, _V2)]
+SCHEMA_VERSION = MIGRATIONS[-1][0]

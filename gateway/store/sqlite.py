@@ -1,0 +1,659 @@
+"""The SQLite implementation of :class:`~gateway.store.records.Store` (aiosqlite, WAL)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from gateway.store.records import (
+    KEEP,
+    AnchorRecord,
+    InboxEntry,
+    NewMessage,
+    PendingDelivery,
+    SearchHit,
+    SessionOrigin,
+    SessionRecord,
+    SessionSummary,
+    StoredMessage,
+    UsageTotals,
+)
+from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+
+def new_session_id() -> str:
+    return time.strftime("%Y%m%d") + "-" + secrets.token_hex(6)
+
+
+class SQLiteStore:
+    """:class:`Store` on SQLite (WAL) through aiosqlite; the file is ``<data_dir>/state.db``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._db: aiosqlite.Connection | None = None
+        # One connection, one lock: a transaction never interleaves with another
+        # coroutine's statements, and a read never sees a half-done transaction.
+        self._lock = asyncio.Lock()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> SQLiteStore:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = await aiosqlite.connect(self.path, isolation_level=None)
+        self._db.row_factory = aiosqlite.Row
+        await self._db.execute("PRAGMA journal_mode=WAL")
+        await self._db.execute("PRAGMA synchronous=NORMAL")
+        await self._db.execute("PRAGMA foreign_keys=ON")
+        await self._db.execute("PRAGMA busy_timeout=5000")
+        await self._migrate()
+        with contextlib.suppress(OSError):
+            self.path.chmod(0o600)  # transcripts are private
+        return self
+
+    async def close(self) -> None:
+        if self._db is not None:
+            async with self._lock:
+                await self._db.close()
+            self._db = None
+
+    async def __aenter__(self) -> SQLiteStore:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def schema_version(self) -> int:
+        async with self._read() as db:
+            return await _user_version(db)
+
+    async def _migrate(self) -> None:
+        db = self._conn()
+        async with self._lock:
+            version = await _user_version(db)
+            if version > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path} was written by a newer nightowl (schema {version});"
+                    " upgrade nightowl to open it"
+                )
+            for target, script in MIGRATIONS:
+                if target <= version:
+                    continue
+                # One script per migration, inside its own transaction: a crash leaves
+                # the database at the previous version, never half-migrated.
+                try:
+                    await db.executescript(
+                        f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version={target};\nCOMMIT;"
+                    )
+                except BaseException:
+                    if db.in_transaction:
+                        await db.execute("ROLLBACK")
+                    raise
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        db = self._conn()
+        async with self._lock:
+            await db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                # Shielded: a cancelled turn must still roll back, or the connection
+                # would be left inside a transaction.
+                await asyncio.shield(db.execute("ROLLBACK"))
+                raise
+            await asyncio.shield(db.execute("COMMIT"))
+
+    @contextlib.asynccontextmanager
+    async def _read(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            yield self._conn()
+
+    def _conn(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise RuntimeError("store is not open")
+        return self._db
+
+    # -- inbox ---------------------------------------------------------------------------
+
+    async def enqueue(self, entry: InboxEntry) -> bool:
+        """Store an inbound message durably; False when its dedupe key was seen before."""
+        now = time.time()
+        async with self._transaction() as db:
+            if entry.dedupe_key is not None:
+                cursor = await db.execute(
+                    "INSERT OR IGNORE INTO inbound_seen(dedupe_key, seen_at) VALUES (?, ?)",
+                    (entry.dedupe_key, now),
+                )
+                if cursor.rowcount == 0:
+                    return False
+            await db.execute(
+                "INSERT INTO inbox(session_key, platform, chat_id, thread_id, user_id, message,"
+                " token_count, addressed, platform_message_id, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    entry.session_key,
+                    entry.platform,
+                    entry.chat_id,
+                    entry.thread_id,
+                    entry.user_id,
+                    json.dumps(entry.message, ensure_ascii=False),
+                    entry.token_count,
+                    int(entry.addressed),
+                    entry.platform_message_id,
+                    now,
+                ),
+            )
+        return True
+
+    async def inbox(self, session_key: str) -> list[InboxEntry]:
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT * FROM inbox WHERE session_key = ? ORDER BY id", (session_key,)
+            )
+        return [
+            InboxEntry(
+                id=row["id"],
+                session_key=row["session_key"],
+                platform=row["platform"],
+                chat_id=row["chat_id"],
+                thread_id=row["thread_id"],
+                user_id=row["user_id"],
+                message=json.loads(row["message"]),
+                token_count=row["token_count"],
+                addressed=bool(row["addressed"]),
+                platform_message_id=row["platform_message_id"],
+                created_at=row["created_at"],
+            )
+            for row in rows
+        ]
+
+    async def session_keys_with_inbox(self) -> list[str]:
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT session_key FROM inbox GROUP BY session_key ORDER BY MIN(id)"
+            )
+        return [row[0] for row in rows]
+
+    # -- sessions ------------------------------------------------------------------------
+
+    async def current_session(self, session_key: str) -> SessionRecord | None:
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT * FROM sessions WHERE session_key = ? AND ended_at IS NULL", (session_key,)
+            )
+        return _session(rows[0]) if rows else None
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        async with self._read() as db:
+            rows = await db.execute_fetchall("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        return _session(rows[0]) if rows else None
+
+    async def start_session(
+        self,
+        origin: SessionOrigin,
+        model: str,
+        system: NewMessage,
+        *,
+        parent_id: str | None = None,
+    ) -> SessionRecord:
+        """Open a new session for ``origin.session_key`` with its system prompt row."""
+        now = time.time()
+        session_id = new_session_id()
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO sessions(id, session_key, platform, chat_id, thread_id, user_id,"
+                " model, parent_session_id, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    origin.session_key,
+                    origin.platform,
+                    origin.chat_id,
+                    origin.thread_id,
+                    origin.user_id,
+                    model,
+                    parent_id,
+                    now,
+                    now,
+                ),
+            )
+            await _insert_messages(db, session_id, [system], now)
+        record = await self.get_session(session_id)
+        assert record is not None
+        return record
+
+    async def end_session(self, session_id: str, reason: str) -> None:
+        """End a session (``/new``): its rows stay; the next message opens a new one."""
+        now = time.time()
+        async with self._transaction() as db:
+            await db.execute(
+                "UPDATE sessions SET ended_at = ?, end_reason = ?, updated_at = ?"
+                " WHERE id = ? AND ended_at IS NULL",
+                (now, reason, now, session_id),
+            )
+
+    async def save_engine_state(self, session_id: str, state: dict[str, Any]) -> None:
+        async with self._transaction() as db:
+            await _save_engine_state(db, session_id, state)
+
+    async def set_anchor(self, session_id: str, anchor: AnchorRecord | None) -> None:
+        async with self._transaction() as db:
+            await _set_anchor(db, session_id, anchor)
+
+    # -- messages ------------------------------------------------------------------------
+
+    async def load_active(self, session_id: str) -> list[StoredMessage]:
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT id, role, content, parts, tool_calls, tool_call_id, tool_name,"
+                " token_count, created_at, platform_message_id, active, compacted"
+                " FROM messages INDEXED BY messages_active"
+                " WHERE session_id = ? AND active = 1 ORDER BY id",
+                (session_id,),
+            )
+        return [_stored(row) for row in rows]
+
+    async def commit_turn(
+        self,
+        session_id: str,
+        new: Sequence[NewMessage],
+        *,
+        consumed_inbox: Sequence[int] = (),
+        anchor: Any = KEEP,
+        usage: UsageTotals | None = None,
+    ) -> list[int]:
+        """Append a turn's rows, take its inbox entries out, and move the anchor: atomically.
+
+        ``anchor`` is an :class:`AnchorRecord` (a negative ``message_id`` counts back from
+        the end of ``new``: -1 is the last row inserted here), ``None`` to clear it, or
+        :data:`KEEP` to leave it.
+        """
+        now = time.time()
+        async with self._transaction() as db:
+            ids = await _insert_messages(db, session_id, new, now)
+            await _delete_inbox(db, consumed_inbox)
+            if isinstance(anchor, AnchorRecord):
+                anchor = _anchor_at(anchor, ids)
+            if anchor is not KEEP:
+                await _set_anchor(db, session_id, anchor)
+            if usage is not None:
+                await db.execute(
+                    "UPDATE sessions SET usage_prompt = usage_prompt + ?,"
+                    " usage_completion = usage_completion + ?, usage_cache_read = usage_cache_read + ?,"
+                    " usage_cache_write = usage_cache_write + ?, usage_requests = usage_requests + ?"
+                    " WHERE id = ?",
+                    (
+                        usage.prompt_tokens,
+                        usage.completion_tokens,
+                        usage.cache_read_tokens,
+                        usage.cache_write_tokens,
+                        usage.requests,
+                        session_id,
+                    ),
+                )
+            await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+        return ids
+
+    async def archive_and_compact(
+        self,
+        session_id: str,
+        compacted: Sequence[NewMessage],
+        *,
+        consumed_inbox: Sequence[int] = (),
+        engine_state: dict[str, Any] | None = None,
+    ) -> list[int]:
+        """Replace the active list with ``compacted`` in one transaction (SPEC S3).
+
+        Every active row becomes ``active=0, compacted=1`` (kept, still searchable); the
+        compacted list is inserted as the new active rows; the usage anchor is cleared and
+        the compression counted.
+        """
+        now = time.time()
+        async with self._transaction() as db:
+            await db.execute(
+                "UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ? AND active = 1",
+                (session_id,),
+            )
+            ids = await _insert_messages(db, session_id, compacted, now)
+            await _delete_inbox(db, consumed_inbox)
+            await _set_anchor(db, session_id, None)
+            await db.execute(
+                "UPDATE sessions SET compression_count = compression_count + 1, updated_at = ?"
+                " WHERE id = ?",
+                (now, session_id),
+            )
+            if engine_state is not None:
+                await _save_engine_state(db, session_id, engine_state)
+        return ids
+
+    async def rotate(
+        self,
+        session_id: str,
+        compacted: Sequence[NewMessage],
+        *,
+        consumed_inbox: Sequence[int] = (),
+        engine_state: dict[str, Any] | None = None,
+    ) -> tuple[SessionRecord, list[int]]:
+        """Legacy compaction (SPEC S3b): a child session carries ``compacted`` forward."""
+        now = time.time()
+        old = await self.get_session(session_id)
+        assert old is not None, session_id
+        child_id = new_session_id()
+        async with self._transaction() as db:
+            await db.execute(
+                "UPDATE sessions SET ended_at = ?, end_reason = 'compression', updated_at = ?"
+                " WHERE id = ?",
+                (now, now, session_id),
+            )
+            await db.execute(
+                "INSERT INTO sessions(id, session_key, platform, chat_id, thread_id, user_id, model,"
+                " parent_session_id, created_at, updated_at, compression_count, engine_state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    child_id,
+                    old.session_key,
+                    old.platform,
+                    old.chat_id,
+                    old.thread_id,
+                    old.user_id,
+                    old.model,
+                    session_id,
+                    now,
+                    now,
+                    old.compression_count + 1,
+                    json.dumps(engine_state if engine_state is not None else old.engine_state),
+                ),
+            )
+            ids = await _insert_messages(db, child_id, compacted, now)
+            await _delete_inbox(db, consumed_inbox)
+        child = await self.get_session(child_id)
+        assert child is not None
+        return child, ids
+
+    async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]:
+        """Full-text search over a session's rows, archived ones included (SPEC A1, S3).
+
+        Sessions it was rotated from (S3b) count as the same conversation.
+        """
+        match = _fts_query(query)
+        if not match:
+            return []
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "WITH RECURSIVE lineage(id) AS ("
+                "  SELECT ? UNION SELECT s.parent_session_id FROM sessions s"
+                "  JOIN lineage l ON s.id = l.id WHERE s.parent_session_id IS NOT NULL)"
+                " SELECT m.id, m.role, m.created_at, m.active,"
+                "  snippet(messages_fts, 0, '«', '»', '…', 24) AS snippet"
+                " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+                " WHERE messages_fts MATCH ? AND m.session_id IN (SELECT id FROM lineage)"
+                "  AND (m.active = 1 OR m.compacted = 1) AND m.role IN ('user', 'assistant', 'tool')"
+                " ORDER BY bm25(messages_fts) LIMIT ?",
+                (session_id, match, limit),
+            )
+        return [
+            SearchHit(
+                message_id=row["id"],
+                role=row["role"],
+                snippet=row["snippet"],
+                created_at=row["created_at"],
+                archived=not row["active"],
+            )
+            for row in rows
+        ]
+
+    # -- delivery ------------------------------------------------------------------------
+
+    async def mark_delivered(self, message_ids: Sequence[int]) -> None:
+        if not message_ids:
+            return
+        async with self._transaction() as db:
+            await db.executemany(
+                "UPDATE messages SET pending_delivery = 0 WHERE id = ?", [(i,) for i in message_ids]
+            )
+
+    async def pending_deliveries(self) -> list[PendingDelivery]:
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT m.id, m.content, s.session_key, s.platform, s.chat_id, s.thread_id"
+                " FROM messages m JOIN sessions s ON s.id = m.session_id"
+                " WHERE m.pending_delivery = 1 ORDER BY m.id"
+            )
+        return [
+            PendingDelivery(
+                message_id=row["id"],
+                session_key=row["session_key"],
+                platform=row["platform"],
+                chat_id=row["chat_id"],
+                thread_id=row["thread_id"],
+                text=row["content"] or "",
+            )
+            for row in rows
+        ]
+
+    # -- operator tools ------------------------------------------------------------------
+
+    async def list_sessions(self) -> list[SessionSummary]:
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT s.session_key, s.id, s.platform, s.updated_at,"
+                " COALESCE(SUM(m.active), 0) AS active,"
+                " COALESCE(SUM(CASE WHEN m.active = 0 THEN 1 ELSE 0 END), 0) AS archived,"
+                " COALESCE(SUM(CASE WHEN m.active = 1 THEN m.token_count ELSE 0 END), 0) AS tokens"
+                " FROM sessions s LEFT JOIN messages m ON m.session_id = s.id"
+                " WHERE s.ended_at IS NULL GROUP BY s.id ORDER BY s.updated_at DESC"
+            )
+        return [
+            SessionSummary(
+                session_key=row["session_key"],
+                session_id=row["id"],
+                platform=row["platform"],
+                active_messages=row["active"],
+                archived_messages=row["archived"],
+                active_tokens=row["tokens"],
+                updated_at=row["updated_at"],
+            )
+            for row in rows
+        ]
+
+    async def export_rows(self, session_key: str) -> list[tuple[str, StoredMessage]]:
+        """Every row of every session ever held under ``session_key``, archived included."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT m.*, m.session_id FROM messages m JOIN sessions s ON s.id = m.session_id"
+                " WHERE s.session_key = ? ORDER BY m.id",
+                (session_key,),
+            )
+        return [(row["session_id"], _stored(row)) for row in rows]
+
+    async def forget(self, session_key: str) -> int:
+        """Erase everything stored under ``session_key`` — the only deletion in nightowl."""
+        async with self._transaction() as db:
+            ids = [
+                r[0]
+                for r in await db.execute_fetchall(
+                    "SELECT id FROM sessions WHERE session_key = ?", (session_key,)
+                )
+            ]
+            marks = ",".join("?" * len(ids))
+            cursor = await db.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", ids)
+            deleted = cursor.rowcount
+            await db.execute(
+                "UPDATE sessions SET parent_session_id = NULL"
+                f" WHERE parent_session_id IN ({marks})",
+                ids,
+            )
+            await db.execute(f"DELETE FROM sessions WHERE id IN ({marks})", ids)
+            await db.execute("DELETE FROM inbox WHERE session_key = ?", (session_key,))
+        return deleted
+
+    async def integrity_check(self) -> str:
+        async with self._read() as db:
+            rows = await db.execute_fetchall("PRAGMA integrity_check")
+        return rows[0][0]
+
+
+# -- row helpers -------------------------------------------------------------------------
+
+
+async def _user_version(db: aiosqlite.Connection) -> int:
+    rows = await db.execute_fetchall("PRAGMA user_version")
+    return int(next(iter(rows))[0])
+
+
+async def _insert_messages(
+    db: aiosqlite.Connection, session_id: str, new: Sequence[NewMessage], now: float
+) -> list[int]:
+    ids = []
+    for row in new:
+        message = row.message
+        content = message.get("content")
+        parts = None
+        if isinstance(content, list):
+            parts = json.dumps(content, ensure_ascii=False)
+            content = "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
+        tool_calls = message.get("tool_calls")
+        cursor = await db.execute(
+            "INSERT INTO messages(session_id, role, content, parts, tool_calls, tool_call_id,"
+            " tool_name, created_at, token_count, platform_message_id, pending_delivery)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                session_id,
+                message["role"],
+                content,
+                parts,
+                json.dumps(tool_calls, ensure_ascii=False) if tool_calls else None,
+                message.get("tool_call_id"),
+                message.get("name"),
+                now,
+                row.token_count,
+                row.platform_message_id,
+                int(row.pending_delivery),
+            ),
+        )
+        ids.append(cursor.lastrowid)
+    return ids
+
+
+async def _delete_inbox(db: aiosqlite.Connection, ids: Sequence[int]) -> None:
+    if ids:
+        await db.executemany("DELETE FROM inbox WHERE id = ?", [(i,) for i in ids])
+
+
+async def _set_anchor(
+    db: aiosqlite.Connection, session_id: str, anchor: AnchorRecord | None
+) -> None:
+    values = (
+        (
+            anchor.prompt_tokens,
+            anchor.completion_tokens,
+            anchor.message_id,
+            anchor.fingerprint,
+            anchor.route,
+        )
+        if anchor is not None
+        else (None, None, None, None, None)
+    )
+    await db.execute(
+        "UPDATE sessions SET anchor_prompt_tokens = ?, anchor_completion_tokens = ?,"
+        " anchor_message_id = ?, anchor_fingerprint = ?, anchor_route = ? WHERE id = ?",
+        (*values, session_id),
+    )
+
+
+async def _save_engine_state(
+    db: aiosqlite.Connection, session_id: str, state: dict[str, Any]
+) -> None:
+    await db.execute(
+        "UPDATE sessions SET engine_state = ? WHERE id = ?", (json.dumps(state), session_id)
+    )
+
+
+def _anchor_at(anchor: AnchorRecord, ids: list[int]) -> AnchorRecord | None:
+    """Resolve a negative ``message_id`` (an index into the rows just inserted) to a row id."""
+    index = anchor.message_id
+    if index >= 0:
+        return anchor
+    if -len(ids) <= index:
+        return AnchorRecord(
+            anchor.prompt_tokens,
+            anchor.completion_tokens,
+            ids[index],
+            anchor.fingerprint,
+            anchor.route,
+        )
+    return None
+
+
+def _session(row: aiosqlite.Row) -> SessionRecord:
+    anchor = None
+    if row["anchor_message_id"] is not None:
+        anchor = AnchorRecord(
+            prompt_tokens=row["anchor_prompt_tokens"],
+            completion_tokens=row["anchor_completion_tokens"],
+            message_id=row["anchor_message_id"],
+            fingerprint=row["anchor_fingerprint"],
+            route=row["anchor_route"],
+        )
+    return SessionRecord(
+        id=row["id"],
+        session_key=row["session_key"],
+        platform=row["platform"],
+        chat_id=row["chat_id"],
+        thread_id=row["thread_id"],
+        user_id=row["user_id"],
+        model=row["model"],
+        parent_session_id=row["parent_session_id"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        ended_at=row["ended_at"],
+        end_reason=row["end_reason"],
+        anchor=anchor,
+        engine_state=json.loads(row["engine_state"] or "{}"),
+        compression_count=row["compression_count"],
+        usage=UsageTotals(
+            prompt_tokens=row["usage_prompt"],
+            completion_tokens=row["usage_completion"],
+            cache_read_tokens=row["usage_cache_read"],
+            cache_write_tokens=row["usage_cache_write"],
+            requests=row["usage_requests"],
+        ),
+    )
+
+
+def _stored(row: aiosqlite.Row) -> StoredMessage:
+    message: dict[str, Any] = {"role": row["role"]}
+    message["content"] = json.loads(row["parts"]) if row["parts"] else row["content"]
+    if row["tool_calls"]:
+        message["tool_calls"] = json.loads(row["tool_calls"])
+    if row["tool_call_id"] is not None:
+        message["tool_call_id"] = row["tool_call_id"]
+    if row["tool_name"] is not None:
+        message["name"] = row["tool_name"]
+    return StoredMessage(
+        id=row["id"],
+        message=message,
+        token_count=row["token_count"],
+        created_at=row["created_at"],
+        platform_message_id=row["platform_message_id"],
+        active=bool(row["active"]),
+        compacted=bool(row["compacted"]),
+    )
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _fts_query(query: str) -> str:
+    """User text → an FTS5 query that cannot be a syntax error: quoted words, OR-ed."""
+    words = _WORD.findall(query)
+    return " OR ".join(f'"{w}"' for w in words[:16])
