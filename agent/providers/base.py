@@ -25,6 +25,9 @@ class ProviderError(Exception):
 
     ``retry_after`` is set for rate limits when the server said how long to wait;
     ``context_limit`` is set for overflows when the error stated the window (SPEC T4).
+    ``detail`` refines a kind where callers need it (see :mod:`agent.providers.errors`):
+    ``stream_closed``, ``json_decode`` and ``empty_response`` (kind ``other``), ``quota``
+    (kind ``auth``); empty otherwise.
     The message never contains credentials: it is built from the server's error text.
     """
 
@@ -37,6 +40,7 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         context_limit: int | None = None,
         provider: str = "",
+        detail: str = "",
     ) -> None:
         super().__init__(message)
         self.kind: ErrorKind = kind
@@ -44,6 +48,7 @@ class ProviderError(Exception):
         self.retry_after = retry_after
         self.context_limit = context_limit
         self.provider = provider
+        self.detail = detail
 
     def __repr__(self) -> str:
         return f"ProviderError(kind={self.kind!r}, status={self.status!r}, message={str(self)!r})"
@@ -132,7 +137,7 @@ class Provider(ABC):
         tools: list[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
         cache_ttl: str | None = None,
-        timeout: float | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-request HTTP timeout for the SDK
     ) -> Completion:
         """Send one request. Streams when ``on_text`` is given, calling it per text delta.
 

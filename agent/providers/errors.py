@@ -1,0 +1,198 @@
+"""How a failed provider call becomes one :class:`ProviderError` (SPEC T4, STYLE errors).
+
+Both SDKs raise the same family of exceptions (status errors, connection errors,
+timeouts, mid-stream errors). Each provider pulls out status, error type, code, message
+and headers, and :func:`classify_failure` decides the kind from those alone, so the rules
+live in one place:
+
+- ``overflow``: OpenAI ``context_length_exceeded``, Anthropic "prompt is too long" and the
+  wordings of OpenAI-compatible servers (vLLM, llama.cpp, Ollama, OpenRouter, TGI, LM
+  Studio, Mistral, Gemini); the stated window goes into ``context_limit``.
+- ``rate_limit`` (429, ``retry_after`` from the headers or "try again in Ns"),
+  ``overloaded`` (529, ``overloaded_error``, 503 "overloaded"/"at capacity"),
+  ``auth`` (401/403, and quota exhaustion with ``detail="quota"``), ``timeout``,
+  ``network``, and ``other`` for everything else.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from agent.providers.base import ErrorKind, ProviderError
+
+#: ``ProviderError.detail`` values. The compressor aborts (and paces retries) on these
+#: instead of falling back to a deterministic summary (SPEC C8).
+STREAM_CLOSED = "stream_closed"
+JSON_DECODE = "json_decode"
+EMPTY_RESPONSE = "empty_response"
+QUOTA = "quota"
+
+MAX_MESSAGE_CHARS = 500
+
+_OVERFLOW_PHRASES = (
+    "context_length_exceeded",
+    "prompt is too long",
+    "exceed context limit",
+    "maximum context length",
+    "context length exceeded",
+    "exceeds the available context size",
+    "exceed_context_size",
+    "too long to fit into the model",
+    "maximum model length",
+    "exceeds context length",
+    "exceeds the context length",
+    "exceeds the context window",
+    "exceeds the maximum context",
+    "maximum context size",
+    "context window exceeded",
+    "context_window_exceeded",
+    "input is too long",
+    "too many tokens",
+    "maximum number of tokens allowed",
+    "`inputs` tokens + `max_new_tokens`",
+    "context length of only",
+    "request_too_large",
+    "prompt too long",
+)
+
+# Ordered: the first pattern that matches states the window (group 1).
+_LIMIT_PATTERNS = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"prompt is too long: \d+ tokens > (\d+) maximum",
+        r"exceed context limit: \d+ \+ \d+ > (\d+)",
+        r"maximum context length is (\d+)",
+        r"available context size \((\d+) tokens?\)",
+        r"\(context length (\d+)\)",
+        r"maximum model length of (\d+)",
+        r"(\d+) maximum context length",
+        r"must be <= (\d+)",
+        r"maximum number of tokens allowed \((\d+)\)",
+        r"context length of only (\d+)",
+        r"context (?:length|window|size) (?:of|is) (\d+)",
+    )
+)
+
+_RETRY_IN = re.compile(r"try again in (\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
+_OVERLOADED = re.compile(r"overloaded|at capacity", re.IGNORECASE)
+_QUOTA = re.compile(r"insufficient_quota|exceeded your current quota|credit", re.IGNORECASE)
+
+_SECRET_PATTERNS = (
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]+"),
+    re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}"),
+    re.compile(r"(?i)\b(api[_-]?key|access[_-]?token|token|key)([=:]\s*)[^\s&,;\"']+"),
+)
+
+
+def redact(text: str, secret: str | None = None) -> str:
+    """Remove the configured key and anything shaped like a key or bearer token."""
+    if secret:
+        text = text.replace(secret, "[redacted]")
+    text = _SECRET_PATTERNS[0].sub("Bearer [redacted]", text)
+    text = _SECRET_PATTERNS[1].sub("[redacted]", text)
+    return _SECRET_PATTERNS[2].sub(r"\1\2[redacted]", text)
+
+
+def looks_like_overflow(*texts: str | None) -> bool:
+    """True when any text (message, type or code) reads as a context-window overflow."""
+    joined = " ".join(t for t in texts if t).lower()
+    return any(phrase.lower() in joined for phrase in _OVERFLOW_PHRASES)
+
+
+def parse_context_limit(text: str, body: Any = None) -> int | None:
+    """The window an overflow error states, e.g. "... 210000 tokens > 200000 maximum"."""
+    if isinstance(body, Mapping) and isinstance(body.get("n_ctx"), int):
+        return int(body["n_ctx"])  # llama.cpp puts it in the error object
+    for pattern in _LIMIT_PATTERNS:
+        match = pattern.search(text or "")
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, message: str = "") -> float | None:
+    """Seconds to wait: ``retry-after-ms``, ``retry-after`` (seconds or a date), the text."""
+    headers = headers or {}
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is not None:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(value) if value else None
+            if parsed is not None:
+                return max(0.0, parsed.timestamp() - time.time())
+    match = _RETRY_IN.search(message or "")
+    if match:
+        amount = float(match.group(1))
+        return amount / 1000 if match.group(2).lower() == "ms" else amount
+    return None
+
+
+def classify_kind(
+    status: int | None, error_type: str | None, code: str | None, message: str
+) -> tuple[ErrorKind, str]:
+    """(kind, detail) for an error the server described. ``status`` is None mid-stream."""
+    error_type = (error_type or "").lower()
+    code = (code or "").lower()
+    if status == 401 or error_type in ("authentication_error", "permission_error"):
+        return "auth", ""
+    if status == 402 or (status == 429 and _QUOTA.search(f"{code} {message}")):
+        return "auth", QUOTA
+    if status == 403:
+        return "auth", ""
+    if status == 429 or error_type in ("rate_limit_error", "rate_limit_exceeded"):
+        return "rate_limit", ""
+    if status == 413 or looks_like_overflow(message, error_type, code):
+        return "overflow", ""
+    if status == 529 or error_type == "overloaded_error":
+        return "overloaded", ""
+    if (status is None or status == 200 or status >= 500) and _OVERLOADED.search(message):
+        return "overloaded", ""
+    if status in (408, 504) or error_type == "timeout_error":
+        return "timeout", ""
+    return "other", ""
+
+
+def classify_failure(
+    provider: str,
+    *,
+    status: int | None,
+    error_type: str | None,
+    code: str | None,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    body: Any = None,
+    secret: str | None = None,
+) -> ProviderError:
+    """Build the :class:`ProviderError` for a failure the server described."""
+    kind, detail = classify_kind(status, error_type, code, message)
+    label = " ".join(str(p) for p in (status if status != 200 else None, error_type) if p)
+    text = redact(f"{label}: {message}" if label else message, secret)
+    return ProviderError(
+        kind,
+        text[:MAX_MESSAGE_CHARS],
+        status=status,
+        retry_after=parse_retry_after(headers, message) if kind == "rate_limit" else None,
+        context_limit=parse_context_limit(message, body) if kind == "overflow" else None,
+        provider=provider,
+        detail=detail,
+    )
+
+
+def local_failure(
+    provider: str, kind: ErrorKind, message: str, *, detail: str = "", secret: str | None = None
+) -> ProviderError:
+    """A failure seen on our side (no server error text): timeout, network, bad stream."""
+    return ProviderError(
+        kind, redact(message, secret)[:MAX_MESSAGE_CHARS], provider=provider, detail=detail
+    )

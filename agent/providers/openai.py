@@ -1,0 +1,326 @@
+"""OpenAI chat completions: OpenAI itself and any compatible server.
+
+OpenRouter, Ollama, vLLM, llama.cpp, LM Studio and friends all speak this API, each a
+little differently, so the provider is conservative about what it sends (whitelisted
+message keys, ``max_tokens``) and forgiving about what comes back (missing usage,
+missing tool-call ids or indexes, errors inside a 200 response).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import openai
+
+from agent.prompt_caching import apply_anthropic_cache_control, caching_enabled
+from agent.providers.base import (
+    Completion,
+    Provider,
+    ProviderError,
+    ProviderSettings,
+    TextCallback,
+    ToolCall,
+    Usage,
+)
+from agent.providers.errors import (
+    EMPTY_RESPONSE,
+    JSON_DECODE,
+    STREAM_CLOSED,
+    classify_failure,
+    local_failure,
+)
+
+#: Keys a message may carry on the wire; anything else (ids, timestamps, token counts
+#: from the store) would make strict servers reject the request.
+WIRE_MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+#: Local servers need no key, but the SDK refuses to start without one.
+PLACEHOLDER_KEY = "no-key-configured"
+#: What the SDK raises: its own errors, and JSON errors from a malformed body or event.
+SDK_FAILURES = (openai.OpenAIError, json.JSONDecodeError)
+FINISH_REASONS = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+}
+
+
+def to_wire_message(message: dict[str, Any]) -> dict[str, Any]:
+    """Keep only the keys the API defines; normalise tool calls; drop empty optionals."""
+    wire = {key: message[key] for key in WIRE_MESSAGE_KEYS if key in message}
+    if "content" not in wire:
+        wire["content"] = None if wire.get("tool_calls") else ""
+    for key in ("tool_calls", "tool_call_id", "name"):
+        if not wire.get(key):
+            wire.pop(key, None)
+    if "tool_calls" in wire:
+        wire["tool_calls"] = [_wire_tool_call(call) for call in wire["tool_calls"]]
+    return wire
+
+
+def _wire_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function") or {}
+    arguments = function.get("arguments", "{}")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments)
+    return {
+        "id": call.get("id") or f"call_{uuid.uuid4().hex[:12]}",
+        "type": "function",
+        "function": {"name": function.get("name", ""), "arguments": arguments},
+    }
+
+
+def _usage_from(raw: Any) -> Usage | None:
+    if raw is None:
+        return None
+    details = getattr(raw, "prompt_tokens_details", None)
+    return Usage(
+        prompt_tokens=int(getattr(raw, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(raw, "completion_tokens", 0) or 0),
+        cache_read_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+        cache_write_tokens=int(getattr(details, "cache_write_tokens", 0) or 0),
+    )
+
+
+def _finish_reason(raw: str | None, has_tool_calls: bool) -> str:
+    if raw is None:
+        return "tool_calls" if has_tool_calls else "stop"
+    return FINISH_REASONS.get(raw, "other")
+
+
+class _StreamedReply:
+    """Accumulates a streamed reply: text, tool calls by index, finish reason, usage."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.model = ""
+
+    def add_tool_delta(self, delta: Any) -> None:
+        index = delta.index
+        if index is None:  # some servers omit it: a new id starts a new call
+            known = {c["id"] for c in self.calls.values()}
+            index = (
+                len(self.calls)
+                if (delta.id and delta.id not in known) or not self.calls
+                else max(self.calls)
+            )
+        entry = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+        if delta.id:
+            entry["id"] = delta.id
+        function = delta.function
+        if function is not None:
+            if function.name and not entry["name"]:
+                entry["name"] = function.name
+            entry["arguments"] += function.arguments or ""
+
+    def completion(self) -> Completion:
+        calls = tuple(
+            ToolCall(c["id"] or f"call_{uuid.uuid4().hex[:12]}", c["name"], c["arguments"])
+            for _, c in sorted(self.calls.items())
+        )
+        return Completion(
+            text="".join(self.text),
+            tool_calls=calls,
+            usage=self.usage,
+            finish_reason=_finish_reason(self.finish_reason, bool(calls)),
+            model=self.model,
+        )
+
+
+class OpenAIProvider(Provider):
+    """Any OpenAI-compatible chat-completions endpoint, through the official SDK."""
+
+    name = "openai"
+
+    def __init__(self, settings: ProviderSettings) -> None:
+        self.model = settings.model
+        self.base_url = settings.base_url
+        self._secret = settings.api_key
+        self._client = openai.AsyncOpenAI(
+            api_key=settings.api_key or PLACEHOLDER_KEY,
+            base_url=settings.base_url,
+            timeout=settings.timeout,
+            max_retries=settings.max_retries,
+            default_headers=settings.extra_headers or None,
+        )
+
+    @property
+    def caches_prompts(self) -> bool:
+        """Whether ``cache_ttl`` adds markers here (Claude through OpenRouter)."""
+        return caching_enabled(self.name, self.model, self.base_url)
+
+    def build_request(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int,
+        tools: list[dict[str, Any]] | None = None,
+        cache_ttl: str | None = None,
+    ) -> dict[str, Any]:
+        """The request body as sent (minus streaming options)."""
+        wire = [to_wire_message(m) for m in messages]
+        if cache_ttl and self.caches_prompts:
+            wire = apply_anthropic_cache_control(wire, cache_ttl, native_anthropic=False)
+        # max_tokens, not max_completion_tokens: OpenAI still accepts it for chat models
+        # and it is the one field every compatible server (vLLM, llama.cpp, Ollama) knows.
+        params: dict[str, Any] = {"model": self.model, "messages": wire, "max_tokens": max_tokens}
+        if tools:
+            params["tools"] = tools
+        return params
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int,
+        tools: list[dict[str, Any]] | None = None,
+        on_text: TextCallback | None = None,
+        cache_ttl: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the Provider ABC fixes this signature
+    ) -> Completion:
+        params = self.build_request(
+            messages, max_tokens=max_tokens, tools=tools, cache_ttl=cache_ttl
+        )
+        if timeout is not None:
+            params["timeout"] = timeout
+        if on_text is None:
+            try:
+                response = await self._client.chat.completions.create(**params)
+            except SDK_FAILURES as exc:
+                raise self._translate(exc, stream_started=False) from exc
+            return self._parse_response(response)
+        return await self._stream(params, on_text)
+
+    async def _stream(self, params: dict[str, Any], on_text: TextCallback) -> Completion:
+        reply = _StreamedReply()
+        try:
+            stream = await self._client.chat.completions.create(
+                **params, stream=True, stream_options={"include_usage": True}
+            )
+        except SDK_FAILURES as exc:
+            raise self._translate(exc, stream_started=False) from exc
+        async with stream:
+            chunks = aiter(stream)
+            while True:
+                # Only the SDK's reads are translated: an exception from on_text is the
+                # caller's own and propagates unchanged.
+                try:
+                    chunk = await anext(chunks, None)
+                except SDK_FAILURES as exc:
+                    raise self._translate(exc, stream_started=True) from exc
+                if chunk is None:
+                    break
+                await self._take_chunk(chunk, reply, on_text)
+        if reply.finish_reason is None:
+            raise local_failure(
+                self.name,
+                "other",
+                "the stream ended before the reply finished",
+                detail=STREAM_CLOSED,
+            )
+        return reply.completion()
+
+    async def _take_chunk(self, chunk: Any, reply: _StreamedReply, on_text: TextCallback) -> None:
+        reply.model = chunk.model or reply.model
+        if chunk.usage is not None:
+            reply.usage = _usage_from(chunk.usage)
+        for choice in chunk.choices or []:
+            delta = choice.delta
+            if delta is not None and delta.content:
+                reply.text.append(delta.content)
+                await on_text(delta.content)
+            for call in (delta.tool_calls if delta is not None else None) or []:
+                reply.add_tool_delta(call)
+            if choice.finish_reason:
+                reply.finish_reason = choice.finish_reason
+
+    def _parse_response(self, response: Any) -> Completion:
+        error = (getattr(response, "model_extra", None) or {}).get("error")
+        if error:  # OpenRouter reports some upstream failures inside a 200 body
+            raise self._described_failure(None, error)
+        if not getattr(response, "choices", None):
+            raise local_failure(
+                self.name, "other", "the server returned no choices", detail=EMPTY_RESPONSE
+            )
+        choice = response.choices[0]
+        message = choice.message
+        calls = tuple(
+            ToolCall(
+                call.id or f"call_{uuid.uuid4().hex[:12]}",
+                call.function.name,
+                call.function.arguments or "",
+            )
+            for call in (message.tool_calls or [])
+            if getattr(call, "function", None) is not None
+        )
+        return Completion(
+            text=message.content or "",
+            tool_calls=calls,
+            usage=_usage_from(response.usage),
+            finish_reason=_finish_reason(choice.finish_reason, bool(calls)),
+            model=response.model or self.model,
+        )
+
+    def _described_failure(
+        self, status: int | None, error: Any, headers: Any = None
+    ) -> ProviderError:
+        if isinstance(error, dict):
+            message = str(error.get("message") or error)
+            code = error.get("code")
+            if status is None and isinstance(code, int | str) and str(code).isdigit():
+                status = int(code)  # OpenRouter puts the HTTP status of mid-stream errors here
+            return classify_failure(
+                self.name,
+                status=status,
+                error_type=error.get("type"),
+                code=str(code) if code is not None else None,
+                message=message,
+                headers=headers,
+                body=error,
+                secret=self._secret,
+            )
+        return classify_failure(
+            self.name,
+            status=status,
+            error_type=None,
+            code=None,
+            message=str(error or f"HTTP {status}"),
+            headers=headers,
+            secret=self._secret,
+        )
+
+    def _translate(self, exc: Exception, *, stream_started: bool) -> ProviderError:
+        if isinstance(exc, openai.APITimeoutError):
+            return local_failure(self.name, "timeout", "the request timed out")
+        if isinstance(exc, openai.APIConnectionError):
+            if stream_started:
+                return local_failure(
+                    self.name, "other", "the connection closed mid-stream", detail=STREAM_CLOSED
+                )
+            target = self.base_url or "api.openai.com"
+            return local_failure(
+                self.name,
+                "network",
+                f"cannot reach {target}: {exc.__cause__ or exc}",
+                secret=self._secret,
+            )
+        if isinstance(exc, openai.APIStatusError):
+            return self._described_failure(exc.status_code, exc.body, exc.response.headers)
+        if isinstance(exc, openai.APIResponseValidationError):
+            return local_failure(self.name, "other", "the response did not match the API schema")
+        if isinstance(exc, openai.APIError):  # an error event inside a stream
+            body = exc.body if isinstance(exc.body, dict) else {"message": exc.message}
+            return self._described_failure(None, body)
+        if isinstance(exc, json.JSONDecodeError):
+            return local_failure(
+                self.name, "other", f"malformed response: {exc}", detail=JSON_DECODE
+            )
+        return local_failure(self.name, "other", str(exc), secret=self._secret)
+
+    async def aclose(self) -> None:
+        await self._client.close()
