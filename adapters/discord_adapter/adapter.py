@@ -1,0 +1,311 @@
+"""The Discord adapter: lifecycle, event wiring, ordering, dedupe, slash commands, send."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import discord
+from discord import app_commands
+
+from adapters.base import Adapter, DeliveryError, InboundMessage, InboundSink, OutboundMessage
+from adapters.discord_adapter import outbound
+from adapters.discord_adapter.inbound import (
+    inbound_from_interaction,
+    inbound_from_message,
+    is_conversation,
+)
+from adapters.discord_adapter.outbound import NETWORK_ERRORS, NO_PINGS, PLATFORM
+from adapters.discord_adapter.settings import DiscordSettings
+
+log = logging.getLogger(__name__)
+
+#: ``platform_message_id`` of a slash command; ``send`` answers through the interaction.
+INTERACTION_PREFIX = "interaction:"
+_MAX_LIVE_INTERACTIONS = 256
+
+
+class _RecentKeys:
+    """A bounded set of recently seen keys, oldest forgotten first."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._keys: OrderedDict[object, None] = OrderedDict()
+
+    def add(self, key: object) -> bool:
+        """Remember ``key``; False when it was already known."""
+        if key in self._keys:
+            return False
+        self._keys[key] = None
+        if len(self._keys) > self._size:
+            self._keys.popitem(last=False)
+        return True
+
+
+class _Client(discord.Client):
+    """discord.py's client with its events forwarded to the adapter."""
+
+    def __init__(self, adapter: DiscordAdapter, settings: DiscordSettings) -> None:
+        intents = discord.Intents.default()
+        intents.message_content = True  # privileged: enable it in the Developer Portal
+        super().__init__(
+            intents=intents,
+            allowed_mentions=NO_PINGS,
+            guild_ready_timeout=settings.guild_ready_timeout,
+        )
+        self.adapter = adapter
+        self.tree = app_commands.CommandTree(self)
+
+    async def on_ready(self) -> None:
+        log.info("Discord connected as %s (%s guilds)", self.user, len(self.guilds))
+        self.adapter._ready.set()
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self.adapter._on_message(message)
+
+    async def on_disconnect(self) -> None:
+        if not self.adapter._stopping:
+            log.info("Discord gateway disconnected; discord.py reconnects and resumes")
+
+    async def on_resumed(self) -> None:
+        log.info("Discord gateway session resumed")
+
+    async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
+        log.exception("Error while handling Discord event %s", event_method)
+
+
+class DiscordAdapter(Adapter):
+    """Discord DMs, guild channels, threads and slash commands through discord.py.
+
+    See the package docstring for how messages map to :class:`InboundMessage`.
+    """
+
+    platform = PLATFORM
+
+    def __init__(self, settings: DiscordSettings) -> None:
+        self.settings = settings
+        self._client: _Client | None = None
+        self._sink: InboundSink | None = None
+        self._connection: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._stopping = False
+        self._seen = _RecentKeys(4096)
+        self._interactions: OrderedDict[str, discord.Interaction] = OrderedDict()
+        self._chat_tails: dict[str, asyncio.Future[None]] = {}
+        self._in_flight: set[asyncio.Task[Any]] = set()
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        """Log in, register slash commands, connect; returns once Discord sent READY.
+
+        Raises discord.py's ``LoginFailure`` for a bad token, ``PrivilegedIntentsRequired``
+        when the Message Content intent is off, ``TimeoutError`` when READY never comes.
+        """
+        if self._client is not None:
+            raise RuntimeError("the Discord adapter is already running")
+        self._sink, self._stopping = sink, False
+        self._ready = asyncio.Event()
+        client = self._client = _Client(self, self.settings)
+        try:
+            await client.login(self.settings.token)
+            self._add_slash_commands(client.tree)
+            if self.settings.sync_commands:
+                await self._sync_commands(client.tree)
+            self._connection = asyncio.create_task(client.connect(reconnect=True))
+            self._connection.add_done_callback(self._log_connection_end)
+            await self._wait_until_ready(self._connection)
+        except BaseException:
+            await self._close_client()
+            raise
+
+    async def _wait_until_ready(self, connection: asyncio.Task[None]) -> None:
+        ready = asyncio.create_task(self._ready.wait())
+        done, _ = await asyncio.wait(
+            {ready, connection},
+            timeout=self.settings.ready_timeout,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        if ready in done:
+            return
+        ready.cancel()
+        if connection in done and connection.exception() is not None:
+            raise connection.exception()  # type: ignore[misc]
+        raise TimeoutError(f"Discord sent no READY within {self.settings.ready_timeout:g} s")
+
+    def _log_connection_end(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or task.exception() is None or self._stopping:
+            return
+        error = task.exception()
+        if isinstance(error, discord.PrivilegedIntentsRequired):
+            log.error(
+                "Discord refused the connection: enable the Message Content intent for this "
+                "bot (Developer Portal -> Bot -> Privileged Gateway Intents)"
+            )
+        else:
+            log.error("Discord connection ended: %s", type(error).__name__, exc_info=error)
+
+    async def stop(self) -> None:
+        """Finish handing in-flight messages to the gateway (bounded), then disconnect."""
+        if self._client is None:
+            return
+        self._stopping = True
+        if self._in_flight:
+            await asyncio.wait(set(self._in_flight), timeout=self.settings.drain_timeout)
+        await self._close_client()
+
+    async def _close_client(self) -> None:
+        client, connection = self._client, self._connection
+        self._client = self._connection = None
+        self._stopping = True
+        if client is not None:
+            await client.close()
+        if connection is not None and not connection.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await connection
+
+    # ---- inbound -----------------------------------------------------------------------
+
+    async def _on_message(self, message: discord.Message) -> None:
+        # Runs as its own task; everything before the first await runs in arrival order.
+        client = self._client
+        if client is None or client.user is None:
+            return
+        if not is_conversation(message, client.user, allow_bots=self.settings.allow_bots):
+            return
+        if not self._seen.add(("message", message.id)):
+            log.debug("Discord message %s delivered twice; passing it once", message.id)
+            return
+        inbound = inbound_from_message(message, client.user, self.settings)
+        await self._deliver_in_order(str(message.channel.id), inbound)
+
+    async def _deliver_in_order(self, chat_id: str, inbound: Awaitable[InboundMessage]) -> None:
+        """Build the message (maybe downloading), then hand it over after its predecessor."""
+        previous = self._chat_tails.get(chat_id)
+        finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._chat_tails[chat_id] = finished
+        task = asyncio.current_task()
+        if task is not None:
+            self._in_flight.add(task)
+        try:
+            message = await inbound
+            if previous is not None:
+                await previous
+            assert self._sink is not None
+            await self._sink(message)
+        except Exception:  # one bad message must not stop the adapter or its chat
+            log.exception("Could not pass a Discord message from channel %s on", chat_id)
+        finally:
+            finished.set_result(None)
+            if self._chat_tails.get(chat_id) is finished:
+                del self._chat_tails[chat_id]
+            if task is not None:
+                self._in_flight.discard(task)
+
+    # ---- slash commands ----------------------------------------------------------------
+
+    def _add_slash_commands(self, tree: app_commands.CommandTree) -> None:
+        for name, description in self.settings.slash_commands:
+            callback = self._slash_callback(name)
+            tree.add_command(
+                app_commands.Command(name=name, description=description, callback=callback)
+            )
+
+    def _slash_callback(self, name: str) -> Callable[..., Awaitable[None]]:
+        adapter = self
+
+        @app_commands.describe(args="Optional arguments")
+        async def run_command(interaction: discord.Interaction, args: str | None = None) -> None:
+            await adapter._on_slash_command(interaction, name, args)
+
+        return run_command
+
+    async def _sync_commands(self, tree: app_commands.CommandTree) -> None:
+        try:
+            await tree.sync()
+            for guild_id in self.settings.command_guild_ids:
+                guild = discord.Object(id=guild_id)
+                tree.copy_global_to(guild=guild)
+                await tree.sync(guild=guild)
+        except (discord.HTTPException, *NETWORK_ERRORS) as error:
+            # Typed commands still work; the "/" menu is a convenience.
+            log.warning("Could not register Discord slash commands: %s", error)
+
+    async def _on_slash_command(
+        self, interaction: discord.Interaction, name: str, args: str | None
+    ) -> None:
+        if not self._seen.add(("interaction", interaction.id)):
+            return
+        try:
+            # Discord wants an answer within 3 s; a turn takes longer. Shows "thinking…".
+            await interaction.response.defer(thinking=True)
+        except (discord.HTTPException, *NETWORK_ERRORS) as error:
+            log.warning("Could not acknowledge /%s in %s: %s", name, interaction.channel_id, error)
+        key = f"{INTERACTION_PREFIX}{interaction.id}"
+        self._interactions[key] = interaction
+        while len(self._interactions) > _MAX_LIVE_INTERACTIONS:
+            self._interactions.popitem(last=False)
+        inbound = inbound_from_interaction(interaction, name, args, key)
+        await self._deliver_in_order(inbound.chat_id, _already(inbound))
+
+    # ---- outbound ----------------------------------------------------------------------
+
+    async def send(self, message: OutboundMessage) -> list[str]:
+        """Post a reply (split, pings disabled); through the interaction when it answers one.
+
+        Raises :class:`DeliveryError` when Discord refuses it (after discord.py's retries).
+        """
+        if not message.text.strip():
+            return []
+        client = self._client
+        if client is None:
+            raise DeliveryError(
+                "Discord is not connected", platform=PLATFORM, chat_id=message.chat_id
+            )
+        limit = self.settings.max_chunks
+        interaction = self._live_interaction(message.reply_to_message_id)
+        if interaction is not None:
+            posted: list[str] = []
+            poster = outbound.followup_poster(interaction)
+            try:
+                return await outbound.post_parts(message.text, poster, posted, max_chunks=limit)
+            except (discord.HTTPException, *NETWORK_ERRORS) as error:
+                if posted:
+                    raise outbound.delivery_error(message.chat_id, error) from error
+                log.info("Interaction followup failed (%s); replying in the channel", error)
+        poster = outbound.channel_poster(client, message)
+        try:
+            return await outbound.post_parts(message.text, poster, [], max_chunks=limit)
+        except (discord.HTTPException, *NETWORK_ERRORS) as error:
+            raise outbound.delivery_error(message.chat_id, error) from error
+
+    def _live_interaction(self, key: str | None) -> discord.Interaction | None:
+        interaction = self._interactions.get(key or "")
+        if interaction is None or interaction.is_expired():
+            return None
+        return interaction
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> AsyncIterator[None]:
+        """Show "typing…" in the channel, refreshed, until the block ends."""
+        if self._client is None:
+            yield
+            return
+        channel = self._client.get_partial_messageable(int(thread_id or chat_id))
+        refresher = asyncio.create_task(
+            outbound.keep_typing(channel, self.settings.typing_interval)
+        )
+        try:
+            yield
+        finally:
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
+
+
+async def _already(message: InboundMessage) -> InboundMessage:
+    return message

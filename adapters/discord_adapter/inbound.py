@@ -1,0 +1,160 @@
+"""Discord messages and slash commands -> :class:`InboundMessage`.
+
+Addressing (SPEC F3): a message is addressed in DMs, on an @mention of the bot (its user
+or its managed role; leading mentions are stripped from the text), on a reply to the
+bot, in a free-response channel (and its threads), when its text starts with "/" (a
+typed command such as ``/status``), and everywhere when ``require_mention`` is off.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import discord
+
+from adapters.base import Attachment, ChatType, InboundMessage, QuotedMessage
+from adapters.discord_adapter.outbound import NETWORK_ERRORS, PLATFORM
+from adapters.discord_adapter.settings import DiscordSettings
+
+log = logging.getLogger(__name__)
+
+#: Conversation, not notices (joins, pins, "thread created", boosts).
+_CONVERSATION_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+
+
+def is_conversation(message: discord.Message, me: discord.ClientUser, *, allow_bots: bool) -> bool:
+    """Whether ``message`` is someone else's conversation the gateway should see."""
+    if message.author.id == me.id:
+        return False
+    if message.author.bot and not allow_bots:
+        return False
+    return message.type in _CONVERSATION_TYPES
+
+
+async def inbound_from_message(
+    message: discord.Message, me: discord.ClientUser, settings: DiscordSettings
+) -> InboundMessage:
+    """Read ``message``; replied-to messages are fetched and images downloaded if needed."""
+    quoted = await quoted_message(message, me)
+    text, mentioned = text_and_mention(message, me)
+    kind = chat_type(message.channel)
+    addressed = (
+        kind == "private"
+        or mentioned
+        or (quoted is not None and quoted.from_bot)
+        or text.startswith("/")
+        or not settings.require_mention
+        or is_free_response(message.channel, settings)
+    )
+    return InboundMessage(
+        platform=PLATFORM,
+        chat_id=str(message.channel.id),
+        user_id=str(message.author.id),
+        user_name=message.author.display_name,
+        text=text,
+        chat_type=kind,
+        addressed=addressed,
+        attachments=await attachments(
+            message, download=addressed, max_bytes=settings.max_image_bytes
+        ),
+        reply_to=quoted,
+        platform_message_id=str(message.id),
+        dedupe_key=f"discord:{message.id}",
+        received_at=message.created_at,
+    )
+
+
+def inbound_from_interaction(
+    interaction: discord.Interaction, name: str, args: str | None, key: str
+) -> InboundMessage:
+    """A slash command as the text ``/<name> <args>``; ``key`` finds the interaction later."""
+    user = interaction.user
+    if interaction.guild_id is None:
+        kind: ChatType = "private"
+    else:
+        kind = "thread" if isinstance(interaction.channel, discord.Thread) else "group"
+    return InboundMessage(
+        platform=PLATFORM,
+        chat_id=str(interaction.channel_id),
+        user_id=str(user.id),
+        user_name=user.display_name,
+        text=f"/{name} {args or ''}".strip(),
+        chat_type=kind,
+        addressed=True,
+        platform_message_id=key,
+        dedupe_key=f"discord:interaction:{interaction.id}",
+    )
+
+
+def chat_type(channel: Any) -> ChatType:
+    if isinstance(channel, discord.Thread):
+        return "thread"
+    if isinstance(channel, discord.DMChannel | discord.GroupChannel):
+        return "private"
+    return "private" if getattr(channel, "guild", None) is None else "group"
+
+
+def text_and_mention(message: discord.Message, me: discord.ClientUser) -> tuple[str, bool]:
+    """The text without leading bot mentions, other mentions made readable; and whether
+    the bot was mentioned at all."""
+    own = [f"<@{me.id}>", f"<@!{me.id}>"]
+    self_role = message.guild.self_role if message.guild else None
+    if self_role is not None:
+        own.append(f"<@&{self_role.id}>")
+    mentioned = any(token in message.content for token in own)
+    leading = "|".join(map(re.escape, own))
+    text = re.sub(rf"^\s*(?:(?:{leading})[\s,:]*)+", "", message.content)
+    for token in own:
+        text = text.replace(token, f"@{me.display_name}")
+    for user in message.mentions:
+        text = re.sub(rf"<@!?{user.id}>", f"@{user.display_name}", text)
+    for role in message.role_mentions:
+        text = text.replace(f"<@&{role.id}>", f"@{role.name}")
+    for channel in message.channel_mentions:
+        text = text.replace(f"<#{channel.id}>", f"#{channel.name}")
+    return text.strip(), mentioned
+
+
+def is_free_response(channel: Any, settings: DiscordSettings) -> bool:
+    free = {str(c) for c in settings.free_response_channels}
+    return str(channel.id) in free or str(getattr(channel, "parent_id", None)) in free
+
+
+async def quoted_message(message: discord.Message, me: discord.ClientUser) -> QuotedMessage | None:
+    """The message ``message`` replies to, if it still exists."""
+    reference = message.reference
+    if reference is None or reference.message_id is None:
+        return None
+    if isinstance(reference.resolved, discord.DeletedReferencedMessage):
+        return None
+    target = reference.resolved or reference.cached_message
+    if target is None:
+        try:
+            target = await message.channel.fetch_message(reference.message_id)
+        except (discord.HTTPException, *NETWORK_ERRORS) as error:
+            log.debug("Replied-to Discord message unavailable: %s", error)
+            return None
+    return QuotedMessage(
+        text=target.content,
+        author=target.author.display_name,
+        from_bot=target.author.id == me.id,
+    )
+
+
+async def attachments(
+    message: discord.Message, *, download: bool, max_bytes: int
+) -> tuple[Attachment, ...]:
+    """Images up to ``max_bytes`` are downloaded when ``download``; other files are named."""
+    found = []
+    for item in message.attachments:
+        mime = (item.content_type or "application/octet-stream").split(";")[0]
+        if download and mime.startswith("image/") and item.size <= max_bytes:
+            try:
+                found.append(Attachment("image", mime, await item.read(), item.filename))
+                continue
+            except (discord.HTTPException, *NETWORK_ERRORS) as error:
+                log.warning("Could not download a Discord image attachment: %s", error)
+        found.append(Attachment("file", mime, b"", item.filename))
+    return tuple(found)

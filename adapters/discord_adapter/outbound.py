@@ -1,0 +1,108 @@
+"""Replies out: split at 2000 characters, never pinging, through a channel or an interaction.
+
+A reply that would need more than ``max_chunks`` messages is sent as its first part (with
+a note) plus the whole text attached as ``reply.md``. The first part of a channel reply
+references the user's message; parts answering a slash command go through the
+interaction's followup webhook instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import discord
+
+from adapters.base import DeliveryError, OutboundMessage
+from adapters.chunking import split_message
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "discord"
+MESSAGE_LIMIT = 2000
+LONG_REPLY_FILENAME = "reply.md"
+LONG_REPLY_NOTE = f"\n\n*(The full reply is attached as {LONG_REPLY_FILENAME}.)*"
+#: Model output must never ping: no @everyone/@here, roles, users, or the replied-to user.
+NO_PINGS = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=False)
+#: Failures below discord.py's HTTP layer (it raises HTTPException for what Discord says).
+NETWORK_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
+
+#: Posts one part (content, optional file, whether it is the first part) and returns its id.
+Poster = Callable[[str, "discord.File | None", bool], Awaitable[int]]
+
+
+def channel_poster(client: discord.Client, message: OutboundMessage) -> Poster:
+    """Posts into the message's channel (or thread); the first part replies to the user."""
+    channel_id = int(message.thread_id or message.chat_id)
+    channel = client.get_partial_messageable(channel_id)
+    reference = None
+    if message.reply_to_message_id and message.reply_to_message_id.isdigit():
+        reference = discord.MessageReference(
+            message_id=int(message.reply_to_message_id),
+            channel_id=channel_id,
+            fail_if_not_exists=False,  # the user may have deleted it meanwhile
+        )
+
+    async def post(content: str, file: discord.File | None, first: bool) -> int:
+        extra: dict[str, Any] = {"file": file} if file else {}
+        if first and reference is not None:
+            extra["reference"] = reference
+        sent = await channel.send(content, allowed_mentions=NO_PINGS, **extra)
+        return sent.id
+
+    return post
+
+
+def followup_poster(interaction: discord.Interaction) -> Poster:
+    """Posts as followups of a (deferred) slash-command interaction."""
+
+    async def post(content: str, file: discord.File | None, first: bool) -> int:
+        extra: dict[str, Any] = {"file": file} if file else {}
+        sent = await interaction.followup.send(
+            content, allowed_mentions=NO_PINGS, wait=True, **extra
+        )
+        return sent.id
+
+    return post
+
+
+async def post_parts(text: str, post: Poster, posted: list[str], *, max_chunks: int) -> list[str]:
+    """Send ``text`` in parts through ``post``, appending each message id to ``posted``."""
+    parts = split_message(text, MESSAGE_LIMIT)
+    attachment: bytes | None = None
+    if len(parts) > max_chunks:
+        parts = split_message(text, MESSAGE_LIMIT - len(LONG_REPLY_NOTE))[:1]
+        parts[0] += LONG_REPLY_NOTE
+        attachment = text.encode()
+    for index, part in enumerate(parts):
+        file = None
+        if attachment is not None and index == 0:
+            file = discord.File(io.BytesIO(attachment), filename=LONG_REPLY_FILENAME)
+        posted.append(str(await post(part, file, index == 0)))
+    return posted
+
+
+def delivery_error(chat_id: str, error: BaseException) -> DeliveryError:
+    """Log a final delivery failure (channel id and Discord's reason only) and wrap it."""
+    if isinstance(error, discord.HTTPException):
+        reason = f"HTTP {error.status} {error.text or ''}".strip()
+    else:
+        reason = type(error).__name__
+    log.warning("Discord refused a message to channel %s: %s", chat_id, reason)
+    return DeliveryError(
+        f"Discord refused the message: {reason}", platform=PLATFORM, chat_id=chat_id
+    )
+
+
+async def keep_typing(channel: discord.PartialMessageable, interval: float) -> None:
+    """Trigger "typing…" every ``interval`` seconds until cancelled; failures are cosmetic."""
+    while True:
+        try:
+            await channel.typing()
+        except (discord.HTTPException, *NETWORK_ERRORS) as error:
+            log.debug("Discord typing indicator failed in %s: %s", channel.id, error)
+        await asyncio.sleep(interval)

@@ -1,0 +1,47 @@
+"""Settings of the Discord adapter, built once by the gateway's config loader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: The gateway's commands (SPEC F5), offered in Discord's "/" menu.
+DEFAULT_SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("new", "Start a new conversation"),
+    ("reset", "Start a new conversation (same as /new)"),
+    ("compress", "Summarize older messages now; optional focus"),
+    ("status", "Model, context window, tokens used, compressions"),
+    ("context", "Token breakdown of the current context"),
+    ("usage", "Token usage of this conversation"),
+    ("help", "What I can do"),
+)
+
+
+@dataclass(frozen=True)
+class DiscordSettings:
+    """Everything the Discord adapter needs. Only ``token`` is required."""
+
+    token: str = field(repr=False)
+    #: In guild channels, answer only when addressed (mention, reply, command).
+    require_mention: bool = True
+    #: Channel ids (int or str) where every message counts as addressed; threads inherit.
+    free_response_channels: tuple[int | str, ...] = ()
+    #: Pass messages written by other bots (own messages are always ignored).
+    allow_bots: bool = False
+    #: (name, description) of each application command; each takes an optional ``args``.
+    slash_commands: tuple[tuple[str, str], ...] = DEFAULT_SLASH_COMMANDS
+    #: Register ``slash_commands`` with Discord at start (a bulk overwrite).
+    sync_commands: bool = True
+    #: Also register them in these guilds (instant there; global ones can take a while).
+    command_guild_ids: tuple[int, ...] = ()
+    #: Images up to this size are downloaded and passed to the gateway.
+    max_image_bytes: int = 5 * 1024 * 1024
+    #: Longer replies are sent as their first part plus the full text as a .md file.
+    max_chunks: int = 4
+    #: Seconds between typing refreshes (Discord shows typing for about 10 s).
+    typing_interval: float = 8.0
+    #: discord.py waits this long after the last GUILD_CREATE before READY.
+    guild_ready_timeout: float = 2.0
+    #: start() gives up when READY has not arrived after this many seconds.
+    ready_timeout: float = 60.0
+    #: stop() waits this long for messages already being handed to the gateway.
+    drain_timeout: float = 10.0

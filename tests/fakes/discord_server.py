@@ -1,0 +1,543 @@
+"""A fake Discord (REST under /api/v10 + the gateway websocket) for the real discord.py.
+
+One aiohttp app on 127.0.0.1 plays Discord for one bot: HELLO -> heartbeats -> IDENTIFY
+-> READY + GUILD_CREATE, then whatever a test dispatches; RESUME after an op 7 RECONNECT
+answers RESUMED and replays what the client missed. REST calls are recorded so tests can
+assert on what a user would see (content, mentions allowed, the message replied to).
+
+Use :func:`running_fake_discord`, which also points discord.py at the fake and restores
+it afterwards. The world is fixed: one guild with two text channels and a thread, one
+human (:data:`ALICE`), one other bot (:data:`OTHER_BOT`) and a DM channel with Alice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import discord.gateway
+import discord.http
+import yarl
+from aiohttp import WSMsgType, web
+
+BOT_ID = 1_000_000_000_000_001
+APPLICATION_ID = BOT_ID
+GUILD_ID = 2_000_000_000_000_001
+CHANNEL_ID = 3_000_000_000_000_001
+FREE_CHANNEL_ID = 3_000_000_000_000_002
+THREAD_ID = 4_000_000_000_000_001
+DM_CHANNEL_ID = 5_000_000_000_000_001
+BOT_ROLE_ID = 8_000_000_000_000_001
+
+BOT_USER: dict[str, Any] = {
+    "id": str(BOT_ID),
+    "username": "nightowl",
+    "discriminator": "0",
+    "avatar": None,
+    "bot": True,
+}
+ALICE: dict[str, Any] = {
+    "id": "6000000000000001",
+    "username": "alice",
+    "global_name": "Alice",
+    "discriminator": "0",
+    "avatar": None,
+}
+OTHER_BOT: dict[str, Any] = {
+    "id": "7000000000000001",
+    "username": "otherbot",
+    "discriminator": "0",
+    "avatar": None,
+    "bot": True,
+}
+_USERS = {int(u["id"]): u for u in (BOT_USER, ALICE, OTHER_BOT)}
+_MENTION = re.compile(r"<@!?(\d+)>")
+_ROLE_MENTION = re.compile(r"<@&(\d+)>")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _json(payload: Any, status: int = 200) -> web.Response:
+    # discord.py parses JSON only when Content-Type is exactly application/json.
+    body = json.dumps(payload).encode()
+    return web.Response(body=body, status=status, headers={"Content-Type": "application/json"})
+
+
+@dataclass
+class SentMessage:
+    """One message the bot posted (to a channel, or as an interaction followup)."""
+
+    channel_id: int
+    payload: dict[str, Any]
+    message_id: int
+    #: "channel" for POST /channels/{id}/messages, "followup" for an interaction webhook.
+    route: str = "channel"
+    files: list[tuple[str, bytes]] = field(default_factory=list)
+
+    @property
+    def content(self) -> str:
+        return self.payload.get("content") or ""
+
+
+class FakeDiscord:
+    """Discord's REST API and gateway for one bot, with a test-facing API."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.sent: list[SentMessage] = []
+        self.edits: list[tuple[int, int, dict[str, Any]]] = []
+        self.typing_calls: list[int] = []
+        self.interaction_callbacks: list[dict[str, Any]] = []
+        #: PUT bodies of command registration, keyed by guild id (None = global).
+        self.registered_commands: dict[int | None, list[dict[str, Any]]] = {}
+        self.identify_payloads: list[dict[str, Any]] = []
+        self.resume_count = 0
+        self.messages: dict[int, dict[str, Any]] = {}
+        self.attachment_downloads = 0
+        self._downloads_open = asyncio.Event()
+        self._downloads_open.set()
+        self._ids = itertools.count(9_000_000_000_000_001)
+        self._attachments: dict[str, bytes] = {}
+        self._send_failures: list[tuple[int, int, str]] = []
+        self._events: list[dict[str, Any]] = []
+        self._seq = 0
+        self._session_id = "fake-session-1"
+        self._ws: web.WebSocketResponse | None = None
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/attachments/{name}", self._attachment)
+        api = web.RouteTableDef()
+        api.get("/api/v10/users/@me")(self._get_me)
+        api.get("/api/v10/oauth2/applications/@me")(self._get_application)
+        api.get("/api/v10/gateway/bot")(self._get_gateway_bot)
+        api.get("/api/v10/gateway")(self._get_gateway_bot)
+        api.post("/api/v10/channels/{cid}/messages")(self._post_message)
+        api.get("/api/v10/channels/{cid}/messages/{mid}")(self._get_message)
+        api.patch("/api/v10/channels/{cid}/messages/{mid}")(self._patch_message)
+        api.post("/api/v10/channels/{cid}/typing")(self._post_typing)
+        api.post("/api/v10/users/@me/channels")(self._open_dm)
+        api.put("/api/v10/applications/{aid}/commands")(self._put_commands)
+        api.put("/api/v10/applications/{aid}/guilds/{gid}/commands")(self._put_commands)
+        api.post("/api/v10/interactions/{iid}/{token}/callback")(self._interaction_callback)
+        api.post("/api/v10/webhooks/{aid}/{token}")(self._post_followup)
+        api.patch("/api/v10/webhooks/{aid}/{token}/messages/{mid}")(self._patch_followup)
+        app.add_routes(api)
+        self._runner = web.AppRunner(app, shutdown_timeout=1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        if self._ws is not None and not self._ws.closed:
+            await self._ws.close(code=1000)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # ---- test API --------------------------------------------------------------------
+
+    async def dispatch_message(
+        self,
+        channel_id: int,
+        content: str,
+        *,
+        author: dict[str, Any] = ALICE,
+        mentions: list[dict[str, Any]] | None = None,
+        referenced: int | None = None,
+        attachments: list[tuple[str, str, bytes]] = (),  # type: ignore[assignment]
+        message_id: int | None = None,
+    ) -> dict[str, Any]:
+        """Deliver a MESSAGE_CREATE from ``author``; returns the payload.
+
+        Mentions are read from ``content`` (``<@id>``, ``<@&role>``, ``@everyone``) unless
+        given. ``referenced`` is the id of a message this one replies to. ``attachments``
+        are ``(filename, content_type, data)``, served from the fake's CDN path.
+        """
+        data = self._message_payload(
+            channel_id, content, author=author, mentions=mentions, message_id=message_id
+        )
+        if referenced is not None:
+            data["type"] = 19
+            data["message_reference"] = {
+                "message_id": str(referenced),
+                "channel_id": str(channel_id),
+            }
+            if referenced in self.messages:
+                data["referenced_message"] = self.messages[referenced]
+        data["attachments"] = [self._store_attachment(*a) for a in attachments]
+        self.messages[int(data["id"])] = data
+        await self.dispatch("MESSAGE_CREATE", data)
+        return data
+
+    async def dispatch_interaction(
+        self,
+        name: str,
+        args: str | None = None,
+        *,
+        channel_id: int = CHANNEL_ID,
+        user: dict[str, Any] = ALICE,
+    ) -> dict[str, Any]:
+        """Deliver an INTERACTION_CREATE for the slash command ``/name args``."""
+        interaction_id = next(self._ids)
+        options = [] if args is None else [{"name": "args", "type": 3, "value": args}]
+        data: dict[str, Any] = {
+            "id": str(interaction_id),
+            "application_id": str(APPLICATION_ID),
+            "type": 2,
+            "token": f"interaction-token-{interaction_id}",
+            "version": 1,
+            "attachment_size_limit": 8_388_608,
+            "locale": "en-US",
+            "app_permissions": "0",
+            "entitlements": [],
+            "channel": self._channel_payload(channel_id),
+            "channel_id": str(channel_id),
+            "data": {"id": str(next(self._ids)), "name": name, "type": 1, "options": options},
+        }
+        if channel_id == DM_CHANNEL_ID:
+            data["user"] = user
+            data["context"] = 1
+        else:
+            data["guild_id"] = str(GUILD_ID)
+            data["member"] = {**self._member(user), "permissions": "0"}
+            data["context"] = 0
+        await self.dispatch("INTERACTION_CREATE", data)
+        return data
+
+    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        """Send one DISPATCH (or keep it for the next RESUME when no socket is open)."""
+        self._seq += 1
+        frame = {"op": 0, "t": event, "s": self._seq, "d": data}
+        self._events.append(frame)
+        if self._ws is not None and not self._ws.closed:
+            await self._ws.send_str(json.dumps(frame))
+
+    async def replay(self, payload: dict[str, Any]) -> None:
+        """Deliver the same MESSAGE_CREATE again (Discord may, e.g. around a resume)."""
+        await self.dispatch("MESSAGE_CREATE", payload)
+
+    async def reconnect(self, seconds: float = 5.0) -> None:
+        """Send op 7 RECONNECT and wait until the client has resumed the session."""
+        resumed = self.resume_count + 1
+        assert self._ws is not None, "no gateway connection to reconnect"
+        await self._ws.send_str(json.dumps({"op": 7, "d": None}))
+        await self.wait_until(lambda: self.resume_count >= resumed, seconds)
+
+    def fail_next_sends(
+        self,
+        status: int,
+        *,
+        code: int = 50013,
+        message: str = "Missing Permissions",
+        times: int = 1,
+    ) -> None:
+        """Make the next ``times`` message posts fail with this HTTP error."""
+        self._send_failures.extend([(status, code, message)] * times)
+
+    def hold_attachment_downloads(self) -> None:
+        """Make attachment downloads hang until :meth:`release_attachment_downloads`."""
+        self._downloads_open.clear()
+
+    def release_attachment_downloads(self) -> None:
+        self._downloads_open.set()
+
+    async def wait_until(self, predicate: Callable[[], bool], seconds: float = 5.0) -> None:
+        """Wait (bounded) until ``predicate()`` holds; re-checked on every recorded call."""
+
+        async def _wait() -> None:
+            async with self._changed:
+                await self._changed.wait_for(predicate)
+
+        await asyncio.wait_for(_wait(), seconds)
+
+    async def wait_for_sent(self, count: int = 1, seconds: float = 5.0) -> list[SentMessage]:
+        """Wait until at least ``count`` messages were sent; returns all sent so far."""
+        await self.wait_until(lambda: len(self.sent) >= count, seconds)
+        return list(self.sent)
+
+    # ---- payloads ----------------------------------------------------------------------
+
+    def _member(self, user: dict[str, Any], roles: list[str] | None = None) -> dict[str, Any]:
+        return {"user": user, "roles": roles or [], "joined_at": _now(), "deaf": False,
+                "mute": False, "flags": 0}  # fmt: skip
+
+    def _channel_payload(self, channel_id: int) -> dict[str, Any]:
+        if channel_id == DM_CHANNEL_ID:
+            return {"id": str(DM_CHANNEL_ID), "type": 1, "recipients": [ALICE]}
+        if channel_id == THREAD_ID:
+            return {
+                "id": str(THREAD_ID), "type": 11, "guild_id": str(GUILD_ID),
+                "parent_id": str(CHANNEL_ID), "owner_id": ALICE["id"], "name": "a thread",
+                "message_count": 0, "member_count": 1,
+                "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
+                                    "archive_timestamp": _now(), "locked": False},
+            }  # fmt: skip
+        name = "general" if channel_id == CHANNEL_ID else "free-chat"
+        return {"id": str(channel_id), "type": 0, "guild_id": str(GUILD_ID), "name": name,
+                "position": 0, "permission_overwrites": [], "nsfw": False}  # fmt: skip
+
+    def _guild_payload(self) -> dict[str, Any]:
+        role = {"color": 0, "hoist": False, "mentionable": False, "flags": 0, "position": 0}
+        return {
+            "id": str(GUILD_ID), "name": "Night Shift", "owner_id": ALICE["id"],
+            "member_count": 3, "large": False, "features": [], "emojis": [], "stickers": [],
+            "roles": [
+                {**role, "id": str(GUILD_ID), "name": "@everyone", "permissions": "68608",
+                 "managed": False},
+                {**role, "id": str(BOT_ROLE_ID), "name": "nightowl", "permissions": "0",
+                 "managed": True, "position": 1, "tags": {"bot_id": str(BOT_ID)}},
+            ],
+            "channels": [self._channel_payload(CHANNEL_ID), self._channel_payload(FREE_CHANNEL_ID)],
+            "threads": [self._channel_payload(THREAD_ID)],
+            "members": [self._member(BOT_USER, [str(BOT_ROLE_ID)])],
+            "voice_states": [], "presences": [],
+        }  # fmt: skip
+
+    def _message_payload(
+        self,
+        channel_id: int,
+        content: str,
+        *,
+        author: dict[str, Any],
+        mentions: list[dict[str, Any]] | None = None,
+        message_id: int | None = None,
+    ) -> dict[str, Any]:
+        if mentions is None:
+            ids = {int(m) for m in _MENTION.findall(content)}
+            mentions = [_USERS[i] for i in ids if i in _USERS]
+        data: dict[str, Any] = {
+            "id": str(message_id or next(self._ids)), "channel_id": str(channel_id), "type": 0,
+            "content": content, "author": author, "timestamp": _now(), "tts": False,
+            "mention_everyone": "@everyone" in content or "@here" in content,
+            "mentions": mentions, "mention_roles": _ROLE_MENTION.findall(content),
+            "attachments": [], "embeds": [], "pinned": False, "flags": 0,
+        }  # fmt: skip
+        if channel_id != DM_CHANNEL_ID:
+            data["guild_id"] = str(GUILD_ID)
+            data["member"] = {k: v for k, v in self._member(author).items() if k != "user"}
+        return data
+
+    def _store_attachment(self, filename: str, content_type: str, blob: bytes) -> dict[str, Any]:
+        attachment_id = next(self._ids)
+        name = f"{attachment_id}-{filename}"
+        self._attachments[name] = blob
+        url = f"{self.base_url}/attachments/{name}"
+        return {"id": str(attachment_id), "filename": filename, "size": len(blob), "url": url,
+                "proxy_url": url, "content_type": content_type}  # fmt: skip
+
+    # ---- REST --------------------------------------------------------------------------
+
+    async def _record(self, update: Callable[[], None]) -> None:
+        async with self._changed:
+            update()
+            self._changed.notify_all()
+
+    async def _get_me(self, request: web.Request) -> web.Response:
+        return _json(BOT_USER)
+
+    async def _get_application(self, request: web.Request) -> web.Response:
+        return _json({"id": str(APPLICATION_ID), "name": "nightowl", "description": "",
+                      "icon": None, "bot_public": False, "bot_require_code_grant": False,
+                      "owner": ALICE, "verify_key": "0" * 64, "flags": 0})  # fmt: skip
+
+    async def _get_gateway_bot(self, request: web.Request) -> web.Response:
+        limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
+        url = f"ws://127.0.0.1:{self.port}/gateway"
+        return _json({"url": url, "shards": 1, "session_start_limit": limit})
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        await self._record(
+            lambda: setattr(self, "attachment_downloads", self.attachment_downloads + 1)
+        )
+        await self._downloads_open.wait()
+        blob = self._attachments.get(request.match_info["name"])
+        if blob is None:
+            return _json({"code": 0, "message": "404: Not Found"}, 404)
+        return web.Response(body=blob, headers={"Content-Type": "application/octet-stream"})
+
+    async def _read_body(self, request: web.Request) -> tuple[dict[str, Any], list]:
+        if not request.content_type.startswith("multipart/"):
+            return await request.json(), []
+        payload: dict[str, Any] = {}
+        files: list[tuple[str, bytes]] = []
+        reader = await request.multipart()
+        async for part in reader:
+            if part.name == "payload_json":
+                payload = json.loads(await part.text())
+            else:
+                files.append((part.filename or "", bytes(await part.read())))
+        return payload, files
+
+    async def _post_message(self, request: web.Request) -> web.Response:
+        if self._send_failures:
+            status, code, message = self._send_failures.pop(0)
+            return _json({"code": code, "message": message}, status)
+        channel_id = int(request.match_info["cid"])
+        payload, files = await self._read_body(request)
+        return await self._create_bot_message(channel_id, payload, files, "channel")
+
+    async def _create_bot_message(
+        self, channel_id: int, payload: dict[str, Any], files: list, route: str
+    ) -> web.Response:
+        data = self._message_payload(channel_id, payload.get("content", ""), author=BOT_USER)
+        data["mentions"] = []  # what the bot's text would ping is decided by allowed_mentions
+        reference = payload.get("message_reference")
+        if reference:
+            data["type"] = 19
+            data["message_reference"] = {"message_id": str(reference["message_id"]),
+                                         "channel_id": str(channel_id)}  # fmt: skip
+        data["attachments"] = [
+            self._store_attachment(name, "text/markdown", b) for name, b in files
+        ]
+        if route == "followup":
+            data["webhook_id"] = str(APPLICATION_ID)
+        message_id = int(data["id"])
+        self.messages[message_id] = data
+        sent = SentMessage(channel_id, payload, message_id, route, files)
+        await self._record(lambda: self.sent.append(sent))
+        return _json(data)
+
+    async def _get_message(self, request: web.Request) -> web.Response:
+        data = self.messages.get(int(request.match_info["mid"]))
+        if data is None:
+            return _json({"code": 10008, "message": "Unknown Message"}, 404)
+        return _json(data)
+
+    async def _patch_message(self, request: web.Request) -> web.Response:
+        channel_id, message_id = int(request.match_info["cid"]), int(request.match_info["mid"])
+        payload = await request.json()
+        data = self.messages.get(message_id)
+        if data is None:
+            return _json({"code": 10008, "message": "Unknown Message"}, 404)
+        data.update({k: v for k, v in payload.items() if k == "content"}, edited_timestamp=_now())
+        await self._record(lambda: self.edits.append((channel_id, message_id, payload)))
+        return _json(data)
+
+    async def _post_typing(self, request: web.Request) -> web.Response:
+        channel_id = int(request.match_info["cid"])
+        await self._record(lambda: self.typing_calls.append(channel_id))
+        return web.Response(status=204)
+
+    async def _open_dm(self, request: web.Request) -> web.Response:
+        recipient = _USERS.get(int((await request.json())["recipient_id"]), ALICE)
+        return _json({"id": str(DM_CHANNEL_ID), "type": 1, "recipients": [recipient]})
+
+    async def _put_commands(self, request: web.Request) -> web.Response:
+        guild = request.match_info.get("gid")
+        commands = await request.json()
+        key = int(guild) if guild else None
+        await self._record(lambda: self.registered_commands.__setitem__(key, commands))
+        answer = [{**c, "id": str(next(self._ids)), "application_id": str(APPLICATION_ID),
+                   "version": "1"} for c in commands]  # fmt: skip
+        return _json(answer)
+
+    async def _interaction_callback(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        body["interaction_id"] = request.match_info["iid"]
+        await self._record(lambda: self.interaction_callbacks.append(body))
+        loading = body.get("type") == 5
+        return _json({"interaction": {"id": request.match_info["iid"], "type": 2,
+                                      "response_message_loading": loading,
+                                      "response_message_ephemeral": False}})  # fmt: skip
+
+    async def _post_followup(self, request: web.Request) -> web.Response:
+        token = request.match_info["token"]
+        interaction_id = int(token.rsplit("-", 1)[-1])
+        event = next(
+            (e["d"] for e in self._events if e["d"].get("id") == str(interaction_id)), None
+        )
+        if event is None:
+            return _json({"code": 10015, "message": "Unknown Webhook"}, 404)
+        payload, files = await self._read_body(request)
+        return await self._create_bot_message(int(event["channel_id"]), payload, files, "followup")
+
+    async def _patch_followup(self, request: web.Request) -> web.Response:
+        payload = await request.json()
+        await self._record(lambda: self.edits.append((0, 0, payload)))
+        data = self._message_payload(CHANNEL_ID, payload.get("content", ""), author=BOT_USER)
+        return _json(data)
+
+    # ---- gateway -----------------------------------------------------------------------
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 41250}}))
+        async for msg in ws:
+            if msg.type is not WSMsgType.TEXT:
+                break
+            frame = json.loads(msg.data)
+            if frame["op"] == 1:
+                await ws.send_str(json.dumps({"op": 11}))
+            elif frame["op"] == 2:
+                await self._identify(ws, frame["d"])
+            elif frame["op"] == 6:
+                await self._resume(ws, frame["d"])
+        if self._ws is ws:
+            self._ws = None
+        return ws
+
+    async def _identify(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
+        recorded = {k: v for k, v in data.items() if k != "token"}
+        await self._record(lambda: self.identify_payloads.append(recorded))
+        self._ws = ws
+        await self.dispatch("READY", {
+            "v": 10, "user": BOT_USER, "session_id": self._session_id,
+            "resume_gateway_url": f"ws://127.0.0.1:{self.port}/gateway",
+            "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
+            "application": {"id": str(APPLICATION_ID), "flags": 0},
+        })  # fmt: skip
+        await self.dispatch("GUILD_CREATE", self._guild_payload())
+
+    async def _resume(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
+        if data.get("session_id") != self._session_id:
+            await ws.send_str(json.dumps({"op": 9, "d": False}))
+            return
+        missed = [e for e in self._events if e["s"] > (data.get("seq") or 0)]
+        self._seq += 1
+        await ws.send_str(json.dumps({"op": 0, "t": "RESUMED", "s": self._seq, "d": {}}))
+        for frame in missed:
+            await ws.send_str(json.dumps(frame))
+        self._ws = ws
+        await self._record(lambda: setattr(self, "resume_count", self.resume_count + 1))
+
+
+@contextlib.asynccontextmanager
+async def running_fake_discord() -> AsyncIterator[FakeDiscord]:
+    """Start a :class:`FakeDiscord` and point discord.py's REST and gateway at it.
+
+    Both class attributes are restored on exit, even when the test fails.
+    """
+    fake = FakeDiscord()
+    await fake.start()
+    old_base = discord.http.Route.BASE
+    old_gateway = discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
+    discord.http.Route.BASE = f"{fake.base_url}/api/v10"
+    discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(
+        f"ws://127.0.0.1:{fake.port}/gateway"
+    )
+    try:
+        yield fake
+    finally:
+        discord.http.Route.BASE = old_base
+        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = old_gateway
+        await fake.stop()
