@@ -1,0 +1,163 @@
+"""The Telegram adapter: python-telegram-bot's Bot, our own exactly-once receiving."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from telegram import Bot
+from telegram.error import TelegramError
+from telegram.request import HTTPXRequest
+
+from adapters.base import Adapter, DeliveryError, InboundSink, OutboundMessage, ReplyStream
+from adapters.telegram.calls import ApiCaller, redact
+from adapters.telegram.delivery import Sender
+from adapters.telegram.inbound import BotIdentity, UpdateConverter
+from adapters.telegram.receiving import ALLOWED_UPDATES, Dedupe, UpdatePoller, UpdateProcessor
+from adapters.telegram.settings import TelegramSettings
+from adapters.telegram.stream import TelegramReplyStream
+
+log = logging.getLogger(__name__)
+
+
+class TelegramStartError(RuntimeError):
+    """The adapter could not connect (bad token, unreachable API); message is redacted."""
+
+
+class TelegramAdapter(Adapter):
+    """Telegram private chats, groups, supergroups and forum topics.
+
+    ``dedupe`` (optional) answers whether a dedupe key ("telegram:<update_id>") is
+    already stored; such redelivered updates are confirmed without calling the sink.
+    """
+
+    platform = "telegram"
+
+    def __init__(self, settings: TelegramSettings, *, dedupe: Dedupe | None = None) -> None:
+        self.settings = settings
+        self._dedupe = dedupe
+        self._caller = ApiCaller(settings)
+        self._bot: Bot | None = None
+        self._sender: Sender | None = None
+        self._poller: UpdatePoller | None = None
+        self._webhook = None
+        self._log_filter = _RedactToken(settings.token)
+        self.identity: BotIdentity | None = None
+
+    async def start(self, sink: InboundSink) -> None:
+        # httpx logs every request URL at INFO, and Bot API URLs contain the token.
+        logging.getLogger("httpx").addFilter(self._log_filter)
+        bot = self._make_bot()
+        try:
+            await self._caller.call("getMe", "-", bot.initialize)
+        except (DeliveryError, TelegramError) as error:
+            reason = redact(str(error), self.settings.token)
+            raise TelegramStartError(f"Telegram adapter could not start: {reason}") from None
+        self._bot = bot
+        self.identity = BotIdentity(id=bot.id, username=bot.username)
+        self._sender = Sender(self.settings, bot, self._caller)
+        converter = UpdateConverter(self.settings, bot, self.identity, self._caller)
+        processor = UpdateProcessor(self.settings, converter.convert, sink, self._dedupe)
+        await self._register_commands(bot)
+        if self.settings.webhook is not None:
+            await self._start_webhook(bot, processor)
+        else:
+            await self._start_polling(bot, processor)
+        log.info("Telegram adapter running as @%s", self.identity.username)
+
+    async def stop(self) -> None:
+        if self._poller is not None:
+            await self._poller.stop()
+            self._poller = None
+        if self._webhook is not None:
+            await self._webhook.stop()
+            self._webhook = None
+        if self._bot is not None:
+            with contextlib.suppress(TelegramError):
+                await self._bot.shutdown()
+            self._bot = None
+        logging.getLogger("httpx").removeFilter(self._log_filter)
+
+    async def send(self, message: OutboundMessage) -> list[str]:
+        return await self._running_sender().send(message)
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> AsyncIterator[None]:
+        async with self._running_sender().typing(chat_id, thread_id):
+            yield
+
+    def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
+        if not self.settings.stream:
+            return None
+        return TelegramReplyStream(self._running_sender(), target)
+
+    def _running_sender(self) -> Sender:
+        if self._sender is None:
+            raise DeliveryError("Telegram adapter is not running", platform="telegram")
+        return self._sender
+
+    def _make_bot(self) -> Bot:
+        settings = self.settings
+        return Bot(
+            settings.token,
+            base_url=settings.api_base_url,
+            base_file_url=settings.file_base_url,
+            request=HTTPXRequest(connection_pool_size=16, read_timeout=15.0),
+            get_updates_request=HTTPXRequest(connection_pool_size=1),
+        )
+
+    async def _register_commands(self, bot: Bot) -> None:
+        commands = list(self.settings.bot_commands)
+        if not commands:
+            return
+        try:
+            await self._caller.call("setMyCommands", "-", lambda: bot.set_my_commands(commands))
+        except (DeliveryError, TelegramError) as error:  # the menu is a convenience only
+            log.warning("Telegram setMyCommands failed: %s", type(error).__name__)
+
+    async def _start_polling(self, bot: Bot, processor: UpdateProcessor) -> None:
+        try:
+            # Pending updates stay queued: they are processed, never dropped (SPEC F7).
+            await self._caller.call(
+                "deleteWebhook", "-", lambda: bot.delete_webhook(drop_pending_updates=False)
+            )
+        except (DeliveryError, TelegramError) as error:  # polling reports a Conflict if it matters
+            log.warning("Telegram deleteWebhook failed: %s", type(error).__name__)
+        self._poller = UpdatePoller(self.settings, self._make_bot, processor)
+        await self._poller.start()
+
+    async def _start_webhook(self, bot: Bot, processor: UpdateProcessor) -> None:
+        from adapters.telegram.webhook import WebhookReceiver  # aiohttp only when used
+
+        webhook = self.settings.webhook
+        assert webhook is not None
+        self._webhook = WebhookReceiver(webhook, bot, processor)
+        await self._webhook.start()
+        try:
+            await self._caller.call(
+                "setWebhook",
+                "-",
+                lambda: bot.set_webhook(
+                    webhook.url,
+                    allowed_updates=ALLOWED_UPDATES,
+                    secret_token=webhook.secret or None,
+                    drop_pending_updates=False,
+                ),
+            )
+        except (DeliveryError, TelegramError) as error:
+            await self._webhook.stop()
+            reason = redact(str(error), self.settings.token)
+            raise TelegramStartError(f"Telegram setWebhook failed: {reason}") from None
+
+
+class _RedactToken(logging.Filter):
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self._token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if self._token in message:
+            record.msg, record.args = redact(message, self._token), None
+        return True

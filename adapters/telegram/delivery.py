@@ -1,0 +1,224 @@
+"""Replies out to Telegram: split, format, fall back to plain text, show typing.
+
+Long replies: a reply that needs more than ``max_messages_per_reply`` messages (4 by
+default, i.e. more than ~16,000 characters) is not sent as a flood of messages. Its first
+message goes out as usual and the whole reply follows as a ``reply.md`` document, so the
+chat shows the start and the user can open the rest in one piece.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from telegram import Bot, Message, ReplyParameters
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import BadRequest, RetryAfter, TelegramError
+
+from adapters.base import OutboundMessage
+from adapters.chunking import split_message, utf16_length
+from adapters.telegram.calls import ApiCaller, is_bad_request, redact, retry_after_seconds
+from adapters.telegram.formatting import markdown_to_telegram_html, visible_length
+from adapters.telegram.settings import TelegramSettings
+
+log = logging.getLogger(__name__)
+
+ENTITY_ERROR = "can't parse entities"
+NOT_MODIFIED = "message is not modified"
+DOCUMENT_NAME = "reply.md"
+
+
+def chat_ref(chat_id: str) -> int | str:
+    """Numeric chat ids as int; "@channelname" stays a string."""
+    return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
+
+
+class Sender:
+    """Sends and edits messages for the adapter and its reply streams."""
+
+    def __init__(self, settings: TelegramSettings, bot: Bot, caller: ApiCaller) -> None:
+        self.settings = settings
+        self._bot = bot
+        self._caller = caller
+        self._last_edit: dict[str, float] = {}
+
+    # -- whole replies ---------------------------------------------------------------
+    async def send(self, message: OutboundMessage) -> list[str]:
+        """Deliver ``message`` (see the module doc for long replies); returns message ids."""
+        chunks = self.split(message.text)
+        if len(chunks) > self.settings.max_messages_per_reply:
+            first = await self.send_chunk(message, chunks[0], reply=True)
+            return [first, await self.send_document(message)]
+        return [
+            await self.send_chunk(message, chunk, reply=index == 0)
+            for index, chunk in enumerate(chunks)
+        ]
+
+    def split(self, text: str) -> list[str]:
+        """Markdown chunks that each fit one message once formatted."""
+        limit = self.settings.message_limit
+        return [
+            piece
+            for chunk in split_message(text, limit, length=utf16_length)
+            for piece in self._fit_formatted(chunk, limit)
+        ]
+
+    def _fit_formatted(self, chunk: str, limit: int) -> list[str]:
+        # Formatting rarely lengthens visible text (it removes markup), but never assume.
+        if visible_length(markdown_to_telegram_html(chunk)) <= limit:
+            return [chunk]
+        smaller = split_message(chunk, limit * 9 // 10, length=utf16_length)
+        return [piece for part in smaller for piece in self._fit_formatted(part, limit)]
+
+    async def send_chunk(self, target: OutboundMessage, chunk: str, *, reply: bool) -> str:
+        """Send one chunk as HTML; resend it as plain text if Telegram rejects the entities."""
+        placement = self._placement(target, reply)
+        html_text = markdown_to_telegram_html(chunk)
+        try:
+            sent = await self._send_text(target.chat_id, html_text, ParseMode.HTML, placement)
+        except BadRequest as error:
+            if not is_bad_request(error, ENTITY_ERROR):
+                raise self._caller.failure("sendMessage", target.chat_id, error) from None
+            log.warning(
+                "Telegram rejected formatting in chat %s; sending plain text", target.chat_id
+            )
+            try:
+                sent = await self._send_text(target.chat_id, chunk, None, placement)
+            except BadRequest as plain_error:
+                raise self._caller.failure("sendMessage", target.chat_id, plain_error) from None
+        return str(sent.message_id)
+
+    async def send_plain(self, target: OutboundMessage, text: str) -> int:
+        """Send unformatted text replying to the target (a stream's first message)."""
+        try:
+            sent = await self._send_text(target.chat_id, text, None, self._placement(target, True))
+        except BadRequest as error:
+            raise self._caller.failure("sendMessage", target.chat_id, error) from None
+        return sent.message_id
+
+    async def send_document(self, target: OutboundMessage) -> str:
+        caption = (
+            f"The full reply ({len(target.text):,} characters) is attached as {DOCUMENT_NAME}."
+        )
+        placement = self._placement(target, reply=True)
+        try:
+            sent = await self._caller.call(
+                "sendDocument",
+                target.chat_id,
+                lambda: self._bot.send_document(
+                    chat_ref(target.chat_id),
+                    target.text.encode("utf-8"),
+                    filename=DOCUMENT_NAME,
+                    caption=caption,
+                    **placement,
+                ),
+            )
+        except BadRequest as error:
+            raise self._caller.failure("sendDocument", target.chat_id, error) from None
+        return str(sent.message_id)
+
+    async def _send_text(
+        self, chat_id: str, text: str, parse_mode: str | None, placement: dict[str, Any]
+    ) -> Message:
+        return await self._caller.call(
+            "sendMessage",
+            chat_id,
+            lambda: self._bot.send_message(
+                chat_ref(chat_id), text, parse_mode=parse_mode, **placement
+            ),
+        )
+
+    @staticmethod
+    def _placement(target: OutboundMessage, reply: bool) -> dict[str, Any]:
+        placement: dict[str, Any] = {}
+        if target.thread_id:
+            placement["message_thread_id"] = int(target.thread_id)
+        if reply and target.reply_to_message_id:
+            # A deleted original must not make the reply fail.
+            placement["reply_parameters"] = ReplyParameters(
+                message_id=int(target.reply_to_message_id), allow_sending_without_reply=True
+            )
+        return placement
+
+    # -- edits (reply streams) -------------------------------------------------------
+    def edit_due(self, chat_id: str) -> bool:
+        """True when an edit in this chat keeps to one per ``stream_edit_interval``."""
+        last = self._last_edit.get(chat_id)
+        return last is None or time.monotonic() - last >= self.settings.stream_edit_interval
+
+    def mark_edited(self, chat_id: str, *, delay: float = 0.0) -> None:
+        """Record an edit just done; ``delay`` postpones the next one (flood control)."""
+        self._last_edit[chat_id] = time.monotonic() + delay
+
+    async def wait_for_edit_slot(self, chat_id: str) -> None:
+        last = self._last_edit.get(chat_id)
+        if last is not None:
+            await asyncio.sleep(
+                max(0.0, last + self.settings.stream_edit_interval - time.monotonic())
+            )
+
+    async def try_edit_plain(self, chat_id: str, message_id: int, text: str) -> bool:
+        """One best-effort edit of a partial reply; flood control postpones later ones."""
+        try:
+            await self._bot.edit_message_text(text, chat_ref(chat_id), message_id)
+        except RetryAfter as error:
+            self.mark_edited(chat_id, delay=retry_after_seconds(error))
+            return False
+        except TelegramError as error:  # a partial update may fail; the final edit retries
+            if not is_bad_request(error, NOT_MODIFIED):
+                reason = redact(str(error), self.settings.token)
+                log.info("Telegram stream edit in chat %s skipped: %s", chat_id, reason)
+            return False
+        self.mark_edited(chat_id)
+        return True
+
+    async def edit_formatted(self, chat_id: str, message_id: int, chunk: str) -> None:
+        """The final edit: formatted, plain text if the entities are rejected."""
+        html_text = markdown_to_telegram_html(chunk)
+        for text, parse_mode in ((html_text, ParseMode.HTML), (chunk, None)):
+            try:
+                await self._caller.call(
+                    "editMessageText",
+                    chat_id,
+                    lambda t=text, p=parse_mode: self._bot.edit_message_text(
+                        t, chat_ref(chat_id), message_id, parse_mode=p
+                    ),
+                )
+            except BadRequest as error:
+                if is_bad_request(error, NOT_MODIFIED):
+                    break
+                if parse_mode is None or not is_bad_request(error, ENTITY_ERROR):
+                    raise self._caller.failure("editMessageText", chat_id, error) from None
+                continue
+            break
+        self.mark_edited(chat_id)
+
+    # -- typing ----------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def typing(self, chat_id: str, thread_id: str | None) -> AsyncIterator[None]:
+        task = asyncio.create_task(self._keep_typing(chat_id, thread_id))
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _keep_typing(self, chat_id: str, thread_id: str | None) -> None:
+        # Telegram shows "typing…" for ~5 s per action, so it is refreshed until cancelled.
+        interval = self.settings.typing_interval
+        thread = int(thread_id) if thread_id else None
+        while True:
+            delay = interval
+            try:
+                await self._bot.send_chat_action(
+                    chat_ref(chat_id), ChatAction.TYPING, message_thread_id=thread
+                )
+            except RetryAfter as error:
+                delay = max(interval, retry_after_seconds(error))
+            except TelegramError as error:  # cosmetic: a failed indicator must not end a turn
+                log.debug("Telegram typing in chat %s failed: %s", chat_id, type(error).__name__)
+            await asyncio.sleep(delay)

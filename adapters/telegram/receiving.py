@@ -1,0 +1,254 @@
+"""Receiving updates: hand each one to the gateway before Telegram is told it arrived.
+
+Why not PTB's ``Updater``: its polling task puts a batch into a queue and immediately
+sets ``offset = last_update_id + 1`` for the next ``getUpdates``, so Telegram forgets the
+batch before any handler has run, and ``Updater.stop()`` confirms everything it fetched
+(see ``telegram/ext/_updater.py``, ``polling_action_cb`` and ``_get_updates_cleanup``).
+A crash in between would lose messages (SPEC F7). :class:`UpdatePoller` keeps PTB's
+``Bot.get_updates`` long poll but asks for the next offset only after every update of
+the batch went through the sink, in order.
+
+Failures (:class:`UpdateProcessor`): a sink that raises leaves its update unconfirmed,
+so it is fetched again, after a back-off; after ``max_update_failures`` failed attempts
+of the same update it is logged as skipped and confirmed, so one poison update cannot
+stall a chat forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from telegram import Bot, Update
+from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
+
+from adapters.base import InboundMessage, InboundSink
+from adapters.telegram.calls import redact, retry_after_seconds
+from adapters.telegram.settings import TelegramSettings
+
+log = logging.getLogger(__name__)
+
+ALLOWED_UPDATES = ("message", "edited_message")
+_MAX_BACKOFF = 30.0
+_REMEMBERED_IDS = 4096
+
+Converter = Callable[[Update], Awaitable[InboundMessage | None]]
+#: Returns True when a dedupe key is already stored (sync or async).
+Dedupe = Callable[[str], bool | Awaitable[bool]]
+
+
+class UpdateProcessor:
+    """Converts one update and awaits the sink; says whether it may be confirmed."""
+
+    def __init__(
+        self,
+        settings: TelegramSettings,
+        convert: Converter,
+        sink: InboundSink,
+        dedupe: Dedupe | None = None,
+    ) -> None:
+        self._settings = settings
+        self._convert = convert
+        self._sink = sink
+        self._dedupe = dedupe
+        self._failures: dict[int, int] = {}
+        self._done: deque[int] = deque(maxlen=_REMEMBERED_IDS)
+
+    def failures(self, update_id: int) -> int:
+        return self._failures.get(update_id, 0)
+
+    async def process(self, update: Update) -> bool:
+        """True when the update is stored (or skipped for good) and may be confirmed."""
+        update_id = update.update_id
+        if update_id in self._done:
+            return True
+        try:
+            if not await self._already_stored(update_id):
+                message = await self._convert(update)
+                if message is not None:
+                    await self._sink(message)
+        except Exception as error:  # a gateway failure must not stop receiving: retry later
+            return self._record_failure(update, error)
+        self._failures.pop(update_id, None)
+        self._done.append(update_id)
+        return True
+
+    async def _already_stored(self, update_id: int) -> bool:
+        if self._dedupe is None:
+            return False
+        seen = self._dedupe(f"telegram:{update_id}")
+        return bool(await seen) if inspect.isawaitable(seen) else bool(seen)
+
+    def _record_failure(self, update: Update, error: Exception) -> bool:
+        update_id = update.update_id
+        attempts = self._failures.get(update_id, 0) + 1
+        chat = update.effective_chat.id if update.effective_chat else "?"
+        reason = redact(f"{type(error).__name__}: {error}", self._settings.token)
+        limit = self._settings.max_update_failures
+        if attempts >= limit:
+            log.error(
+                "Telegram update %s (chat %s) skipped after %d failed attempts: %s",
+                update_id,
+                chat,
+                attempts,
+                reason,
+            )
+            self._failures.pop(update_id, None)
+            self._done.append(update_id)
+            return True
+        self._failures[update_id] = attempts
+        log.error(
+            "Telegram update %s (chat %s) not stored, attempt %d of %d: %s",
+            update_id,
+            chat,
+            attempts,
+            limit,
+            reason,
+        )
+        return False
+
+
+class UpdatePoller:
+    """Long-polls getUpdates on its own Bot; rebuilt by a watchdog when it stops working."""
+
+    def __init__(
+        self,
+        settings: TelegramSettings,
+        make_bot: Callable[[], Bot],
+        processor: UpdateProcessor,
+    ) -> None:
+        self._settings = settings
+        self._make_bot = make_bot
+        self._processor = processor
+        self._bot: Bot | None = None
+        self._offset: int | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        self._processing = False
+        self._stopping = False
+        self._last_success = time.monotonic()
+        self.rebuilds = 0
+
+    async def start(self) -> None:
+        self._stopping = False
+        self._start_loop()
+        self._watchdog = asyncio.create_task(self._watch(), name="telegram-poll-watchdog")
+
+    async def stop(self) -> None:
+        """Let the update in the sink finish, confirm what was stored, close the poller."""
+        self._stopping = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            await asyncio.gather(self._watchdog, return_exceptions=True)
+        task = self._task
+        if task is not None:
+            if not self._processing:
+                task.cancel()
+            await asyncio.wait({task}, timeout=self._settings.stop_timeout)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self._confirm_offset()
+        await self._close_bot()
+
+    def _start_loop(self) -> None:
+        self._bot = self._make_bot()
+        self._last_success = time.monotonic()
+        self._task = asyncio.create_task(self._poll(), name="telegram-poll")
+
+    async def _poll(self) -> None:
+        errors = 0
+        while not self._stopping:
+            try:
+                updates = await self._fetch()
+            except RetryAfter as error:
+                await asyncio.sleep(retry_after_seconds(error))
+                continue
+            except Exception as error:  # the poller must outlive any failed request
+                errors += 1
+                await asyncio.sleep(self._log_poll_error(error, errors))
+                continue
+            errors = 0
+            self._last_success = time.monotonic()
+            await self._process_batch(updates)
+
+    async def _fetch(self) -> tuple[Update, ...]:
+        assert self._bot is not None
+        return await self._bot.get_updates(
+            offset=self._offset,
+            timeout=timedelta(seconds=self._settings.poll_timeout),
+            allowed_updates=ALLOWED_UPDATES,
+        )
+
+    async def _process_batch(self, updates: tuple[Update, ...]) -> None:
+        for update in updates:
+            if self._offset is not None and update.update_id < self._offset:
+                continue  # already handled in this process
+            self._processing = True
+            try:
+                stored = await self._processor.process(update)
+            finally:
+                self._processing = False
+                self._last_success = time.monotonic()
+            if not stored:
+                # Not confirmed: the next getUpdates returns it again (with the rest).
+                await asyncio.sleep(self._backoff(self._processor.failures(update.update_id)))
+                return
+            self._offset = update.update_id + 1
+            if self._stopping:
+                return
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self._settings.retry_backoff * 2 ** max(attempt - 1, 0), _MAX_BACKOFF)
+
+    def _log_poll_error(self, error: Exception, errors: int) -> float:
+        delay = self._backoff(errors)
+        reason = redact(f"{type(error).__name__}: {error}", self._settings.token)
+        if isinstance(error, Conflict):
+            reason += " (another bot instance or a webhook is using this token)"
+        elif isinstance(error, InvalidToken):
+            reason = "Telegram rejected the bot token"
+        log_level = logging.WARNING if isinstance(error, TelegramError) else logging.ERROR
+        log.log(log_level, "Telegram getUpdates failed: %s; retrying in %.1f s", reason, delay)
+        return delay
+
+    async def _watch(self) -> None:
+        timeout = self._settings.health_timeout_seconds
+        while True:
+            await asyncio.sleep(min(timeout / 4, 5.0))
+            if self._processing or self._stopping:
+                continue
+            silent_for = time.monotonic() - self._last_success
+            if silent_for > timeout or (self._task is not None and self._task.done()):
+                log.error(
+                    "Telegram: no successful getUpdates for %.0f s; rebuilding the polling loop",
+                    silent_for,
+                )
+                await self._rebuild()
+
+    async def _rebuild(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._close_bot()
+        self.rebuilds += 1
+        self._start_loop()
+
+    async def _confirm_offset(self) -> None:
+        if self._offset is None or self._bot is None:
+            return
+        try:
+            await self._bot.get_updates(offset=self._offset, limit=1, timeout=timedelta(0))
+        except TelegramError as error:  # shutdown goes on; the gateway dedupes redeliveries
+            log.warning("Telegram: final offset not confirmed: %s", type(error).__name__)
+
+    async def _close_bot(self) -> None:
+        bot, self._bot = self._bot, None
+        if bot is not None:
+            with contextlib.suppress(TelegramError):
+                await bot.shutdown()
