@@ -29,8 +29,8 @@ verbatim (malformed JSON, an HTML 502 from a proxy, another server's error shape
 Prompt tokens are estimated like SPEC T1: ``(chars + 3) // 4`` over roles, text, tool
 call names/arguments, tool ids, the system prompt and the tools JSON, with a flat 1500
 tokens per image (``FakeLLM.count_tokens`` can be replaced). With ``context_window``
-set, a request whose estimate + max_tokens exceeds it is refused with that API's real
-overflow error (OpenAI ``context_length_exceeded``, Anthropic "prompt is too long" /
+set, a request whose estimate + max_tokens exceeds it is refused (before the script is
+consulted, so scripted replies go to requests that fit) with that API's real overflow error (OpenAI ``context_length_exceeded``, Anthropic "prompt is too long" /
 "input length and `max_tokens` exceed context limit"), stating the window.
 Usage ``"auto"`` reports that estimate and ``len(text) // 4 + 1`` completion tokens;
 a ``(prompt, completion)`` tuple is the normalised prompt total (Anthropic's
@@ -322,27 +322,30 @@ class FakeLLM:
         async with self._arrived:
             self.requests.append(recorded)
             self._arrived.notify_all()
+        # Refusals a real server makes before generating leave the script untouched.
         if self.api_key is not None and recorded.api_key != self.api_key:
             return _error_response(api, Reply(status=401))
+        overflow = self._overflow_reply(recorded)
+        if overflow is not None:
+            return _error_response(api, overflow)
         reply = await self._next_reply(recorded)
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.hang:
             await self._stopping.wait()
             return web.Response(status=503, text="shutting down")
-        overflow = self._overflow_reply(recorded)
-        if overflow is not None:
-            return _error_response(api, overflow)
+        return await self._respond(request, recorded, reply)
+
+    async def _respond(
+        self, request: web.Request, recorded: Recorded, reply: Reply
+    ) -> web.StreamResponse:
+        api = recorded.api
         if reply.raw_body is not None:
-            kind = (
-                "text/event-stream"
-                if recorded.stream and reply.status == 200
-                else "application/json"
-            )
+            streamed = recorded.stream and reply.status == 200
             return web.Response(
                 status=reply.status,
                 body=reply.raw_body.encode(),
-                content_type=kind,
+                content_type="text/event-stream" if streamed else "application/json",
                 headers=reply.headers,
             )
         if reply.status != 200:

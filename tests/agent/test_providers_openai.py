@@ -1,0 +1,344 @@
+"""The OpenAI provider with the real SDK against the fake server."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agent.providers import Provider, ProviderError, ProviderSettings, Usage, make_provider
+from agent.providers.openai import OpenAIProvider
+from tests.fakes.llm_server import FakeLLM, Reply
+
+KEY = "sk-test-SECRET-0123456789abcdef"
+
+
+@pytest.fixture
+async def provider(fake_llm: FakeLLM) -> AsyncIterator[Provider]:
+    provider = make_provider(
+        ProviderSettings(
+            "openai", "gpt-test", KEY, fake_llm.openai_base_url, timeout=5, max_retries=0
+        )
+    )
+    yield provider
+    await provider.aclose()
+
+
+def chat(text: str = "hello") -> list[dict[str, Any]]:
+    return [{"role": "system", "content": "Be brief."}, {"role": "user", "content": text}]
+
+
+class Deltas:
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+
+    async def __call__(self, text: str) -> None:
+        self.pieces.append(text)
+
+
+async def failure(provider: Provider, *, stream: bool = False, **kwargs: Any) -> ProviderError:
+    with pytest.raises(ProviderError) as caught:
+        await provider.complete(
+            chat(), max_tokens=32, on_text=Deltas() if stream else None, **kwargs
+        )
+    assert KEY not in str(caught.value) and KEY not in repr(caught.value)
+    return caught.value
+
+
+def test_make_provider_builds_the_openai_route() -> None:
+    provider = make_provider(ProviderSettings("openai", "gpt-4o-mini", KEY, "http://h/v1"))
+
+    assert isinstance(provider, OpenAIProvider)
+    assert provider.name == "openai"
+    assert provider.route == "openai:http://h/v1:gpt-4o-mini"
+    with pytest.raises(ValueError, match="unknown provider"):
+        make_provider(ProviderSettings("bedrock", "m"))
+
+
+async def test_text_reply(provider: Provider, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply("Hello there.", usage=(120, 4)))
+
+    completion = await provider.complete(chat(), max_tokens=32)
+
+    assert completion.text == "Hello there."
+    assert completion.finish_reason == "stop"
+    assert completion.usage == Usage(prompt_tokens=120, completion_tokens=4)
+    body = fake_llm.requests[0].body
+    assert body["model"] == "gpt-test"
+    assert body["max_tokens"] == 32
+    assert body["messages"] == chat()
+    assert fake_llm.requests[0].api_key == KEY
+
+
+async def test_only_wire_keys_reach_the_server(provider: Provider, fake_llm: FakeLLM) -> None:
+    messages = [
+        {"role": "user", "content": "hi", "id": 7, "token_count": 3, "created_at": "today"},
+        {"role": "assistant", "content": "yo", "tool_calls": [], "name": None, "active": 1},
+        {"role": "user", "content": "again", "platform_message_id": "42"},
+    ]
+
+    await provider.complete(messages, max_tokens=16)
+
+    assert fake_llm.requests[0].messages == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "yo"},
+        {"role": "user", "content": "again"},
+    ]
+
+
+async def test_tool_calls_round_trip(provider: Provider, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply("", tool_calls=[("current_time", {"zone": "UTC"})]), Reply("It is noon."))
+    tools = [{"type": "function", "function": {"name": "current_time", "parameters": {}}}]
+
+    first = await provider.complete(chat("time?"), max_tokens=32, tools=tools)
+    assert first.finish_reason == "tool_calls"
+    (call,) = first.tool_calls
+    assert (call.name, call.parsed_arguments()) == ("current_time", {"zone": "UTC"})
+
+    history = [
+        *chat("time?"),
+        first.as_message(),
+        {"role": "tool", "tool_call_id": call.id, "content": "12:00"},
+    ]
+    second = await provider.complete(history, max_tokens=32, tools=tools)
+
+    assert second.text == "It is noon."
+    sent = fake_llm.requests[1].body
+    assert sent["tools"] == tools
+    assert sent["messages"][2]["tool_calls"] == [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": "current_time", "arguments": '{"zone": "UTC"}'},
+        }
+    ]
+    assert sent["messages"][3] == {"role": "tool", "content": "12:00", "tool_call_id": call.id}
+
+
+async def test_streaming_reports_each_delta_and_usage(
+    provider: Provider, fake_llm: FakeLLM
+) -> None:
+    text = "one two three four five six"
+    fake_llm.script(Reply(text, usage=(300, 9), cache_read=200))
+    deltas = Deltas()
+
+    completion = await provider.complete(chat(), max_tokens=32, on_text=deltas)
+
+    assert len(deltas.pieces) > 1
+    assert "".join(deltas.pieces) == completion.text == text
+    assert completion.usage == Usage(prompt_tokens=300, completion_tokens=9, cache_read_tokens=200)
+    assert fake_llm.requests[0].body["stream_options"] == {"include_usage": True}
+
+
+async def test_streaming_tool_calls_are_assembled(provider: Provider, fake_llm: FakeLLM) -> None:
+    calls = [("session_search", {"query": "deploy", "limit": 5}), ("current_time", {})]
+    fake_llm.script(Reply("Checking.", tool_calls=calls))
+
+    completion = await provider.complete(chat(), max_tokens=32, on_text=Deltas())
+
+    assert completion.finish_reason == "tool_calls"
+    assert [(c.name, c.parsed_arguments()) for c in completion.tool_calls] == [
+        ("session_search", {"query": "deploy", "limit": 5}),
+        ("current_time", {}),
+    ]
+    assert len({c.id for c in completion.tool_calls}) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_server_without_usage_gives_none(
+    provider: Provider, fake_llm: FakeLLM, stream: bool
+) -> None:
+    fake_llm.script(Reply("fine", usage=None))
+
+    completion = await provider.complete(
+        chat(), max_tokens=32, on_text=Deltas() if stream else None
+    )
+
+    assert completion.text == "fine"
+    assert completion.usage is None
+
+
+async def test_length_finish_reason(provider: Provider, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply("cut sho", finish_reason="length"))
+
+    assert (await provider.complete(chat(), max_tokens=2)).finish_reason == "length"
+
+
+async def test_callback_errors_propagate_unchanged(provider: Provider, fake_llm: FakeLLM) -> None:
+    async def broken(_: str) -> None:
+        raise KeyError("delivery failed")
+
+    with pytest.raises(KeyError, match="delivery failed"):
+        await provider.complete(chat(), max_tokens=32, on_text=broken)
+
+
+async def test_extra_headers_reach_the_server(fake_llm: FakeLLM) -> None:
+    settings = ProviderSettings(
+        "openai",
+        "m",
+        KEY,
+        fake_llm.openai_base_url,
+        max_retries=0,
+        extra_headers={"X-Title": "nightowl"},
+    )
+    provider = make_provider(settings)
+    try:
+        await provider.complete(chat(), max_tokens=8)
+    finally:
+        await provider.aclose()
+
+    assert fake_llm.requests[0].headers["x-title"] == "nightowl"
+
+
+# -- errors -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_overflow_learns_the_window(
+    provider: Provider, fake_llm: FakeLLM, stream: bool
+) -> None:
+    fake_llm.context_window = 20
+
+    error = await failure(provider, stream=stream)
+
+    assert error.kind == "overflow"
+    assert error.context_limit == 20
+    assert error.status == 400
+
+
+async def test_overflow_from_a_vllm_style_server(provider: Provider, fake_llm: FakeLLM) -> None:
+    message = (
+        "'max_tokens' or 'max_completion_tokens' is too large: 1000. This model's maximum "
+        "context length is 4096 tokens and your request has 3500 input tokens"
+    )
+    fake_llm.script(Reply(status=400, error_type="BadRequestError", error_message=message))
+
+    error = await failure(provider)
+
+    assert (error.kind, error.context_limit) == ("overflow", 4096)
+
+
+async def test_overflow_from_llama_cpp_error_body(provider: Provider, fake_llm: FakeLLM) -> None:
+    body = {
+        "error": {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 9000,
+            "n_ctx": 8192,
+        }
+    }
+    fake_llm.script(Reply(status=400, raw_body=json.dumps(body)))
+
+    error = await failure(provider)
+
+    assert (error.kind, error.context_limit) == ("overflow", 8192)
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"), [({"retry-after": "3"}, 3.0), ({"retry-after-ms": "250"}, 0.25)]
+)
+async def test_rate_limit_carries_retry_after(
+    provider: Provider, fake_llm: FakeLLM, headers: dict[str, str], seconds: float
+) -> None:
+    fake_llm.script(Reply(status=429, headers=headers))
+
+    error = await failure(provider)
+
+    assert (error.kind, error.retry_after, error.status) == ("rate_limit", seconds, 429)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(status=529),
+        Reply(status=503, error_message="The engine is currently overloaded"),
+        Reply(stream_error="server_error", error_message="The server is overloaded"),
+    ],
+)
+async def test_overloaded(provider: Provider, fake_llm: FakeLLM, reply: Reply) -> None:
+    fake_llm.script(reply)
+
+    assert (await failure(provider, stream=True)).kind == "overloaded"
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_auth(provider: Provider, fake_llm: FakeLLM, status: int) -> None:
+    fake_llm.script(Reply(status=status, error_message=f"Incorrect API key provided: {KEY}"))
+
+    error = await failure(provider)
+
+    assert error.kind == "auth"
+    assert "Incorrect API key provided" in str(error)
+
+
+async def test_wrong_key_is_an_auth_error(provider: Provider, fake_llm: FakeLLM) -> None:
+    fake_llm.api_key = "another-key"
+
+    assert (await failure(provider, stream=True)).kind == "auth"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_timeout(provider: Provider, fake_llm: FakeLLM, stream: bool) -> None:
+    fake_llm.script(Reply(hang=True))
+
+    assert (await failure(provider, stream=stream, timeout=0.2)).kind == "timeout"
+
+
+async def test_network_error_on_a_closed_port() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    provider = make_provider(
+        ProviderSettings("openai", "m", KEY, f"http://127.0.0.1:{port}/v1", max_retries=0)
+    )
+    try:
+        error = await failure(provider)
+    finally:
+        await provider.aclose()
+
+    assert error.kind == "network"
+
+
+@pytest.mark.parametrize(
+    ("reply", "stream", "detail"),
+    [
+        (Reply(status=500), False, ""),
+        (Reply(stream_error="server_error", error_message="upstream broke"), True, ""),
+        (Reply(status=502, raw_body="<html>Bad Gateway</html>"), False, ""),
+        (Reply(raw_body="{not json"), False, "json_decode"),
+        (Reply(raw_body='data: {"broken\n\n'), True, "json_decode"),
+        (Reply(raw_body='{"id": "x", "choices": []}'), False, "empty_response"),
+        (Reply("partial answer", truncate=True), True, "stream_closed"),
+    ],
+)
+async def test_other_failures(
+    provider: Provider, fake_llm: FakeLLM, reply: Reply, stream: bool, detail: str
+) -> None:
+    fake_llm.script(reply)
+
+    error = await failure(provider, stream=stream)
+
+    assert (error.kind, error.detail) == ("other", detail)
+
+
+async def test_error_inside_a_200_body_is_classified(provider: Provider, fake_llm: FakeLLM) -> None:
+    body = {"error": {"message": "Provider returned error: overloaded", "code": 502}}
+    fake_llm.script(Reply(raw_body=json.dumps(body)))
+
+    assert (await failure(provider)).kind == "overloaded"
+
+
+async def test_key_echoed_by_the_server_never_reaches_the_message(
+    provider: Provider, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(status=400, error_message=f"bad request from key {KEY} with Bearer {KEY}")
+    )
+
+    error = await failure(provider)
+
+    assert "bad request" in str(error)
