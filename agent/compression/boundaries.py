@@ -1,0 +1,195 @@
+"""Phases 1 and 2: prune old tool output, then choose what stays (SPEC C4, C5, C14, C15).
+
+The list splits into three parts: the head (kept verbatim), the middle (summarized) and
+the tail (kept verbatim, oversized rows cut). Boundaries never separate an assistant tool
+call from its results, and the tail never starts with a tool result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent.compression.markers import (
+    PRUNED_TOOL_OUTPUT,
+    find_summary_index,
+    is_real_user_message,
+)
+
+#: First compression: system prompt + first exchange (C5).
+HEAD_MESSAGES = 3
+#: Tool output longer than this (characters) is cleared outside the tail (C4).
+PRUNE_MIN_CHARS = 200
+#: protect_last_n counts as a minimum only down to this many rows (C5).
+TAIL_COUNT_FLOOR = 8
+#: The tail keeps at least this many rows, oversized or not (C15).
+TAIL_MIN_ROWS = 3
+#: Tail rows are added while under the budget, and past it up to this factor, whole rows only.
+SOFT_CEILING_FACTOR = 1.5
+
+Message = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where the list splits. ``messages[:head_end]`` stays, ``messages[tail_start:]`` stays.
+
+    ``summary_index`` is the previous compaction summary inside the middle, if any;
+    ``oversized`` lists tail rows larger than the tail budget, which are kept as
+    truncated copies and also handed to the summarizer (C15).
+    """
+
+    head_end: int
+    tail_start: int
+    summary_index: int | None
+    oversized: tuple[int, ...] = ()
+
+    @property
+    def has_middle(self) -> bool:
+        return self.tail_start > self.head_end
+
+
+def unanswered_tool_round(messages: Sequence[Message]) -> range:
+    """Indices of the tool results the model has not answered yet (empty if none).
+
+    That is the results of the last assistant tool call when no assistant message
+    follows them.
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") != "assistant":
+            continue
+        if not message.get("tool_calls"):
+            return range(0)
+        end = index + 1
+        while end < len(messages) and messages[end].get("role") == "tool":
+            end += 1
+        return range(index + 1, end)
+    return range(0)
+
+
+def prune_old_tool_results(
+    messages: Sequence[Message], protect_from: int
+) -> tuple[list[dict[str, Any]], int]:
+    """Phase 1 (no LLM): clear tool output longer than 200 chars before ``protect_from``.
+
+    A tool round the model has not answered yet stays verbatim wherever it is. Returns a
+    new list (messages that change are copied, never mutated) and how many were cleared.
+    """
+    keep = unanswered_tool_round(messages)
+    result: list[dict[str, Any]] = []
+    pruned = 0
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if (
+            index < protect_from
+            and index not in keep
+            and message.get("role") == "tool"
+            and isinstance(content, str)
+            and len(content) > PRUNE_MIN_CHARS
+        ):
+            result.append({**message, "content": PRUNED_TOOL_OUTPUT})
+            pruned += 1
+        else:
+            result.append(message)  # type: ignore[arg-type]
+    return result, pruned
+
+
+def head_end_for(messages: Sequence[Message]) -> tuple[int, int | None]:
+    """The head's end and the index of a previous summary (if any).
+
+    First compression: the first 3 messages. Once a summary exists, only the leading
+    system messages stay: the first exchange stops being protected and goes into the
+    next summary, so nothing leaves the context without passing through one (C14).
+    A head never ends between a tool call and its results.
+    """
+    summary_index = find_summary_index(messages)
+    if summary_index is not None:
+        end = 0
+        while end < len(messages) and messages[end].get("role") == "system":
+            end += 1
+        end = min(end, summary_index)
+    else:
+        end = min(HEAD_MESSAGES, len(messages))
+    while end < len(messages) and messages[end].get("role") == "tool":
+        end += 1
+    return end, summary_index
+
+
+def align_backward(messages: Sequence[Message], index: int, floor: int) -> int:
+    """Move a tail start off tool results, back to the assistant message that called them."""
+    while index > floor and messages[index].get("role") == "tool":
+        index -= 1
+    return index
+
+
+def _walk_tail(
+    tokens: Sequence[int], head_end: int, budget: int, protect_last_n: int, cap: int
+) -> int:
+    n = len(tokens)
+    floor_rows = min(max(TAIL_MIN_ROWS, min(protect_last_n, TAIL_COUNT_FLOOR)), cap)
+    protect_rows = min(max(floor_rows, protect_last_n), cap)
+    ceiling = int(budget * SOFT_CEILING_FACTOR)
+    accumulated = 0
+    start = n
+    for index in range(n - 1, head_end - 1, -1):
+        kept = n - start
+        cost = tokens[index]
+        if kept >= floor_rows and accumulated + cost > ceiling:
+            break  # past the floor of 8, the ceiling beats protect_last_n
+        if kept >= protect_rows and accumulated >= budget:
+            break
+        accumulated += cost
+        start = index
+    if start <= head_end:
+        # Everything fits in the budget (a short chat, or a manual /compress): keep the
+        # floor and summarize the rest rather than refuse.
+        start = max(n - floor_rows, head_end + 1)
+    return start
+
+
+def plan_boundaries(
+    messages: Sequence[Message],
+    tokens: Sequence[int],
+    *,
+    budget: int,
+    protect_last_n: int,
+    min_tail_user_messages: int,
+) -> Plan:
+    """Phase 2: choose the head, the tail and what lies between (C5, C14, C15).
+
+    The tail is walked back from the end accumulating ``tokens`` up to ``budget`` (whole
+    rows up to 1.5x). ``protect_last_n`` rows are kept while that ceiling allows, and at
+    least 8 (``protect_last_n`` permitting) and 3 whatever their size; never so many that
+    the middle is empty. The last ``min_tail_user_messages`` user messages are always in
+    the tail. Tail rows larger than ``budget`` are reported in ``oversized``.
+    """
+    n = len(messages)
+    head_end, summary_index = head_end_for(messages)
+    available = n - head_end
+    if available < TAIL_MIN_ROWS + 1:
+        return Plan(head_end, head_end, summary_index)
+    start = _walk_tail(tokens, head_end, budget, protect_last_n, cap=available - 1)
+    start = align_backward(messages, start, head_end)
+    start = _include_last_users(messages, start, head_end, min_tail_user_messages)
+    if start <= head_end:
+        return Plan(head_end, head_end, summary_index)
+    oversized = tuple(i for i in range(start, n) if tokens[i] > budget)
+    if summary_index is not None and summary_index >= start:
+        summary_index = None  # a summary inside the tail stays as it is
+    return Plan(head_end, start, summary_index, oversized)
+
+
+def _include_last_users(messages: Sequence[Message], start: int, head_end: int, wanted: int) -> int:
+    if wanted <= 0:
+        return start
+    seen = 0
+    for index in range(len(messages) - 1, head_end - 1, -1):
+        if is_real_user_message(messages[index]):
+            seen += 1
+            if index < start:
+                start = index
+            if seen >= wanted:
+                break
+    return start

@@ -1,0 +1,519 @@
+"""The built-in context engine: summarize the middle of a conversation, keep both ends.
+
+``compress()`` runs four phases (SPEC C4-C7): clear old tool output, choose the head and
+the tail, ask the summary model for a structured hand-off summary of the middle, and
+assemble head + summary + tail. Failures of the summary call follow the table of C8 and
+pace themselves through a cooldown that the gateway persists on the session row (C9).
+The engine never writes anywhere: it returns the new list and the caller commits it.
+
+Concurrency: one engine serves one session, and ``compress()`` never runs twice at once.
+A call that arrives while another is in flight does not wait: it returns at once with
+``commit_status="skipped"`` and ``failure_class="skipped:in_progress"``, because the list
+it holds is about to be replaced and compressing it again would be wasted work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agent.compression import boundaries
+from agent.compression.assembly import assemble, with_system_note
+from agent.compression.cooldown import (
+    FLAT_SECONDS,
+    OVERLOAD_DEGRADE_AFTER,
+    CooldownState,
+    ladder_seconds,
+)
+from agent.compression.fallback import build_fallback_summary
+from agent.compression.markers import (
+    SUMMARY_PREFIX,
+    merged_original_text,
+    summary_body,
+    truncate_middle,
+)
+from agent.compression.settings import (
+    CompressionSettings,
+    output_reserve,
+    resolve_model_threshold,
+    summary_token_budget,
+    tail_token_budget,
+)
+from agent.compression.summary import (
+    SummaryFailure,
+    SummaryRequest,
+    build_summary_messages,
+    request_summary,
+)
+from agent.compression.telemetry import log_attempt
+from agent.context_engine import CompressionResult, ContextEngine, Method
+from agent.providers.base import Provider, Usage
+from agent.tokens import estimate_message_tokens_rough, estimate_messages_tokens_rough
+
+__all__ = ["CompressionSettings", "ContextCompressor", "resolve_model_threshold"]
+
+log = logging.getLogger(__name__)
+
+_ABORT_REASONS = {
+    "timeout": "the summary model did not answer in time",
+    "length": "the summary model ran out of output room",
+    "malformed": "the summary model sent a broken reply",
+    "empty": "the summary model sent an empty reply",
+    "overloaded": "the summary model is overloaded",
+    "auth": "the summary model refused the credentials",
+    "quota": "the summary model's quota or rate limit was hit",
+    "network": "the summary model could not be reached",
+    "other": "the summary model failed",
+}
+AUX_NOTICE = (
+    "The summary model configured under auxiliary.compression failed, so the main model "
+    "wrote the summary instead. Please check auxiliary.compression."
+)
+FALLBACK_NOTICE = (
+    "Earlier messages were condensed without the summary model ({reason}), so the summary "
+    "is thinner than usual. The original messages are archived and searchable."
+)
+ABORT_NOTICE = (
+    "I could not condense the earlier conversation just now ({reason}); nothing was removed. "
+    "/compress tries again, /new starts a fresh conversation."
+)
+
+
+@dataclass
+class _Attempt:
+    attempt_id: str
+    trigger_source: str
+    messages: list[dict[str, Any]]
+    tokens_before: int
+    tool_results_pruned: int = 0
+
+
+@dataclass(frozen=True)
+class _Summary:
+    body: str | None
+    method: Method = "none"
+    failure: SummaryFailure | None = None
+    aux_failed: bool = False
+
+
+class ContextCompressor(ContextEngine):
+    """The default engine (``context.engine: compressor``).
+
+    ``main`` is the session's provider; ``auxiliary`` the optional summary model from
+    ``auxiliary.compression`` (with its window, if known, in ``auxiliary_context_length``).
+    ``clock`` returns epoch seconds; cooldowns are wall-clock so they survive restarts.
+    """
+
+    name = "compressor"
+
+    def __init__(
+        self,
+        *,
+        main: Provider,
+        context_length: int,
+        settings: CompressionSettings | None = None,
+        auxiliary: Provider | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        auxiliary_context_length: int | None = None,
+        clock: Callable[[], float] = time.time,
+        session_id: str = "",
+    ) -> None:
+        self.settings = settings or CompressionSettings()
+        self.main = main
+        self.auxiliary = auxiliary
+        self.auxiliary_context_length = auxiliary_context_length
+        self.model = model or main.model
+        self.provider_name = provider or main.name
+        self.session_id = session_id
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self.cooldown = CooldownState()
+        self.aux_notice_sent = False
+        self._last_abort_class = ""
+        self.last_completion_tokens = 0
+        #: True until a response arrives after start, a model change or a compression (C3).
+        self.awaiting_real_usage = True
+        self.threshold_ratio = self.settings.threshold
+        self._derive(self.model, context_length)
+
+    # -- thresholds and budgets (C2, C5, T5) --------------------------------------------
+
+    def _derive(self, model: str, context_length: int) -> None:
+        self.context_length = max(1, int(context_length))
+        self.threshold_ratio = resolve_model_threshold(
+            model,
+            self.provider_name,
+            self.settings.threshold,
+            self.settings.model_thresholds,
+            self.context_length,
+        )
+        threshold = int(self.input_budget * self.threshold_ratio)
+        if self.auxiliary is not None and self.auxiliary_context_length:
+            # The summary model has to read what it summarizes.
+            threshold = min(threshold, int(self.auxiliary_context_length))
+        self.threshold_tokens = max(1, threshold)
+
+    @property
+    def output_reserve(self) -> int:
+        """Tokens kept free for the reply (T5)."""
+        return output_reserve(self.context_length, self.settings.max_output_tokens)
+
+    @property
+    def input_budget(self) -> int:
+        """The window minus the output reserve: what thresholds are fractions of."""
+        return self.context_length - self.output_reserve
+
+    @property
+    def tail_token_budget(self) -> int:
+        return tail_token_budget(self.settings, self.context_length, self.threshold_tokens)
+
+    def max_tokens_for(self, prompt_tokens: int) -> int:
+        """Output tokens a request with ``prompt_tokens`` may ask for (T5).
+
+        At most ``max_output_tokens`` and never so many that prompt + max_tokens exceeds
+        the window. 0 means there is no room: compress before sending.
+        """
+        room = self.context_length - max(0, int(prompt_tokens))
+        return max(0, min(self.settings.max_output_tokens, room))
+
+    def cooldown_remaining(self) -> float:
+        """Seconds until threshold compression may run again (0 when not paused)."""
+        return self.cooldown.remaining(self._clock())
+
+    # -- the ContextEngine contract -------------------------------------------------------
+
+    def update_model(self, model: str, context_length: int, provider: str | None = None) -> None:
+        """Re-derive thresholds for the new model/window; old usage no longer counts."""
+        self.model = model
+        if provider:
+            self.provider_name = provider
+        self._derive(model, context_length)
+        self.last_prompt_tokens = 0
+        self.last_completion_tokens = 0
+        self.awaiting_real_usage = True
+
+    def update_from_response(self, usage: Usage | None) -> None:
+        """Record a response's usage; a response without usage still ends the wait (C3)."""
+        self.awaiting_real_usage = False
+        if usage is None:
+            return
+        self.last_prompt_tokens = int(usage.prompt_tokens)
+        self.last_completion_tokens = int(usage.completion_tokens)
+
+    def should_compress(self, prompt_tokens: int | None = None) -> bool:
+        """Whether ``prompt_tokens`` (default: the last reported) reached the threshold."""
+        if not self.settings.enabled:
+            return False
+        tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
+        return tokens >= self.threshold_tokens
+
+    def on_session_start(self, session_id: str) -> None:
+        self.session_id = session_id
+
+    def on_session_reset(self) -> None:
+        self.compression_count = 0
+        self.cooldown = CooldownState()
+        self._last_abort_class = ""
+        self.last_prompt_tokens = 0
+        self.last_completion_tokens = 0
+        self.awaiting_real_usage = True
+
+    def export_state(self) -> dict[str, Any]:
+        """Cooldown, ladders and counters, JSON-safe, for the session row (C9)."""
+        return {
+            "compression_count": self.compression_count,
+            **self.cooldown.to_dict(),
+            "aux_notice_sent": self.aux_notice_sent,
+            "last_abort_class": self._last_abort_class,
+        }
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:  # type: ignore[override]
+        state = dict(state or {})
+        try:
+            self.compression_count = int(state.get("compression_count") or 0)
+        except (TypeError, ValueError):
+            self.compression_count = 0
+        self.cooldown = CooldownState.from_dict(state)
+        self.aux_notice_sent = bool(state.get("aux_notice_sent", False))
+        self._last_abort_class = str(state.get("last_abort_class") or "")
+
+    # -- compress ------------------------------------------------------------------------
+
+    async def compress(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        focus: str | None = None,
+        force: bool = False,
+        trigger_source: str = "auto",
+    ) -> CompressionResult:
+        """Return a smaller list carrying the same conversation (see the module docstring)."""
+        attempt = _Attempt(
+            attempt_id=uuid.uuid4().hex[:12],
+            trigger_source=trigger_source,
+            messages=messages,
+            tokens_before=estimate_messages_tokens_rough(messages),
+        )
+        if self._lock.locked():
+            result = self._unchanged(attempt, "skipped", "skipped:in_progress")
+        else:
+            async with self._lock:
+                try:
+                    result = await self._compress(attempt, focus=focus, force=force)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # a compression bug must not end the turn; nothing changes
+                    log.exception("context compression failed unexpectedly")
+                    result = self._unchanged(attempt, "failed", "internal_error")
+        log_attempt(result, session_id=self.session_id)
+        return result
+
+    async def _compress(
+        self, attempt: _Attempt, *, focus: str | None, force: bool
+    ) -> CompressionResult:
+        if not self.settings.enabled and not force:
+            return self._unchanged(attempt, "skipped", "disabled")
+        if force:
+            self.cooldown.clear()
+        elif self.cooldown.active(self._clock()) and attempt.trigger_source != "overflow":
+            return self._unchanged(attempt, "blocked", "blocked:cooldown")
+        messages = attempt.messages
+        tokens = [estimate_message_tokens_rough(m) for m in messages]
+        budget = self.tail_token_budget
+        plan = boundaries.plan_boundaries(
+            messages,
+            tokens,
+            budget=budget,
+            protect_last_n=self.settings.protect_last_n,
+            min_tail_user_messages=self.settings.min_tail_user_messages,
+        )
+        if not plan.has_middle:
+            return self._unchanged(attempt, "skipped", "too_few_messages")
+        pruned, attempt.tool_results_pruned = boundaries.prune_old_tool_results(
+            messages, plan.tail_start
+        )
+        turns, previous = self._middle_turns(pruned, plan)
+        oversized = [messages[i] for i in plan.oversized]
+        middle_tokens = sum(tokens[plan.head_end : plan.tail_start]) + sum(
+            tokens[i] for i in plan.oversized
+        )
+        request = SummaryRequest(
+            turns=turns,
+            previous_summary=previous,
+            oversized_recent=oversized,
+            focus=focus,
+            budget_tokens=summary_token_budget(middle_tokens, self.context_length),
+            input_budget_tokens=self._summarizer_window(),
+        )
+        summary = await self._summarize(request)
+        notice = None
+        if summary.body is None:
+            return self._abort(attempt, summary.failure or SummaryFailure("other"))
+        failure_class = None
+        if summary.method == "deterministic_fallback":
+            failure_class = self._fallback_class(summary.failure)
+        elif summary.method == "aux_fallback_main":
+            failure_class = "aux_model_fallback"
+            if not self.aux_notice_sent:
+                self.aux_notice_sent = True
+                notice = AUX_NOTICE
+        head = pruned[: plan.head_end]
+        if plan.summary_index is None:
+            head = with_system_note(head)
+        tail = self._tail_with_cut_rows(messages, plan, budget)
+        compacted = assemble(head, summary.body, tail)
+        if summary.method == "deterministic_fallback" and summary.failure is not None:
+            notice = FALLBACK_NOTICE.format(reason=_ABORT_REASONS[summary.failure.kind])
+        return self._commit(attempt, compacted, summary, failure_class, notice)
+
+    # -- phases' glue --------------------------------------------------------------------
+
+    @staticmethod
+    def _middle_turns(
+        pruned: list[dict[str, Any]], plan: boundaries.Plan
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """The middle rows to summarize, and the previous summary found among them."""
+        previous = None
+        turns: list[dict[str, Any]] = []
+        for index in range(plan.head_end, plan.tail_start):
+            message = pruned[index]
+            if index == plan.summary_index:
+                previous = summary_body(message)
+                original = merged_original_text(message)
+                if original:
+                    turns.append({**message, "content": original})
+                continue
+            turns.append(message)
+        return turns, previous
+
+    @staticmethod
+    def _tail_with_cut_rows(
+        messages: list[dict[str, Any]], plan: boundaries.Plan, budget: int
+    ) -> list[dict[str, Any]]:
+        """The tail, with rows larger than the tail budget cut to it (C15)."""
+        cut = set(plan.oversized)
+        tail = []
+        for index in range(plan.tail_start, len(messages)):
+            message = messages[index]
+            content = message.get("content")
+            if index in cut and isinstance(content, str):
+                message = {**message, "content": truncate_middle(content, budget * 4)}
+            tail.append(message)
+        return tail
+
+    def _summarizer_window(self) -> int:
+        if self.auxiliary is not None and self.auxiliary_context_length:
+            return min(self.context_length, int(self.auxiliary_context_length))
+        return self.context_length
+
+    async def _summarize(self, request: SummaryRequest) -> _Summary:
+        """Aux model first (if configured), then the main one; the failure table decides."""
+        messages = build_summary_messages(request)
+        aux_failed = False
+        if self.auxiliary is not None:
+            try:
+                return _Summary(await self._call(self.auxiliary, messages, request), "llm_summary")
+            except SummaryFailure as failure:
+                log.warning(
+                    "auxiliary summary model failed (%s); trying the main model", failure.kind
+                )
+                aux_failed = True
+        try:
+            text = await self._call_main(messages, request)
+        except SummaryFailure as failure:
+            return self._after_failure(failure, request, aux_failed)
+        method: Method = "aux_fallback_main" if aux_failed else "llm_summary"
+        return _Summary(text, method, aux_failed=aux_failed)
+
+    async def _call(
+        self, provider: Provider, messages: list[dict[str, Any]], request: SummaryRequest
+    ) -> str:
+        text = await request_summary(
+            provider,
+            messages,
+            max_tokens=request.budget_tokens,
+            timeout_seconds=self.settings.context_timeout_seconds,
+        )
+        return _strip_echoed_prefix(text)
+
+    async def _call_main(self, messages: list[dict[str, Any]], request: SummaryRequest) -> str:
+        try:
+            return await self._call(self.main, messages, request)
+        except SummaryFailure as failure:
+            if failure.kind != "overloaded":
+                raise
+            return await self._call(self.main, messages, request)  # one retry on overload
+
+    def _after_failure(
+        self, failure: SummaryFailure, request: SummaryRequest, aux_failed: bool
+    ) -> _Summary:
+        """Decide between abort (body None) and the deterministic fallback (C8)."""
+        state, kind = self.cooldown, failure.kind
+        if kind == "timeout":
+            degrade = state.timeout_failures >= 1
+            if not degrade or self.settings.abort_on_summary_failure:
+                state.timeout_failures += 1
+        elif kind == "overloaded":
+            state.overload_failures += 1
+            degrade = state.overload_failures >= OVERLOAD_DEGRADE_AFTER
+        else:
+            degrade = kind == "other"
+        if degrade and not self.settings.abort_on_summary_failure:
+            body = build_fallback_summary(
+                request.turns, request.previous_summary, request.oversized_recent
+            )
+            return _Summary(body, "deterministic_fallback", failure, aux_failed)
+        return _Summary(None, "none", failure, aux_failed)
+
+    @staticmethod
+    def _fallback_class(failure: SummaryFailure | None) -> str:
+        kind = failure.kind if failure else "other"
+        return {
+            "timeout": "summary_timeout_fallback",
+            "overloaded": "summary_overload_degraded",
+        }.get(kind, "summary_failed_fallback")
+
+    # -- outcomes ------------------------------------------------------------------------
+
+    def _abort(self, attempt: _Attempt, failure: SummaryFailure) -> CompressionResult:
+        now, state, kind = self._clock(), self.cooldown, failure.kind
+        minimum = self.settings.context_timeout_seconds
+        if kind == "timeout":
+            state.set(now, ladder_seconds(state.timeout_failures, minimum), "summary_timeout")
+        elif kind == "length":
+            state.length_failures += 1
+            state.set(now, ladder_seconds(state.length_failures, minimum), "summary_length")
+        elif kind in ("malformed", "empty", "overloaded", "other"):
+            state.set(now, FLAT_SECONDS, f"summary_{kind}")
+        elif kind == "quota" and failure.retry_after:
+            state.set(now, float(failure.retry_after), "summary_quota")
+        failure_class = "summary_overload_failure" if kind == "overloaded" else f"summary_{kind}"
+        notice = None
+        if failure_class != self._last_abort_class or attempt.trigger_source == "manual":
+            notice = ABORT_NOTICE.format(reason=_ABORT_REASONS[kind])
+        self._last_abort_class = failure_class
+        return replace(self._unchanged(attempt, "aborted", failure_class), notice=notice)
+
+    def _commit(
+        self,
+        attempt: _Attempt,
+        compacted: list[dict[str, Any]],
+        summary: _Summary,
+        failure_class: str | None,
+        notice: str | None,
+    ) -> CompressionResult:
+        tokens_after = estimate_messages_tokens_rough(compacted)
+        if tokens_after >= attempt.tokens_before:
+            return self._unchanged(attempt, "blocked", "blocked:ineffective")
+        self.cooldown.committed(healthy=summary.method in ("llm_summary", "aux_fallback_main"))
+        self._last_abort_class = ""
+        self.compression_count += 1
+        self.last_prompt_tokens = 0
+        self.last_completion_tokens = 0
+        self.awaiting_real_usage = True
+        return CompressionResult(
+            messages=compacted,
+            committed=True,
+            commit_status="committed",
+            method=summary.method,
+            failure_class=failure_class,
+            trigger_source=attempt.trigger_source,
+            attempt_id=attempt.attempt_id,
+            messages_before=len(attempt.messages),
+            messages_after=len(compacted),
+            tokens_before=attempt.tokens_before,
+            tokens_after=tokens_after,
+            tool_results_pruned=attempt.tool_results_pruned,
+            summary=summary.body,
+            notice=notice,
+        )
+
+    @staticmethod
+    def _unchanged(attempt: _Attempt, status: str, failure_class: str | None) -> CompressionResult:
+        return CompressionResult(
+            messages=attempt.messages,
+            committed=False,
+            commit_status=status,  # type: ignore[arg-type]
+            method="none",
+            failure_class=failure_class,
+            trigger_source=attempt.trigger_source,
+            attempt_id=attempt.attempt_id,
+            messages_before=len(attempt.messages),
+            messages_after=len(attempt.messages),
+            tokens_before=attempt.tokens_before,
+            tokens_after=attempt.tokens_before,
+            tool_results_pruned=attempt.tool_results_pruned,
+        )
+
+
+def _strip_echoed_prefix(text: str) -> str:
+    # Some models repeat the marker they saw in the previous summary; the assembler adds it.
+    if text.startswith(SUMMARY_PREFIX):
+        return summary_body({"role": "assistant", "content": text})
+    return text

@@ -1,0 +1,328 @@
+"""How many tokens a model's context window holds (SPEC T3, T4).
+
+Resolution, highest first:
+
+1. an explicit ``model.context_length`` from config;
+2. a limit the provider confirmed — a successful probe, or the window stated in an
+   overflow error — kept in ``<data_dir>/context_length_cache.yaml``. It is authoritative
+   even when it is below the static table: the server we talk to is the one that counts;
+3. the static table of known model families (longest matching key wins);
+4. :data:`DEFAULT_CONTEXT_LENGTH`.
+
+A failed probe is never written down; the same endpoint and model are probed again only
+after a five-minute pause kept in memory. The cache file is read once and written only
+when a limit is learned (atomically: temp file + ``os.replace``), so resolving a window is
+a dictionary lookup on the hot path.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+log = logging.getLogger(__name__)
+
+CACHE_FILE_NAME = "context_length_cache.yaml"
+#: Seconds a failed probe of one endpoint + model waits before it may run again.
+PROBE_RETRY_PAUSE_SECONDS = 300.0
+#: Limits below this are not believed (a misparsed error message, a bogus probe answer).
+MIN_PLAUSIBLE_LIMIT = 512
+
+#: Window for a model nobody knows. Most unknown models are served by local or
+#: self-hosted servers (Ollama, llama.cpp, vLLM), which commonly run 8K-32K contexts.
+#: Underestimating only compresses earlier; overestimating sends requests the server
+#: rejects or, worse, silently truncates. 32K is the safer side.
+DEFAULT_CONTEXT_LENGTH = 32_768
+
+# Keys are matched as substrings of the lower-cased model name; the longest match wins,
+# so "gpt-4o-mini" beats "gpt-4o" beats "gpt-4". Values are the vendors' published
+# windows (total tokens, input + output).
+STATIC_CONTEXT_LENGTHS: dict[str, int] = {
+    # Anthropic
+    "claude": 200_000,
+    "claude-2": 100_000,
+    "claude-instant": 100_000,
+    # OpenAI
+    "gpt-3.5-turbo": 16_385,
+    "gpt-4": 8_192,
+    "gpt-4-32k": 32_768,
+    "gpt-4-turbo": 128_000,
+    "gpt-4-1106": 128_000,
+    "gpt-4-0125": 128_000,
+    "gpt-4o": 128_000,
+    "chatgpt-4o": 128_000,
+    "gpt-4.5": 128_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-5": 400_000,
+    "gpt-5-chat": 128_000,
+    "o1": 200_000,
+    "o1-mini": 128_000,
+    "o1-preview": 128_000,
+    "o3": 200_000,
+    "o3-mini": 200_000,
+    "o4-mini": 200_000,
+    "gpt-oss": 131_072,
+    # Google
+    "gemini": 1_048_576,
+    "gemini-1.5-pro": 2_097_152,
+    "gemini-1.0": 32_768,
+    "gemini-pro": 32_768,
+    "gemma": 8_192,
+    "gemma-3": 131_072,
+    "gemma3": 131_072,
+    # Meta
+    "llama": 8_192,
+    "llama-2": 4_096,
+    "llama2": 4_096,
+    "llama-3": 8_192,
+    "llama3": 8_192,
+    "llama-3.1": 131_072,
+    "llama3.1": 131_072,
+    "llama-3.2": 131_072,
+    "llama3.2": 131_072,
+    "llama-3.3": 131_072,
+    "llama3.3": 131_072,
+    "llama-4": 1_048_576,
+    "llama4": 1_048_576,
+    # Alibaba
+    "qwen": 32_768,
+    "qwen2": 32_768,
+    "qwen2.5": 131_072,
+    "qwen-2.5": 131_072,
+    "qwen3": 131_072,
+    "qwen-3": 131_072,
+    "qwen3-coder": 262_144,
+    "qwq": 131_072,
+    "qwen-plus": 131_072,
+    "qwen-turbo": 1_000_000,
+    "qwen-max": 32_768,
+    # DeepSeek
+    "deepseek": 131_072,
+    "deepseek-chat": 131_072,
+    "deepseek-reasoner": 131_072,
+    "deepseek-coder": 16_384,
+    "deepseek-coder-v2": 131_072,
+    # Mistral
+    "mistral": 32_768,
+    "mistral-large": 131_072,
+    "mistral-medium": 131_072,
+    "mistral-small": 131_072,
+    "mistral-nemo": 131_072,
+    "ministral": 131_072,
+    "pixtral": 131_072,
+    "codestral": 262_144,
+    "devstral": 131_072,
+    "magistral": 40_000,
+    "mixtral": 32_768,
+    "mixtral-8x22b": 65_536,
+}
+
+Source = Literal["override", "confirmed", "table", "default"]
+
+
+def _key_matches(key: str, name: str) -> bool:
+    # OpenAI's o-series keys ("o1", "o3-mini") are too short to match anywhere in a name:
+    # they only match the start of the bare model name ("openai/o3-mini" -> "o3-mini").
+    if key[0] == "o" and key[1:2].isdigit():
+        return name.rsplit("/", 1)[-1].startswith(key)
+    return key in name
+
+
+def static_context_length(model: str) -> int | None:
+    """The window the static table gives ``model`` (longest matching key), or None."""
+    name = model.strip().lower()
+    best: tuple[int, int] | None = None
+    for key, value in STATIC_CONTEXT_LENGTHS.items():
+        if _key_matches(key, name) and (best is None or len(key) > best[0]):
+            best = (len(key), value)
+    return best[1] if best else None
+
+
+@dataclass(frozen=True)
+class ResolvedWindow:
+    """A window and where it came from (for ``/status`` and ``doctor``)."""
+
+    tokens: int
+    source: Source
+
+
+def _endpoint_key(model: str, provider: str, base_url: str | None) -> str:
+    return f"{provider.strip().lower()}|{(base_url or 'default').rstrip('/')}|{model.strip()}"
+
+
+class ContextLengthResolver:
+    """Resolves context windows and remembers the ones providers confirm.
+
+    One instance per process (it caches the YAML file in memory). ``clock`` is a
+    monotonic-style clock for the in-memory probe pause; it never touches the file.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        default: int = DEFAULT_CONTEXT_LENGTH,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = Path(data_dir).expanduser() / CACHE_FILE_NAME
+        self.default = default
+        self._clock = clock
+        self._confirmed: dict[str, dict[str, Any]] | None = None
+        self._paused_until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    # -- resolution ----------------------------------------------------------------------
+
+    def resolve(
+        self, model: str, provider: str, base_url: str | None = None, override: int | None = None
+    ) -> int:
+        """The window for ``model`` on this endpoint (T3 order)."""
+        return self.resolve_with_source(model, provider, base_url, override).tokens
+
+    def resolve_with_source(
+        self, model: str, provider: str, base_url: str | None = None, override: int | None = None
+    ) -> ResolvedWindow:
+        """Like :meth:`resolve`, and says which rule decided."""
+        if override:
+            return ResolvedWindow(int(override), "override")
+        confirmed = self.confirmed_limit(model, provider, base_url)
+        if confirmed is not None:
+            return ResolvedWindow(confirmed, "confirmed")
+        table = static_context_length(model)
+        if table is not None:
+            return ResolvedWindow(table, "table")
+        return ResolvedWindow(self.default, "default")
+
+    def confirmed_limit(self, model: str, provider: str, base_url: str | None = None) -> int | None:
+        """The provider-confirmed window for this endpoint and model, if one was learned."""
+        entry = self._entries().get(_endpoint_key(model, provider, base_url))
+        return int(entry["limit"]) if entry else None
+
+    async def resolve_with_probe(
+        self,
+        model: str,
+        provider: str,
+        base_url: str | None,
+        probe: Callable[[], Awaitable[int | None]],
+        override: int | None = None,
+    ) -> ResolvedWindow:
+        """Resolve, asking ``probe`` (e.g. a server's model-info endpoint) when nothing
+        confirmed is known and no probe of this endpoint failed in the last five minutes.
+
+        A probe that returns None or raises is not cached; the table (or default) answers.
+        """
+        if override:
+            return ResolvedWindow(int(override), "override")
+        known = self.confirmed_limit(model, provider, base_url)
+        if known is not None:
+            return ResolvedWindow(known, "confirmed")
+        if self.probe_allowed(model, provider, base_url):
+            try:
+                limit = await probe()
+            except Exception as exc:  # a probe is best effort: the table still answers
+                log.info("context length probe for %s failed: %s", model, type(exc).__name__)
+                limit = None
+            if limit is not None and limit >= MIN_PLAUSIBLE_LIMIT:
+                self.confirm(model, provider, base_url, limit)
+                return ResolvedWindow(int(limit), "confirmed")
+            self.note_probe_failed(model, provider, base_url)
+        return self.resolve_with_source(model, provider, base_url)
+
+    # -- learning ------------------------------------------------------------------------
+
+    def learn_limit(self, model: str, provider: str, base_url: str | None, limit: int) -> bool:
+        """Remember the window an overflow error stated (T4). Returns whether it was stored."""
+        return self._store(model, provider, base_url, limit, "overflow")
+
+    def confirm(self, model: str, provider: str, base_url: str | None, limit: int) -> bool:
+        """Remember the window a successful probe reported."""
+        return self._store(model, provider, base_url, limit, "probe")
+
+    def probe_allowed(self, model: str, provider: str, base_url: str | None = None) -> bool:
+        """False while a recent failed probe of this endpoint + model is pausing retries."""
+        until = self._paused_until.get(_endpoint_key(model, provider, base_url))
+        return until is None or self._clock() >= until
+
+    def note_probe_failed(self, model: str, provider: str, base_url: str | None = None) -> None:
+        """Pause probes of this endpoint + model for five minutes (in memory only)."""
+        key = _endpoint_key(model, provider, base_url)
+        self._paused_until[key] = self._clock() + PROBE_RETRY_PAUSE_SECONDS
+
+    def forget(self, model: str, provider: str, base_url: str | None = None) -> None:
+        """Drop a learned limit (and any probe pause), e.g. after the server was reconfigured."""
+        key = _endpoint_key(model, provider, base_url)
+        self._paused_until.pop(key, None)
+        with self._lock:
+            entries = self._entries()
+            if entries.pop(key, None) is not None:
+                self._write(entries)
+
+    # -- the file ------------------------------------------------------------------------
+
+    def _store(self, model: str, provider: str, base_url: str | None, limit: int, how: str) -> bool:
+        try:
+            limit = int(limit)
+        except (TypeError, ValueError):
+            return False
+        if limit < MIN_PLAUSIBLE_LIMIT:
+            log.warning("ignoring an implausible context length %d for %s", limit, model)
+            return False
+        key = _endpoint_key(model, provider, base_url)
+        self._paused_until.pop(key, None)
+        with self._lock:
+            entries = self._entries()
+            current = entries.get(key)
+            if current and int(current.get("limit", 0)) == limit:
+                return True
+            entries[key] = {"limit": limit, "source": how, "learned_at": int(time.time())}
+            self._write(entries)
+        log.info("context length of %s via %s is %d (from %s)", model, provider, limit, how)
+        return True
+
+    def _entries(self) -> dict[str, dict[str, Any]]:
+        if self._confirmed is None:
+            self._confirmed = self._read()
+        return self._confirmed
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        try:
+            raw = yaml.safe_load(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, yaml.YAMLError) as exc:
+            log.warning("ignoring unreadable %s: %s", self.path, exc)
+            return {}
+        section = raw.get("context_lengths") if isinstance(raw, dict) else None
+        entries: dict[str, dict[str, Any]] = {}
+        for key, value in (section or {}).items():
+            if isinstance(value, dict) and isinstance(value.get("limit"), int):
+                entries[str(key)] = dict(value)
+            elif isinstance(value, int):  # a bare number from a hand edit
+                entries[str(key)] = {"limit": value, "source": "manual"}
+        return entries
+
+    def _write(self, entries: dict[str, dict[str, Any]]) -> None:
+        text = yaml.safe_dump({"version": 1, "context_lengths": entries}, sort_keys=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(
+                dir=self.path.parent, prefix=".context_length_", suffix=".tmp"
+            )
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+                os.replace(temp, self.path)
+            except BaseException:
+                Path(temp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            # The limit still applies in memory for this process; only persistence failed.
+            log.warning("could not write %s: %s", self.path, exc)

@@ -1,0 +1,129 @@
+"""The usage anchor: real token counts from the provider, reused until the transcript moves.
+
+After each response the provider says how many prompt and completion tokens it saw. The
+anchor keeps those numbers together with how many messages they account for (the reply
+included) and a fingerprint of the message at that boundary. The next gate then needs
+only a rough estimate of the messages appended since (SPEC S4, H3):
+
+    anchored = prompt_tokens + completion_tokens + rough(messages[covered:])
+
+The check is O(rows appended since), not O(history). It fails closed — returns None, so
+the caller falls back to an estimate — when the model route changed, the list is shorter
+than what the anchor covered, or the boundary message is no longer the same one (the
+transcript was compacted, edited or reset). The anchor is persisted on the session row
+(:meth:`UsageAnchor.to_dict`), so it survives restarts while the stored transcript still
+matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agent.providers.base import Usage
+from agent.tokens import estimate_messages_tokens_rough
+
+
+def boundary_fingerprint(messages: Sequence[Mapping[str, Any]], covered: int) -> str:
+    """A cheap hash of ``covered`` and the last covered message's role, content, tool calls.
+
+    Only that one message is hashed (O(1) in history length): enough to notice that the
+    list was rewritten, without hashing the whole prefix.
+    """
+    if covered <= 0 or covered > len(messages):
+        return ""
+    message = messages[covered - 1]
+    payload = json.dumps(
+        [covered, message.get("role"), message.get("content"), message.get("tool_calls")],
+        ensure_ascii=False,
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.blake2b(payload.encode("utf-8"), digest_size=12).hexdigest()
+
+
+@dataclass(frozen=True)
+class UsageAnchor:
+    """Provider-reported tokens of the last response and the transcript point they cover."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    covered: int
+    fingerprint: str
+    route: str
+
+    @classmethod
+    def from_response(
+        cls, usage: Usage | None, messages: Sequence[Mapping[str, Any]], route: str
+    ) -> UsageAnchor | None:
+        """Anchor a response whose reply is already the last item of ``messages``.
+
+        No usage (or an all-zero one) means no anchor: there is nothing real to anchor on.
+        """
+        if usage is None or (usage.prompt_tokens <= 0 and usage.completion_tokens <= 0):
+            return None
+        covered = len(messages)
+        if covered == 0:
+            return None
+        return cls(
+            prompt_tokens=int(usage.prompt_tokens),
+            completion_tokens=int(usage.completion_tokens),
+            covered=covered,
+            fingerprint=boundary_fingerprint(messages, covered),
+            route=route,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form for the session row."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> UsageAnchor | None:
+        """Rebuild a persisted anchor; anything malformed gives None (no anchor)."""
+        if not data:
+            return None
+        try:
+            return cls(
+                prompt_tokens=int(data["prompt_tokens"]),
+                completion_tokens=int(data["completion_tokens"]),
+                covered=int(data["covered"]),
+                fingerprint=str(data["fingerprint"]),
+                route=str(data["route"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def build_anchor(
+    usage: Usage | None, messages: Sequence[Mapping[str, Any]], route: str
+) -> UsageAnchor | None:
+    """Same as :meth:`UsageAnchor.from_response`."""
+    return UsageAnchor.from_response(usage, messages, route)
+
+
+def anchor_matches(anchor: UsageAnchor, messages: Sequence[Mapping[str, Any]], route: str) -> bool:
+    """Whether ``anchor`` still describes a prefix of ``messages`` on this route."""
+    return (
+        anchor.route == route
+        and 0 < anchor.covered <= len(messages)
+        and boundary_fingerprint(messages, anchor.covered) == anchor.fingerprint
+    )
+
+
+def anchored_tokens(
+    anchor: UsageAnchor | None, messages: Sequence[Mapping[str, Any]], route: str
+) -> int | None:
+    """Real tokens of the anchored prefix + a rough estimate of only the rows after it.
+
+    None (fail closed) when there is no anchor or it no longer matches ``messages``.
+    """
+    if anchor is None or not anchor_matches(anchor, messages, route):
+        return None
+    return anchor.total_tokens + estimate_messages_tokens_rough(messages[anchor.covered :])

@@ -1,0 +1,145 @@
+"""Context window resolution (SPEC T3) and limits learned from providers (T4)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from agent.model_metadata import (
+    CACHE_FILE_NAME,
+    DEFAULT_CONTEXT_LENGTH,
+    PROBE_RETRY_PAUSE_SECONDS,
+    ContextLengthResolver,
+    static_context_length,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("model", "window"),
+    [
+        ("claude-sonnet-4-5", 200_000),
+        ("anthropic/claude-3.5-sonnet", 200_000),
+        ("gpt-4o-mini", 128_000),
+        ("gpt-4.1-mini", 1_047_576),
+        ("gpt-4", 8_192),
+        ("gpt-4-turbo-preview", 128_000),
+        ("o3-mini", 200_000),
+        ("gemini-2.5-pro", 1_048_576),
+        ("meta-llama/Llama-3.1-8B-Instruct", 131_072),
+        ("llama3.1:8b", 131_072),
+        ("qwen2.5-coder:7b", 131_072),
+        ("deepseek-chat", 131_072),
+        ("mistral-large-latest", 131_072),
+        ("mixtral-8x7b", 32_768),
+    ],
+)
+def test_static_table_longest_key_wins(model, window):
+    assert static_context_length(model) == window
+
+
+def test_short_o_series_keys_do_not_match_inside_other_names():
+    assert static_context_length("my-model-o1x") is None
+
+
+def test_override_beats_everything(tmp_path):
+    resolver = ContextLengthResolver(tmp_path)
+    resolver.learn_limit("gpt-4o", "openai", None, 64_000)
+    assert resolver.resolve("gpt-4o", "openai", override=50_000) == 50_000
+
+
+def test_learned_limit_is_authoritative_even_below_the_table(tmp_path):
+    resolver = ContextLengthResolver(tmp_path)
+    assert resolver.resolve("gpt-4o", "openai", "http://127.0.0.1:8000/v1") == 128_000
+    resolver.learn_limit("gpt-4o", "openai", "http://127.0.0.1:8000/v1", 16_384)
+    assert resolver.resolve("gpt-4o", "openai", "http://127.0.0.1:8000/v1") == 16_384
+    # Another endpoint serving the same name keeps the table's value.
+    assert resolver.resolve("gpt-4o", "openai", None) == 128_000
+
+
+def test_learned_limit_survives_a_restart_and_is_written_atomically(tmp_path):
+    ContextLengthResolver(tmp_path).learn_limit("qwen3:8b", "openai", "http://box:11434/v1", 40_960)
+    assert [p.name for p in tmp_path.iterdir()] == [CACHE_FILE_NAME]  # no temp file left
+    data = yaml.safe_load((tmp_path / CACHE_FILE_NAME).read_text())
+    assert next(iter(data["context_lengths"].values()))["limit"] == 40_960
+    fresh = ContextLengthResolver(tmp_path)
+    window = fresh.resolve_with_source("qwen3:8b", "openai", "http://box:11434/v1")
+    assert (window.tokens, window.source) == (40_960, "confirmed")
+
+
+def test_unknown_model_gets_the_conservative_default(tmp_path):
+    window = ContextLengthResolver(tmp_path).resolve_with_source("my-finetune", "openai")
+    assert (window.tokens, window.source) == (DEFAULT_CONTEXT_LENGTH, "default")
+
+
+def test_implausible_limits_are_not_learned(tmp_path):
+    resolver = ContextLengthResolver(tmp_path)
+    assert resolver.learn_limit("gpt-4o", "openai", None, 12) is False
+    assert resolver.resolve("gpt-4o", "openai") == 128_000
+    assert not (tmp_path / CACHE_FILE_NAME).exists()
+
+
+def test_corrupt_cache_file_is_ignored_not_fatal(tmp_path):
+    (tmp_path / CACHE_FILE_NAME).write_text("context_lengths: [unclosed")
+    assert ContextLengthResolver(tmp_path).resolve("gpt-4o", "openai") == 128_000
+
+
+async def test_successful_probe_is_cached(tmp_path):
+    resolver = ContextLengthResolver(tmp_path)
+
+    async def probe() -> int:
+        return 24_576
+
+    window = await resolver.resolve_with_probe("local-model", "openai", "http://h/v1", probe)
+    assert (window.tokens, window.source) == (24_576, "confirmed")
+    assert ContextLengthResolver(tmp_path).resolve("local-model", "openai", "http://h/v1") == 24_576
+
+
+async def test_failed_probe_is_not_cached_and_pauses_five_minutes(tmp_path):
+    clock = Clock()
+    resolver = ContextLengthResolver(tmp_path, clock=clock)
+    calls = []
+
+    async def failing_probe() -> int:
+        calls.append(clock.now)
+        raise ConnectionError("server down")
+
+    first = await resolver.resolve_with_probe("local-model", "openai", "http://h/v1", failing_probe)
+    assert first.source == "default"
+    assert not (tmp_path / CACHE_FILE_NAME).exists()
+    clock.now += PROBE_RETRY_PAUSE_SECONDS - 1
+    await resolver.resolve_with_probe("local-model", "openai", "http://h/v1", failing_probe)
+    assert len(calls) == 1  # still paused
+    # The pause is per endpoint + model: another endpoint probes right away.
+    await resolver.resolve_with_probe("local-model", "openai", "http://other/v1", failing_probe)
+    assert len(calls) == 2
+    clock.now += 1
+    await resolver.resolve_with_probe("local-model", "openai", "http://h/v1", failing_probe)
+    assert len(calls) == 3
+
+
+async def test_the_pause_lives_in_memory_only(tmp_path):
+    clock = Clock()
+
+    async def no_answer() -> None:
+        return None
+
+    await ContextLengthResolver(tmp_path, clock=clock).resolve_with_probe(
+        "m", "openai", None, no_answer
+    )
+    assert ContextLengthResolver(tmp_path, clock=clock).probe_allowed("m", "openai")
+
+
+def test_learning_ends_a_probe_pause(tmp_path):
+    resolver = ContextLengthResolver(tmp_path, clock=Clock())
+    resolver.note_probe_failed("m", "openai")
+    resolver.learn_limit("m", "openai", None, 8_192)
+    assert resolver.probe_allowed("m", "openai")
+    assert resolver.resolve("m", "openai") == 8_192
