@@ -19,6 +19,9 @@ from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.stream import TelegramReplyStream
 
 log = logging.getLogger(__name__)
+# Bot API URLs contain the token: httpx logs each request URL at INFO, PTB's Bot logs its
+# base URLs at DEBUG. Logger filters only see records of that exact logger, hence the list.
+_LOGGERS_SEEING_THE_TOKEN = ("httpx", "telegram.Bot")
 
 
 class TelegramStartError(RuntimeError):
@@ -46,8 +49,8 @@ class TelegramAdapter(Adapter):
         self.identity: BotIdentity | None = None
 
     async def start(self, sink: InboundSink) -> None:
-        # httpx logs every request URL at INFO, and Bot API URLs contain the token.
-        logging.getLogger("httpx").addFilter(self._log_filter)
+        for name in _LOGGERS_SEEING_THE_TOKEN:
+            logging.getLogger(name).addFilter(self._log_filter)
         bot = self._make_bot()
         try:
             await self._caller.call("getMe", "-", bot.initialize)
@@ -77,7 +80,8 @@ class TelegramAdapter(Adapter):
             with contextlib.suppress(TelegramError):
                 await self._bot.shutdown()
             self._bot = None
-        logging.getLogger("httpx").removeFilter(self._log_filter)
+        for name in _LOGGERS_SEEING_THE_TOKEN:
+            logging.getLogger(name).removeFilter(self._log_filter)
 
     async def send(self, message: OutboundMessage) -> list[str]:
         return await self._running_sender().send(message)

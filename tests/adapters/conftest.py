@@ -87,11 +87,14 @@ def sink() -> RecordingSink:
 async def start_telegram(
     telegram_server: FakeTelegram, sink: RecordingSink
 ) -> AsyncIterator[Callable[..., Awaitable[TelegramAdapter]]]:
-    """``await start_telegram(**settings_overrides)`` -> a running adapter feeding ``sink``."""
+    """``await start_telegram(dedupe=None, **settings)`` -> a running adapter feeding ``sink``.
+
+    Adapters started this way are stopped at teardown (stop() is idempotent).
+    """
     adapters: list[TelegramAdapter] = []
 
-    async def start(**overrides: Any) -> TelegramAdapter:
-        adapter = TelegramAdapter(fast_settings(telegram_server, **overrides))
+    async def start(dedupe: Any = None, **overrides: Any) -> TelegramAdapter:
+        adapter = TelegramAdapter(fast_settings(telegram_server, **overrides), dedupe=dedupe)
         await adapter.start(sink)
         adapters.append(adapter)
         return adapter

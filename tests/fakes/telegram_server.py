@@ -62,6 +62,15 @@ class ChatAction:
 
 
 @dataclass
+class ApiRequest:
+    """Any Bot API call the fake received, failed ones included."""
+
+    method: str
+    params: dict
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
 class _Failure:
     status: int
     description: str
@@ -94,7 +103,7 @@ class FakeTelegram:
         self.chat_actions: list[ChatAction] = []
         self.commands: list[list[dict]] = []
         self.webhooks: list[dict] = []
-        self.requests: list[tuple[str, dict]] = []
+        self.requests: list[ApiRequest] = []
         self.get_updates_paused = False
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
@@ -114,7 +123,7 @@ class FakeTelegram:
         app.router.add_get("/bot{token}/{method}", self._handle_method)
         app.router.add_get("/file/bot{token}/{path:.+}", self._handle_file)
         # shutdown_timeout: pending long polls are woken by _stopping; do not wait them out.
-        self._runner = web.AppRunner(app, shutdown_timeout=1)
+        self._runner = web.AppRunner(app, shutdown_timeout=1, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -250,7 +259,7 @@ class FakeTelegram:
         return self.sent
 
     def method_calls(self, method: str) -> list[dict]:
-        return [params for name, params in self.requests if name == method]
+        return [request.params for request in self.requests if request.method == method]
 
     # -- server ----------------------------------------------------------------------
     async def _notify(self) -> None:
@@ -267,7 +276,7 @@ class FakeTelegram:
             return _error(401, "Unauthorized")
         method = request.match_info["method"]
         params = await _read_params(request)
-        self.requests.append((method, params))
+        self.requests.append(ApiRequest(method, params))
         await self._notify()
         if self._failures[method]:
             failure = self._failures[method].popleft()
@@ -370,7 +379,7 @@ class FakeTelegram:
         key = (str(chat_id), message_id)
         if key not in self._texts:
             raise _ApiError("Bad Request: message to edit not found")
-        if self._texts[key] == (params["text"], params.get("parse_mode")):
+        if self._texts[key][0] == params["text"]:  # Telegram compares the rendered text
             raise _ApiError(
                 "Bad Request: message is not modified: specified new message content and "
                 "reply markup are exactly the same as a current content and reply markup "

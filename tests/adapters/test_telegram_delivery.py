@@ -1,0 +1,217 @@
+"""Telegram delivery: splitting, formatting fallback, flood control, documents, typing."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+import re
+
+import pytest
+
+from adapters.base import DeliveryError, OutboundMessage
+from adapters.chunking import utf16_length
+
+# PTB warns about its own RetryAfter.retry_after type when it builds the exception.
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+
+
+def _reply(text: str, chat_id: str = "5", **kwargs) -> OutboundMessage:
+    return OutboundMessage("telegram", chat_id, text, **kwargs)
+
+
+def _visible(telegram_html: str) -> str:
+    return html.unescape(re.sub(r"<[^>]*>", "", telegram_html))
+
+
+async def test_ten_thousand_char_reply_with_code_fence_across_the_cut(
+    telegram_server, start_telegram
+):
+    adapter = await start_telegram()
+    prose = "Here is the reasoning behind the change, step by step. 🦉 " * 70
+    code = "\n".join(f"    total_{i} = add(value_{i}, 1)  # keep <{i}> & go" for i in range(120))
+    text = f"{prose}\n\n```python\n{code}\n```\n\nThat is all."
+    assert len(text) >= 10_000
+
+    ids = await adapter.send(_reply(text, reply_to_message_id="31"))
+
+    sent = telegram_server.sent
+    assert len(sent) == len(ids) >= 3
+    assert [s.method for s in sent] == ["sendMessage"] * len(sent)
+    for message in sent:
+        assert utf16_length(_visible(message.text)) <= 4096
+        assert message.parse_mode == "HTML"
+        assert message.text.count("<pre>") == message.text.count("</pre>")
+    assert [s.reply_to_message_id for s in sent] == [31] + [None] * (len(sent) - 1)
+    code_in_messages = [s.text for s in sent if "language-python" in s.text]
+    assert len(code_in_messages) >= 2, "the fence crossed a cut and was reopened"
+    shown_code = "\n".join(
+        line for s in sent for line in _visible(s.text).splitlines() if "total_" in line
+    )
+    assert shown_code == code, "every code line arrives once, in order, unmangled"
+    assert _visible(sent[-1].text).endswith("That is all.")
+
+
+async def test_rejected_entities_are_resent_as_plain_text(telegram_server, start_telegram):
+    adapter = await start_telegram()
+    telegram_server.fail_next(
+        "sendMessage", 400, "Bad Request: can't parse entities: unsupported start tag"
+    )
+    ids = await adapter.send(_reply("**bold** claim"))
+    [sent] = telegram_server.sent
+    assert (sent.text, sent.parse_mode) == ("**bold** claim", None)
+    assert ids == [str(sent.message_id)]
+    assert len(telegram_server.method_calls("sendMessage")) == 2
+
+
+async def test_flood_control_is_waited_out_and_delivered_once(telegram_server, start_telegram):
+    adapter = await start_telegram()
+    telegram_server.fail_next(
+        "sendMessage", 429, "Too Many Requests: retry after 0.3", retry_after=0.3
+    )
+    await adapter.send(_reply("hello"))
+    assert [s.text for s in telegram_server.sent] == ["hello"]
+    first, second = [r for r in telegram_server.requests if r.method == "sendMessage"]
+    assert second.at - first.at >= 0.3
+
+
+async def test_server_errors_are_retried(telegram_server, start_telegram):
+    adapter = await start_telegram()
+    telegram_server.fail_next("sendMessage", 502, "Bad Gateway", times=2)
+    await adapter.send(_reply("hello"))
+    assert [s.text for s in telegram_server.sent] == ["hello"]
+
+
+async def test_final_failure_raises_delivery_error_without_the_token(
+    telegram_server, start_telegram, caplog
+):
+    adapter = await start_telegram(max_attempts=2)
+    telegram_server.fail_next("sendMessage", 403, "Forbidden: bot was blocked by the user")
+    with pytest.raises(DeliveryError) as raised:
+        await adapter.send(_reply("hello", chat_id="77"))
+    assert raised.value.chat_id == "77" and raised.value.platform == "telegram"
+    assert "blocked" in str(raised.value)
+    telegram_server.fail_next("sendMessage", 500, "Internal Server Error", times=2)
+    with pytest.raises(DeliveryError):
+        await adapter.send(_reply("hello", chat_id="77"))
+    assert "77" in caplog.text
+    assert telegram_server.token not in caplog.text
+    assert telegram_server.sent == []
+
+
+async def test_token_never_reaches_the_logs(telegram_server, sink, start_telegram, caplog):
+    caplog.set_level(logging.DEBUG)
+    adapter = await start_telegram()
+    telegram_server.push_text(5, "hi")
+    await sink.wait_for(1)
+    await adapter.send(_reply("hello"))
+    assert "getUpdates" in caplog.text or "sendMessage" in caplog.text
+    assert telegram_server.token not in caplog.text
+
+
+async def test_very_long_reply_is_sent_as_first_message_plus_markdown_document(
+    telegram_server, start_telegram
+):
+    adapter = await start_telegram(message_limit=200, max_messages_per_reply=4)
+    text = "\n\n".join(f"Paragraph {i}: " + "lorem ipsum dolor " * 8 for i in range(12))
+
+    ids = await adapter.send(_reply(text, reply_to_message_id="9", thread_id="3"))
+
+    first, document = telegram_server.sent
+    assert len(ids) == 2
+    assert first.method == "sendMessage" and first.text.startswith("Paragraph 0:")
+    assert document.method == "sendDocument"
+    assert document.filename == "reply.md"
+    assert document.document == text.encode("utf-8")
+    assert "reply.md" in document.text
+    assert (document.thread_id, first.thread_id) == (3, 3)
+
+
+async def test_reply_within_the_limit_is_not_sent_as_document(telegram_server, start_telegram):
+    adapter = await start_telegram(message_limit=200, max_messages_per_reply=4)
+    text = "\n\n".join("lorem ipsum dolor " * 8 for _ in range(4))
+    await adapter.send(_reply(text))
+    assert [s.method for s in telegram_server.sent] == ["sendMessage"] * 4
+
+
+async def test_typing_is_refreshed_and_stops_when_the_block_raises(telegram_server, start_telegram):
+    adapter = await start_telegram(typing_interval=0.05)
+    with pytest.raises(RuntimeError, match="model failed"):
+        async with adapter.typing("5", "77"):
+            await telegram_server.wait_for(lambda: len(telegram_server.chat_actions) >= 3)
+            raise RuntimeError("model failed")
+    actions = list(telegram_server.chat_actions)
+    assert {(a.chat_id, a.action, a.thread_id) for a in actions} == {(5, "typing", 77)}
+    with pytest.raises(TimeoutError):  # no refresh arrives in 6 intervals after the block
+        await telegram_server.wait_for(
+            lambda: len(telegram_server.chat_actions) > len(actions), within=0.3
+        )
+
+
+async def test_typing_survives_flood_control(telegram_server, start_telegram):
+    adapter = await start_telegram(typing_interval=0.05)
+    telegram_server.fail_next("sendChatAction", 429, "Too Many Requests", retry_after=0.1)
+    async with adapter.typing("5"):
+        await telegram_server.wait_for(lambda: len(telegram_server.chat_actions) >= 1)
+    calls = [r for r in telegram_server.requests if r.method == "sendChatAction"]
+    assert calls[1].at - calls[0].at >= 0.1
+
+
+async def test_stream_edits_at_most_once_per_interval_and_formats_the_final_edit(
+    telegram_server, start_telegram
+):
+    adapter = await start_telegram(stream=True, stream_edit_interval=0.1)
+    stream = adapter.open_stream(_reply("", reply_to_message_id="4"))
+    assert stream is not None
+    words = [f"word{i}" for i in range(60)]
+    for count in range(1, len(words) + 1):
+        await stream.update(" ".join(words[:count]))
+        await asyncio.sleep(0.008)  # tokens arriving from the model
+    final = "**Done:** " + " ".join(words)
+    ids = await stream.finish(final)
+
+    [first] = telegram_server.sent
+    assert ids == [str(first.message_id)]
+    assert first.parse_mode is None and first.reply_to_message_id == 4
+    edits = telegram_server.edits
+    assert len(edits) >= 3
+    times = [first.at] + [e.at for e in edits]
+    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    assert min(gaps) >= 0.1, f"edits closer than the interval: {gaps}"
+    assert all(e.parse_mode is None for e in edits[:-1])
+    assert (edits[-1].parse_mode, edits[-1].text) == ("HTML", "<b>Done:</b> " + " ".join(words))
+
+
+async def test_stream_final_text_same_as_shown_does_not_fail(telegram_server, start_telegram):
+    adapter = await start_telegram(stream=True, stream_edit_interval=0.05)
+    stream = adapter.open_stream(_reply(""))
+    await stream.update("plain answer")
+    await stream.update("plain answer")
+    ids = await stream.finish("plain answer")  # Telegram says "message is not modified"
+    assert len(ids) == 1 and telegram_server.edits == []
+
+
+async def test_stream_overflow_goes_to_follow_up_messages(telegram_server, start_telegram):
+    adapter = await start_telegram(stream=True, stream_edit_interval=0.05, message_limit=100)
+    stream = adapter.open_stream(_reply("", thread_id="8"))
+    text = " ".join(f"w{i}" for i in range(70))  # ~270 characters
+    await stream.update(text)
+    ids = await stream.finish(text)
+    assert len(ids) == 3
+    first, *follow_ups = telegram_server.sent
+    assert first.text.endswith("…") and len(first.text) <= 100
+    assert [s.thread_id for s in telegram_server.sent] == [8, 8, 8]
+    shown = [telegram_server.edits[-1].text] + [s.text for s in follow_ups]
+    assert " ".join(shown).split() == text.split()
+
+
+async def test_stream_without_updates_sends_normally(telegram_server, start_telegram):
+    adapter = await start_telegram(stream=True)
+    stream = adapter.open_stream(_reply(""))
+    await stream.finish("*hi*")
+    assert [(s.text, s.parse_mode) for s in telegram_server.sent] == [("<i>hi</i>", "HTML")]
+
+
+async def test_no_stream_unless_configured(start_telegram):
+    adapter = await start_telegram()
+    assert adapter.open_stream(_reply("")) is None

@@ -1,0 +1,185 @@
+"""Telegram receiving: exactly-once offsets, restarts, failing sinks, webhooks, health."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+import aiohttp
+import pytest
+
+from adapters.telegram import TelegramAdapter, TelegramStartError, WebhookSettings
+from tests.adapters.conftest import fast_settings
+
+
+async def test_offset_is_confirmed_only_after_the_sink_returns(
+    telegram_server, sink, start_telegram
+):
+    sink.gate = asyncio.Event()
+    await start_telegram()
+    update_id = telegram_server.push_update(
+        {"message": telegram_server.make_message(5, "remember this")}
+    )
+    await asyncio.wait_for(sink.entered.wait(), 2)
+
+    with pytest.raises(TimeoutError):  # the store has not returned: Telegram must not forget
+        await telegram_server.wait_for(
+            lambda: telegram_server.confirmed_offset > update_id, within=0.3
+        )
+    assert telegram_server.pending, "the update is still queued at Telegram"
+
+    sink.gate.set()
+    await sink.wait_for(1)
+    await telegram_server.wait_for(lambda: telegram_server.confirmed_offset > update_id)
+
+
+async def test_restart_processes_pending_updates(telegram_server, sink, start_telegram):
+    first = await start_telegram()
+    telegram_server.push_text(5, "before restart")
+    await sink.wait_for(1)
+    await first.stop()
+    assert telegram_server.confirmed_offset == 2, "stop confirms what was stored"
+
+    telegram_server.push_text(5, "while down 1")
+    telegram_server.push_text(5, "while down 2")
+    await start_telegram()
+    received = await sink.wait_for(3)
+    assert [m.text for m in received] == ["before restart", "while down 1", "while down 2"]
+    deletes = telegram_server.method_calls("deleteWebhook")
+    assert deletes and all(not d.get("drop_pending_updates") for d in deletes)
+
+
+async def test_update_in_the_sink_at_stop_is_redelivered_after_restart(
+    telegram_server, sink, start_telegram
+):
+    sink.gate = asyncio.Event()  # the store never finishes before shutdown
+    first = await start_telegram(stop_timeout=0.1)
+    telegram_server.push_text(5, "in flight")
+    await asyncio.wait_for(sink.entered.wait(), 2)
+    await first.stop()
+    assert telegram_server.confirmed_offset <= 1
+
+    sink.gate = None
+    await start_telegram()
+    [message] = await sink.wait_for(1)
+    assert message.text == "in flight"
+
+
+async def test_failing_sink_does_not_confirm_and_the_update_is_retried(
+    telegram_server, sink, start_telegram
+):
+    sink.fail_times = 2
+    await start_telegram()
+    telegram_server.push_text(5, "first")
+    telegram_server.push_text(5, "second")
+    received = await sink.wait_for(2)
+    assert [m.text for m in received] == ["first", "second"], "order kept across retries"
+    assert sink.calls == 4
+    await telegram_server.wait_for(lambda: telegram_server.confirmed_offset >= 3)
+
+
+async def test_poison_update_is_skipped_after_the_failure_limit(
+    telegram_server, sink, start_telegram, caplog
+):
+    sink.fail_times = 3
+    await start_telegram(max_update_failures=3)
+    telegram_server.push_text(5, "poison")
+    telegram_server.push_text(5, "fine")
+    [message] = await sink.wait_for(1)
+    assert message.text == "fine"
+    assert sink.calls == 4
+    assert "skipped after 3 failed attempts" in caplog.text
+    assert telegram_server.token not in caplog.text
+
+
+async def test_redelivered_updates_known_to_the_store_skip_the_sink(
+    telegram_server, sink, start_telegram
+):
+    stored = {"telegram:1"}
+    await start_telegram(dedupe=lambda key: key in stored)
+    telegram_server.push_text(5, "already stored")
+    telegram_server.push_text(5, "new")
+    [message] = await sink.wait_for(1)
+    assert message.text == "new" and sink.calls == 1
+
+
+async def test_bot_commands_are_registered_at_start(telegram_server, start_telegram):
+    await start_telegram(bot_commands=(("new", "Start a new session"), ("status", "Show status")))
+    assert telegram_server.commands == [
+        [
+            {"command": "new", "description": "Start a new session"},
+            {"command": "status", "description": "Show status"},
+        ]
+    ]
+
+
+async def test_rejected_token_fails_start_without_revealing_it(telegram_server, sink):
+    settings = fast_settings(telegram_server, token="999:WRONG-SECRET", max_attempts=1)
+    adapter = TelegramAdapter(settings)
+    with pytest.raises(TelegramStartError) as raised:
+        await adapter.start(sink)
+    assert "WRONG-SECRET" not in str(raised.value)
+    await adapter.stop()
+
+
+async def test_stalled_polling_is_rebuilt(telegram_server, sink, start_telegram, caplog):
+    await start_telegram(poll_timeout=0.2, health_timeout_seconds=0.5)
+    polls = len(telegram_server.method_calls("getUpdates"))
+    telegram_server.pause_get_updates()  # the next long poll hangs, like a dead connection
+    await telegram_server.wait_for(
+        lambda: len(telegram_server.method_calls("getUpdates")) >= polls + 2, within=3
+    )
+    hung = len(telegram_server.method_calls("getUpdates"))
+    await telegram_server.wait_for(
+        lambda: len(telegram_server.method_calls("getUpdates")) > hung, within=3
+    )
+    assert "rebuilding the polling loop" in caplog.text
+    telegram_server.resume_get_updates()
+    telegram_server.push_text(5, "still there?")
+    [message] = await sink.wait_for(1)
+    assert message.text == "still there?"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def test_webhook_mode(telegram_server, sink, start_telegram):
+    port = _free_port()
+    webhook = WebhookSettings(
+        url="https://bot.example.org/tg/hook", port=port, secret="s3cret-token"
+    )
+    await start_telegram(webhook=webhook)
+    [registered] = [w for w in telegram_server.webhooks if "url" in w]
+    assert registered["url"] == "https://bot.example.org/tg/hook"
+    assert registered["secret_token"] == "s3cret-token"
+    assert not registered.get("drop_pending_updates")
+    assert telegram_server.method_calls("getUpdates") == []
+
+    update = {"update_id": 500, "message": telegram_server.make_message(5, "via webhook")}
+    url = f"http://127.0.0.1:{port}/tg/hook"
+    good = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(
+            url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "x"}
+        ) as r:
+            assert r.status == 403
+        sink.fail_times = 1
+        async with http.post(url, json=update, headers=good) as response:
+            assert response.status == 500, "not stored: Telegram must deliver it again"
+        async with http.post(url, json=update, headers=good) as response:
+            assert response.status == 200
+        async with http.post(url, json=update, headers=good) as response:
+            assert response.status == 200  # a redelivery is acknowledged, not passed on
+    [message] = sink.received
+    assert message.text == "via webhook" and message.dedupe_key == "telegram:500"
+
+
+async def test_stop_is_idempotent_and_quick(start_telegram, caplog):
+    caplog.set_level(logging.WARNING)
+    adapter = await start_telegram()
+    await asyncio.wait_for(adapter.stop(), 2)
+    await adapter.stop()
