@@ -88,9 +88,10 @@ def _usage_from(raw: Any) -> Usage | None:
 
 
 def _finish_reason(raw: str | None, has_tool_calls: bool) -> str:
-    if raw is None:
-        return "tool_calls" if has_tool_calls else "stop"
-    return FINISH_REASONS.get(raw, "other")
+    # Some servers (older Ollama among them) say "stop", or nothing, next to tool calls.
+    if raw in (None, "stop") and has_tool_calls:
+        return "tool_calls"
+    return FINISH_REASONS.get(raw or "stop", "other")
 
 
 class _StreamedReply:
@@ -104,18 +105,16 @@ class _StreamedReply:
         self.model = ""
 
     def add_tool_delta(self, delta: Any) -> None:
-        index = delta.index
+        index = getattr(delta, "index", None)
+        call_id = getattr(delta, "id", None)
         if index is None:  # some servers omit it: a new id starts a new call
             known = {c["id"] for c in self.calls.values()}
-            index = (
-                len(self.calls)
-                if (delta.id and delta.id not in known) or not self.calls
-                else max(self.calls)
-            )
+            starts_new = not self.calls or (call_id and call_id not in known)
+            index = len(self.calls) if starts_new else max(self.calls)
         entry = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-        if delta.id:
-            entry["id"] = delta.id
-        function = delta.function
+        if call_id:
+            entry["id"] = call_id
+        function = getattr(delta, "function", None)
         if function is not None:
             if function.name and not entry["name"]:
                 entry["name"] = function.name
@@ -255,12 +254,13 @@ class OpenAIProvider(Provider):
         error = (getattr(response, "model_extra", None) or {}).get("error")
         if error:  # OpenRouter reports some upstream failures inside a 200 body
             raise self._described_failure(None, error)
-        if not getattr(response, "choices", None):
+        choices = getattr(response, "choices", None)
+        message = getattr(choices[0], "message", None) if choices else None
+        if message is None:
             raise local_failure(
-                self.name, "other", "the server returned no choices", detail=EMPTY_RESPONSE
+                self.name, "other", "the server returned no message", detail=EMPTY_RESPONSE
             )
-        choice = response.choices[0]
-        message = choice.message
+        choice = choices[0]
         calls = tuple(
             ToolCall(
                 call.id or f"call_{uuid.uuid4().hex[:12]}",

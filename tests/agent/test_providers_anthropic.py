@@ -209,6 +209,19 @@ async def test_usage_includes_cached_input(
     )
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_reply_without_usage_gives_none(
+    provider: Provider, fake_llm: FakeLLM, stream: bool
+) -> None:
+    fake_llm.script(Reply("fine", usage=None))
+
+    completion = await provider.complete(
+        chat(), max_tokens=64, on_text=Deltas() if stream else None
+    )
+
+    assert (completion.text, completion.usage) == ("fine", None)
+
+
 async def test_streamed_tool_calls(provider: Provider, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply("", tool_calls=[("a", {"x": 1}), ("b", {"y": [1, 2]})]))
 

@@ -125,3 +125,18 @@ async def test_context_window_counts_max_tokens(fake_llm: FakeLLM) -> None:
     assert ok.usage is not None and ok.usage.prompt_tokens == fake_llm.requests[0].prompt_tokens
     assert caught.value.code == "context_length_exceeded"
     assert "maximum context length is 100 tokens" in str(caught.value)
+
+
+async def test_record_limit_keeps_the_latest_requests() -> None:
+    async with FakeLLM(record_limit=2) as llm:
+        oai, _ = clients(llm)
+        try:
+            for question in ("a", "b", "c"):
+                await oai.chat.completions.create(
+                    model="m", max_tokens=5, messages=[{"role": "user", "content": question}]
+                )
+        finally:
+            await oai.close()
+
+    assert llm.request_count == 3
+    assert [r.last_user_text for r in llm.requests] == ["b", "c"]

@@ -161,6 +161,18 @@ async def test_server_without_usage_gives_none(
     assert completion.usage is None
 
 
+async def test_tool_calls_with_a_stop_finish_reason_still_say_tool_calls(
+    provider: Provider, fake_llm: FakeLLM
+) -> None:
+    # Some servers (older Ollama) answer tool calls with finish_reason "stop".
+    fake_llm.script(Reply("", tool_calls=[("current_time", {})], finish_reason="stop"))
+
+    completion = await provider.complete(chat(), max_tokens=32)
+
+    assert completion.finish_reason == "tool_calls"
+    assert completion.tool_calls[0].name == "current_time"
+
+
 async def test_length_finish_reason(provider: Provider, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply("cut sho", finish_reason="length"))
 

@@ -14,6 +14,12 @@ Usage::
         AsyncOpenAI(base_url=llm.openai_base_url, api_key="k", max_retries=0)
         AsyncAnthropic(base_url=llm.anthropic_base_url, api_key="k", max_retries=0)
         llm.requests[-1].body                 # what the SDK sent
+        await llm.wait_for_requests(3)        # no sleeps: wait for arrivals
+
+``FakeLLM(responder=None, context_window=None, api_key=None, models=("fake-model",),
+record_limit=None)``; attributes ``requests``, ``request_count``, ``responder``,
+``context_window``, ``api_key``, ``count_tokens``, ``openai_base_url``,
+``openrouter_base_url``, ``anthropic_base_url``, ``port``.
 
 Replies come from the :meth:`FakeLLM.script` queue first, then from ``responder`` (a
 function of the :class:`Recorded` request returning a :class:`Reply`, sync or async;
@@ -29,13 +35,16 @@ verbatim (malformed JSON, an HTML 502 from a proxy, another server's error shape
 Prompt tokens are estimated like SPEC T1: ``(chars + 3) // 4`` over roles, text, tool
 call names/arguments, tool ids, the system prompt and the tools JSON, with a flat 1500
 tokens per image (``FakeLLM.count_tokens`` can be replaced). With ``context_window``
-set, a request whose estimate + max_tokens exceeds it is refused (before the script is
-consulted, so scripted replies go to requests that fit) with that API's real overflow error (OpenAI ``context_length_exceeded``, Anthropic "prompt is too long" /
-"input length and `max_tokens` exceed context limit"), stating the window.
+set, a request whose estimate + max_tokens exceeds it is refused with that API's real
+overflow error (OpenAI ``context_length_exceeded``, Anthropic "prompt is too long" /
+"input length and `max_tokens` exceed context limit"), stating the window. Such
+refusals (and the 401 for a wrong ``api_key``) come before the script is consulted, so
+scripted replies go to requests that fit.
 Usage ``"auto"`` reports that estimate and ``len(text) // 4 + 1`` completion tokens;
 a ``(prompt, completion)`` tuple is the normalised prompt total (Anthropic's
 ``input_tokens`` is sent as prompt minus ``cache_read`` minus ``cache_write``); ``None``
-sends no usage at all.
+sends no usage at all (Anthropic streams, which the SDK cannot read without usage, get
+zeros instead).
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ import inspect
 import itertools
 import json
 import re
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -229,6 +239,7 @@ class FakeLLM:
         context_window: int | None = None,
         api_key: str | None = None,
         models: tuple[str, ...] = ("fake-model",),
+        record_limit: int | None = None,
     ) -> None:
         self.responder: Responder = responder or echo_responder
         self.context_window = context_window
@@ -236,7 +247,12 @@ class FakeLLM:
         self.api_key = api_key
         self.models = models
         self.count_tokens: Callable[[str, dict[str, Any]], int] = estimate_request_tokens
+        #: The requests received, oldest first (only the last ``record_limit`` when set,
+        #: so a thousand-request simulation does not hold every transcript in memory).
         self.requests: list[Recorded] = []
+        self.record_limit = record_limit
+        #: How many requests arrived in total, whatever ``record_limit`` kept.
+        self.request_count = 0
         self.port = 0
         self._queue: list[Reply] = []
         self._ids = itertools.count(1)
@@ -265,7 +281,7 @@ class FakeLLM:
         """Wait until at least ``count`` requests have arrived (raises TimeoutError)."""
         async with self._arrived:
             await asyncio.wait_for(
-                self._arrived.wait_for(lambda: len(self.requests) >= count), within
+                self._arrived.wait_for(lambda: self.request_count >= count), within
             )
         return self.requests
 
@@ -280,9 +296,10 @@ class FakeLLM:
             app, shutdown_timeout=0.2, handler_cancellation=True, access_log=None
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
         return self
 
     async def stop(self) -> None:
@@ -321,6 +338,9 @@ class FakeLLM:
         recorded = Recorded(api, body, headers, self.count_tokens(api, body))  # type: ignore[arg-type]
         async with self._arrived:
             self.requests.append(recorded)
+            self.request_count += 1
+            if self.record_limit is not None and len(self.requests) > self.record_limit:
+                del self.requests[: len(self.requests) - self.record_limit]
             self._arrived.notify_all()
         # Refusals a real server makes before generating leave the script untouched.
         if self.api_key is not None and recorded.api_key != self.api_key:
@@ -601,8 +621,9 @@ class AnthropicWire:
     def events(self) -> list[str]:
         reply = self.reply
         start = self._message([], None)
-        if "usage" in start:
-            start["usage"] = start["usage"] | {"output_tokens": 1}
+        # The SDK cannot assemble a stream without usage (the real API always sends it),
+        # so "no usage" is streamed as zeros.
+        start["usage"] = start.get("usage", {"input_tokens": 0}) | {"output_tokens": 1}
         out = [_sse({"type": "message_start", "message": start}, "message_start")]
         out.append(_sse({"type": "ping"}, "ping"))
         index = 0
@@ -653,8 +674,7 @@ class AnthropicWire:
             "type": "message_delta",
             "delta": {"stop_reason": self.stop_reason, "stop_sequence": None},
         }
-        if self.usage is not None:
-            delta_event["usage"] = {"output_tokens": self.usage[1]}
+        delta_event["usage"] = {"output_tokens": self.usage[1] if self.usage else 0}
         out.append(_sse(delta_event, "message_delta"))
         out.append(_sse({"type": "message_stop"}, "message_stop"))
         return out
