@@ -266,6 +266,10 @@ class DiscordAdapter(Adapter):
             raise DeliveryError(
                 "Discord is not connected", platform=PLATFORM, chat_id=message.chat_id
             )
+        if not (message.thread_id or message.chat_id).isdigit():
+            raise DeliveryError(
+                "Not a Discord channel id", platform=PLATFORM, chat_id=message.chat_id
+            )
         limit = self.settings.max_chunks
         interaction = self._live_interaction(message.reply_to_message_id)
         if interaction is not None:

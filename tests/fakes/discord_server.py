@@ -58,12 +58,19 @@ OTHER_BOT: dict[str, Any] = {
     "bot": True,
 }
 _USERS = {int(u["id"]): u for u in (BOT_USER, ALICE, OTHER_BOT)}
+_DISCORD_EPOCH_MS = 1_420_070_400_000
 _MENTION = re.compile(r"<@!?(\d+)>")
 _ROLE_MENTION = re.compile(r"<@&(\d+)>")
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def _snowflake(counter: int) -> int:
+    # Discord ids carry their creation time; discord.py reads it (e.g. interaction expiry).
+    millis = int(datetime.now(UTC).timestamp() * 1000) - _DISCORD_EPOCH_MS
+    return (millis << 22) | (counter % (1 << 22))
 
 
 def _json(payload: Any, status: int = 200) -> web.Response:
@@ -96,6 +103,11 @@ class FakeDiscord:
         self.sent: list[SentMessage] = []
         self.edits: list[tuple[int, int, dict[str, Any]]] = []
         self.typing_calls: list[int] = []
+        #: When set, POST /typing answers 403 (counted in ``typing_failures``).
+        self.fail_typing = False
+        #: When set, login (GET /users/@me) answers 401 as Discord does for a bad token.
+        self.reject_token = False
+        self.typing_failures = 0
         self.interaction_callbacks: list[dict[str, Any]] = []
         #: PUT bodies of command registration, keyed by guild id (None = global).
         self.registered_commands: dict[int | None, list[dict[str, Any]]] = {}
@@ -105,7 +117,7 @@ class FakeDiscord:
         self.attachment_downloads = 0
         self._downloads_open = asyncio.Event()
         self._downloads_open.set()
-        self._ids = itertools.count(9_000_000_000_000_001)
+        self._ids = itertools.count(1)
         self._attachments: dict[str, bytes] = {}
         self._send_failures: list[tuple[int, int, str]] = []
         self._events: list[dict[str, Any]] = []
@@ -197,7 +209,7 @@ class FakeDiscord:
         user: dict[str, Any] = ALICE,
     ) -> dict[str, Any]:
         """Deliver an INTERACTION_CREATE for the slash command ``/name args``."""
-        interaction_id = next(self._ids)
+        interaction_id = self._new_id()
         options = [] if args is None else [{"name": "args", "type": 3, "value": args}]
         data: dict[str, Any] = {
             "id": str(interaction_id),
@@ -211,7 +223,7 @@ class FakeDiscord:
             "entitlements": [],
             "channel": self._channel_payload(channel_id),
             "channel_id": str(channel_id),
-            "data": {"id": str(next(self._ids)), "name": name, "type": 1, "options": options},
+            "data": {"id": str(self._new_id()), "name": name, "type": 1, "options": options},
         }
         if channel_id == DM_CHANNEL_ID:
             data["user"] = user
@@ -276,6 +288,9 @@ class FakeDiscord:
 
     # ---- payloads ----------------------------------------------------------------------
 
+    def _new_id(self) -> int:
+        return _snowflake(next(self._ids))
+
     def _member(self, user: dict[str, Any], roles: list[str] | None = None) -> dict[str, Any]:
         return {"user": user, "roles": roles or [], "joined_at": _now(), "deaf": False,
                 "mute": False, "flags": 0}  # fmt: skip
@@ -325,7 +340,7 @@ class FakeDiscord:
             ids = {int(m) for m in _MENTION.findall(content)}
             mentions = [_USERS[i] for i in ids if i in _USERS]
         data: dict[str, Any] = {
-            "id": str(message_id or next(self._ids)), "channel_id": str(channel_id), "type": 0,
+            "id": str(message_id or self._new_id()), "channel_id": str(channel_id), "type": 0,
             "content": content, "author": author, "timestamp": _now(), "tts": False,
             "mention_everyone": "@everyone" in content or "@here" in content,
             "mentions": mentions, "mention_roles": _ROLE_MENTION.findall(content),
@@ -337,7 +352,7 @@ class FakeDiscord:
         return data
 
     def _store_attachment(self, filename: str, content_type: str, blob: bytes) -> dict[str, Any]:
-        attachment_id = next(self._ids)
+        attachment_id = self._new_id()
         name = f"{attachment_id}-{filename}"
         self._attachments[name] = blob
         url = f"{self.base_url}/attachments/{name}"
@@ -352,6 +367,8 @@ class FakeDiscord:
             self._changed.notify_all()
 
     async def _get_me(self, request: web.Request) -> web.Response:
+        if self.reject_token:
+            return _json({"code": 0, "message": "401: Unauthorized"}, 401)
         return _json(BOT_USER)
 
     async def _get_application(self, request: web.Request) -> web.Response:
@@ -434,6 +451,9 @@ class FakeDiscord:
 
     async def _post_typing(self, request: web.Request) -> web.Response:
         channel_id = int(request.match_info["cid"])
+        if self.fail_typing:
+            await self._record(lambda: setattr(self, "typing_failures", self.typing_failures + 1))
+            return _json({"code": 50013, "message": "Missing Permissions"}, 403)
         await self._record(lambda: self.typing_calls.append(channel_id))
         return web.Response(status=204)
 
@@ -446,7 +466,7 @@ class FakeDiscord:
         commands = await request.json()
         key = int(guild) if guild else None
         await self._record(lambda: self.registered_commands.__setitem__(key, commands))
-        answer = [{**c, "id": str(next(self._ids)), "application_id": str(APPLICATION_ID),
+        answer = [{**c, "id": str(self._new_id()), "application_id": str(APPLICATION_ID),
                    "version": "1"} for c in commands]  # fmt: skip
         return _json(answer)
 
