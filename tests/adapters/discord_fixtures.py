@@ -14,7 +14,8 @@ from typing import Any
 
 from adapters.base import InboundMessage, OutboundMessage
 from adapters.discord_adapter import DiscordAdapter, DiscordSettings
-from tests.fakes.discord_server import FREE_CHANNEL_ID, FakeDiscord, running_fake_discord
+from tests.fakes.discord_server import FakeDiscord, running_fake_discord
+from tests.fakes.discord_world import FREE_CHANNEL_ID
 
 TOKEN = "test-token-never-logged"
 

@@ -8,14 +8,14 @@ import pytest
 from adapters.base import OutboundMessage
 from adapters.discord_adapter import DEFAULT_SLASH_COMMANDS, DiscordAdapter
 from tests.adapters.discord_fixtures import RecordingSink, fake_and_adapter, settings
-from tests.fakes.discord_server import (
+from tests.fakes.discord_server import running_fake_discord
+from tests.fakes.discord_world import (
     ALICE,
     BOT_ID,
     CHANNEL_ID,
     DM_CHANNEL_ID,
     GUILD_ID,
     THREAD_ID,
-    running_fake_discord,
 )
 
 MESSAGE_CONTENT_INTENT = 1 << 15

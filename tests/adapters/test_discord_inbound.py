@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.adapters.discord_fixtures import fake_and_adapter
-from tests.fakes.discord_server import (
+from tests.fakes.discord_world import (
     ALICE,
     BOT_ID,
     BOT_ROLE_ID,

@@ -9,7 +9,7 @@ import pytest
 
 from adapters.base import DeliveryError, OutboundMessage
 from tests.adapters.discord_fixtures import TOKEN, fake_and_adapter
-from tests.fakes.discord_server import CHANNEL_ID, DM_CHANNEL_ID, THREAD_ID
+from tests.fakes.discord_world import CHANNEL_ID, DM_CHANNEL_ID, THREAD_ID
 
 _FENCE_LINE = re.compile(r"^```.*$", re.MULTILINE)
 

@@ -6,8 +6,8 @@ answers RESUMED and replays what the client missed. REST calls are recorded so t
 assert on what a user would see (content, mentions allowed, the message replied to).
 
 Use :func:`running_fake_discord`, which also points discord.py at the fake and restores
-it afterwards. The world is fixed: one guild with two text channels and a thread, one
-human (:data:`ALICE`), one other bot (:data:`OTHER_BOT`) and a DM channel with Alice.
+it afterwards. The world (ids, users, payloads) is fixed in :mod:`tests.fakes.discord_world`;
+tests import the ids and users from there.
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ import asyncio
 import contextlib
 import itertools
 import json
-import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import discord.gateway
@@ -27,50 +25,16 @@ import discord.http
 import yarl
 from aiohttp import WSMsgType, web
 
-BOT_ID = 1_000_000_000_000_001
-APPLICATION_ID = BOT_ID
-GUILD_ID = 2_000_000_000_000_001
-CHANNEL_ID = 3_000_000_000_000_001
-FREE_CHANNEL_ID = 3_000_000_000_000_002
-THREAD_ID = 4_000_000_000_000_001
-DM_CHANNEL_ID = 5_000_000_000_000_001
-BOT_ROLE_ID = 8_000_000_000_000_001
-
-BOT_USER: dict[str, Any] = {
-    "id": str(BOT_ID),
-    "username": "nightowl",
-    "discriminator": "0",
-    "avatar": None,
-    "bot": True,
-}
-ALICE: dict[str, Any] = {
-    "id": "6000000000000001",
-    "username": "alice",
-    "global_name": "Alice",
-    "discriminator": "0",
-    "avatar": None,
-}
-OTHER_BOT: dict[str, Any] = {
-    "id": "7000000000000001",
-    "username": "otherbot",
-    "discriminator": "0",
-    "avatar": None,
-    "bot": True,
-}
-_USERS = {int(u["id"]): u for u in (BOT_USER, ALICE, OTHER_BOT)}
-_DISCORD_EPOCH_MS = 1_420_070_400_000
-_MENTION = re.compile(r"<@!?(\d+)>")
-_ROLE_MENTION = re.compile(r"<@&(\d+)>")
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-def _snowflake(counter: int) -> int:
-    # Discord ids carry their creation time; discord.py reads it (e.g. interaction expiry).
-    millis = int(datetime.now(UTC).timestamp() * 1000) - _DISCORD_EPOCH_MS
-    return (millis << 22) | (counter % (1 << 22))
+from tests.fakes import discord_world as world
+from tests.fakes.discord_world import (
+    ALICE,
+    APPLICATION_ID,
+    BOT_USER,
+    CHANNEL_ID,
+    DM_CHANNEL_ID,
+    GUILD_ID,
+    USERS,
+)
 
 
 def _json(payload: Any, status: int = 200) -> web.Response:
@@ -209,29 +173,7 @@ class FakeDiscord:
         user: dict[str, Any] = ALICE,
     ) -> dict[str, Any]:
         """Deliver an INTERACTION_CREATE for the slash command ``/name args``."""
-        interaction_id = self._new_id()
-        options = [] if args is None else [{"name": "args", "type": 3, "value": args}]
-        data: dict[str, Any] = {
-            "id": str(interaction_id),
-            "application_id": str(APPLICATION_ID),
-            "type": 2,
-            "token": f"interaction-token-{interaction_id}",
-            "version": 1,
-            "attachment_size_limit": 8_388_608,
-            "locale": "en-US",
-            "app_permissions": "0",
-            "entitlements": [],
-            "channel": self._channel_payload(channel_id),
-            "channel_id": str(channel_id),
-            "data": {"id": str(self._new_id()), "name": name, "type": 1, "options": options},
-        }
-        if channel_id == DM_CHANNEL_ID:
-            data["user"] = user
-            data["context"] = 1
-        else:
-            data["guild_id"] = str(GUILD_ID)
-            data["member"] = {**self._member(user), "permissions": "0"}
-            data["context"] = 0
+        data = world.interaction(self._new_id(), self._new_id(), name, args, channel_id, user)
         await self.dispatch("INTERACTION_CREATE", data)
         return data
 
@@ -289,67 +231,13 @@ class FakeDiscord:
     # ---- payloads ----------------------------------------------------------------------
 
     def _new_id(self) -> int:
-        return _snowflake(next(self._ids))
-
-    def _member(self, user: dict[str, Any], roles: list[str] | None = None) -> dict[str, Any]:
-        return {"user": user, "roles": roles or [], "joined_at": _now(), "deaf": False,
-                "mute": False, "flags": 0}  # fmt: skip
-
-    def _channel_payload(self, channel_id: int) -> dict[str, Any]:
-        if channel_id == DM_CHANNEL_ID:
-            return {"id": str(DM_CHANNEL_ID), "type": 1, "recipients": [ALICE]}
-        if channel_id == THREAD_ID:
-            return {
-                "id": str(THREAD_ID), "type": 11, "guild_id": str(GUILD_ID),
-                "parent_id": str(CHANNEL_ID), "owner_id": ALICE["id"], "name": "a thread",
-                "message_count": 0, "member_count": 1,
-                "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
-                                    "archive_timestamp": _now(), "locked": False},
-            }  # fmt: skip
-        name = "general" if channel_id == CHANNEL_ID else "free-chat"
-        return {"id": str(channel_id), "type": 0, "guild_id": str(GUILD_ID), "name": name,
-                "position": 0, "permission_overwrites": [], "nsfw": False}  # fmt: skip
-
-    def _guild_payload(self) -> dict[str, Any]:
-        role = {"color": 0, "hoist": False, "mentionable": False, "flags": 0, "position": 0}
-        return {
-            "id": str(GUILD_ID), "name": "Night Shift", "owner_id": ALICE["id"],
-            "member_count": 3, "large": False, "features": [], "emojis": [], "stickers": [],
-            "roles": [
-                {**role, "id": str(GUILD_ID), "name": "@everyone", "permissions": "68608",
-                 "managed": False},
-                {**role, "id": str(BOT_ROLE_ID), "name": "nightowl", "permissions": "0",
-                 "managed": True, "position": 1, "tags": {"bot_id": str(BOT_ID)}},
-            ],
-            "channels": [self._channel_payload(CHANNEL_ID), self._channel_payload(FREE_CHANNEL_ID)],
-            "threads": [self._channel_payload(THREAD_ID)],
-            "members": [self._member(BOT_USER, [str(BOT_ROLE_ID)])],
-            "voice_states": [], "presences": [],
-        }  # fmt: skip
+        return world.snowflake(next(self._ids))
 
     def _message_payload(
-        self,
-        channel_id: int,
-        content: str,
-        *,
-        author: dict[str, Any],
-        mentions: list[dict[str, Any]] | None = None,
-        message_id: int | None = None,
+        self, channel_id: int, content: str, *, author: dict[str, Any], **extra: Any
     ) -> dict[str, Any]:
-        if mentions is None:
-            ids = {int(m) for m in _MENTION.findall(content)}
-            mentions = [_USERS[i] for i in ids if i in _USERS]
-        data: dict[str, Any] = {
-            "id": str(message_id or self._new_id()), "channel_id": str(channel_id), "type": 0,
-            "content": content, "author": author, "timestamp": _now(), "tts": False,
-            "mention_everyone": "@everyone" in content or "@here" in content,
-            "mentions": mentions, "mention_roles": _ROLE_MENTION.findall(content),
-            "attachments": [], "embeds": [], "pinned": False, "flags": 0,
-        }  # fmt: skip
-        if channel_id != DM_CHANNEL_ID:
-            data["guild_id"] = str(GUILD_ID)
-            data["member"] = {k: v for k, v in self._member(author).items() if k != "user"}
-        return data
+        message_id = extra.pop("message_id", None) or self._new_id()
+        return world.message(message_id, channel_id, content, author=author, **extra)
 
     def _store_attachment(self, filename: str, content_type: str, blob: bytes) -> dict[str, Any]:
         attachment_id = self._new_id()
@@ -372,9 +260,7 @@ class FakeDiscord:
         return _json(BOT_USER)
 
     async def _get_application(self, request: web.Request) -> web.Response:
-        return _json({"id": str(APPLICATION_ID), "name": "nightowl", "description": "",
-                      "icon": None, "bot_public": False, "bot_require_code_grant": False,
-                      "owner": ALICE, "verify_key": "0" * 64, "flags": 0})  # fmt: skip
+        return _json(world.application())
 
     async def _get_gateway_bot(self, request: web.Request) -> web.Response:
         limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
@@ -445,7 +331,9 @@ class FakeDiscord:
         data = self.messages.get(message_id)
         if data is None:
             return _json({"code": 10008, "message": "Unknown Message"}, 404)
-        data.update({k: v for k, v in payload.items() if k == "content"}, edited_timestamp=_now())
+        data.update(
+            {k: v for k, v in payload.items() if k == "content"}, edited_timestamp=world.now()
+        )
         await self._record(lambda: self.edits.append((channel_id, message_id, payload)))
         return _json(data)
 
@@ -458,7 +346,7 @@ class FakeDiscord:
         return web.Response(status=204)
 
     async def _open_dm(self, request: web.Request) -> web.Response:
-        recipient = _USERS.get(int((await request.json())["recipient_id"]), ALICE)
+        recipient = USERS.get(int((await request.json())["recipient_id"]), ALICE)
         return _json({"id": str(DM_CHANNEL_ID), "type": 1, "recipients": [recipient]})
 
     async def _put_commands(self, request: web.Request) -> web.Response:
@@ -526,7 +414,7 @@ class FakeDiscord:
             "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
             "application": {"id": str(APPLICATION_ID), "flags": 0},
         })  # fmt: skip
-        await self.dispatch("GUILD_CREATE", self._guild_payload())
+        await self.dispatch("GUILD_CREATE", world.guild())
 
     async def _resume(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
         if data.get("session_id") != self._session_id:
