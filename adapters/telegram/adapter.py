@@ -69,13 +69,18 @@ class TelegramAdapter(Adapter):
             await self._start_polling(bot, processor)
         log.info("Telegram adapter running as @%s", self.identity.username)
 
-    async def stop(self) -> None:
+    async def stop_receiving(self) -> None:
+        """Take no new updates (the one in the sink finishes first); sending still works."""
         if self._poller is not None:
             await self._poller.stop()
             self._poller = None
         if self._webhook is not None:
             await self._webhook.stop()
             self._webhook = None
+
+    async def stop(self) -> None:
+        await self.stop_receiving()
+        self._sender = None
         if self._bot is not None:
             with contextlib.suppress(TelegramError):
                 await self._bot.shutdown()

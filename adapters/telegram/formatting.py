@@ -1,6 +1,6 @@
 """Markdown (as models write it) to the HTML subset Telegram accepts.
 
-Supported: **bold**/__bold__, *italic*/_italic_, ~~strike~~, `inline code`, fenced code
+Supported: **bold**/__two words__ (a lone __name__ stays a Python dunder), *italic*/_italic_, ~~strike~~, `inline code`, fenced code
 with a language, [links](https://…), headings (shown bold), > quotes, tables (shown
 monospaced). Lists stay text with "•" bullets. Everything else is escaped, so a stray
 ``<`` or ``&`` in a reply can never break the message. Tags are produced in pairs by
@@ -22,7 +22,7 @@ _INLINE = re.compile(
   | \[(?P<link_text>[^\]\n]+)\]\((?P<link_url>(?:[^()\s]|\([^()\s]*\))+)\)
   | <(?P<autolink>https?://[^>\s]+)>
   | \*\*(?P<bold>(?![\s*]).+?(?<!\s))\*\*
-  | (?<!\w)__(?P<bold_u>(?![\s_]).+?(?<!\s))__(?!\w)
+  | (?<!\w)__(?P<bold_u>(?![\s_])[^\n]*?\s[^\n]*?(?<!\s))__(?!\w)
   | ~~(?P<strike>(?!\s).+?(?<!\s))~~
   | (?<![\w*])\*(?P<italic>(?![\s*]).*?[^\s*])\*(?![\w*])
   | (?<![\w_])_(?P<italic_u>(?![\s_]).*?[^\s_])_(?![\w_])

@@ -8,13 +8,12 @@ the latest text is shown by the next edit that is due.
 
 from __future__ import annotations
 
-import logging
+from dataclasses import replace
 
 from adapters.base import DeliveryError, OutboundMessage, ReplyStream
 from adapters.chunking import split_message, utf16_length
 from adapters.telegram.delivery import Sender
 
-log = logging.getLogger(__name__)
 _ELLIPSIS = " …"
 
 
@@ -44,7 +43,7 @@ class TelegramReplyStream(ReplyStream):
 
     async def finish(self, final_text: str) -> list[str]:
         if self._message_id is None:
-            return await self._sender.send(self._target_with(final_text))
+            return await self._sender.send(replace(self._target, text=final_text))
         chunks = self._sender.split(final_text)
         if not chunks:
             return [str(self._message_id)]
@@ -53,7 +52,7 @@ class TelegramReplyStream(ReplyStream):
         await self._sender.edit_formatted(chat_id, self._message_id, chunks[0])
         ids = [str(self._message_id)]
         if len(chunks) > self._sender.settings.max_messages_per_reply:
-            ids.append(await self._sender.send_document(self._target_with(final_text)))
+            ids.append(await self._sender.send_document(replace(self._target, text=final_text)))
             return ids
         for chunk in chunks[1:]:
             ids.append(await self._sender.send_chunk(self._target, chunk, reply=False))
@@ -66,13 +65,3 @@ class TelegramReplyStream(ReplyStream):
             return text
         head = split_message(text, limit - utf16_length(_ELLIPSIS), length=utf16_length)[0]
         return head + _ELLIPSIS
-
-    def _target_with(self, text: str) -> OutboundMessage:
-        target = self._target
-        return OutboundMessage(
-            platform=target.platform,
-            chat_id=target.chat_id,
-            text=text,
-            thread_id=target.thread_id,
-            reply_to_message_id=target.reply_to_message_id,
-        )

@@ -3,11 +3,13 @@
 PTB's webhook server needs the ``webhooks`` extra (tornado) and, like its polling, queues
 updates and answers 200 before a handler ran. Here the HTTP answer is the
 acknowledgement: 200 once the update is stored (or skipped for good), 500 when the sink
-failed, so Telegram delivers it again later.
+failed, so Telegram delivers it again later. Telegram may POST concurrently; updates are
+handed to the sink one at a time, in arrival order, like polling does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 
@@ -29,6 +31,7 @@ class WebhookReceiver:
         self._bot = bot
         self._processor = processor
         self._runner: web.AppRunner | None = None
+        self._one_at_a_time = asyncio.Lock()
 
     async def start(self) -> None:
         app = web.Application()
@@ -58,5 +61,6 @@ class WebhookReceiver:
             update = Update.de_json(await request.json(), self._bot)
         except (ValueError, TypeError, KeyError):
             return web.Response(status=400)
-        stored = await self._processor.process(update)
+        async with self._one_at_a_time:
+            stored = await self._processor.process(update)
         return web.Response(status=200 if stored else 500)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import itertools
 import logging
 import re
 
@@ -176,7 +177,7 @@ async def test_stream_edits_at_most_once_per_interval_and_formats_the_final_edit
     edits = telegram_server.edits
     assert len(edits) >= 3
     times = [first.at] + [e.at for e in edits]
-    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     assert min(gaps) >= 0.1, f"edits closer than the interval: {gaps}"
     assert all(e.parse_mode is None for e in edits[:-1])
     assert (edits[-1].parse_mode, edits[-1].text) == ("HTML", "<b>Done:</b> " + " ".join(words))

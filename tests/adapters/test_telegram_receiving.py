@@ -9,6 +9,7 @@ import socket
 import aiohttp
 import pytest
 
+from adapters.base import OutboundMessage
 from adapters.telegram import TelegramAdapter, TelegramStartError, WebhookSettings
 from tests.adapters.conftest import fast_settings
 
@@ -183,3 +184,15 @@ async def test_stop_is_idempotent_and_quick(start_telegram, caplog):
     adapter = await start_telegram()
     await asyncio.wait_for(adapter.stop(), 2)
     await adapter.stop()
+
+
+async def test_stop_receiving_keeps_sending(telegram_server, sink, start_telegram):
+    adapter = await start_telegram()
+    telegram_server.push_text(5, "one")
+    await sink.wait_for(1)
+    await adapter.stop_receiving()
+    telegram_server.push_text(5, "after stop")
+    await adapter.send(OutboundMessage("telegram", "5", "reply to one"))
+    assert [s.text for s in telegram_server.sent] == ["reply to one"]
+    assert [m.text for m in sink.received] == ["one"]
+    assert telegram_server.pending, "the later update stays queued for the next start"
