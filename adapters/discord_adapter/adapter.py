@@ -93,6 +93,7 @@ class DiscordAdapter(Adapter):
         self._connection: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._stopping = False
+        self._receiving = False
         self._seen = _RecentKeys(4096)
         self._interactions: OrderedDict[str, discord.Interaction] = OrderedDict()
         self._chat_tails: dict[str, asyncio.Future[None]] = {}
@@ -108,7 +109,7 @@ class DiscordAdapter(Adapter):
         """
         if self._client is not None:
             raise RuntimeError("the Discord adapter is already running")
-        self._sink, self._stopping = sink, False
+        self._sink, self._stopping, self._receiving = sink, False, True
         self._ready = asyncio.Event()
         client = self._client = _Client(self, self.settings)
         try:
@@ -149,13 +150,21 @@ class DiscordAdapter(Adapter):
         else:
             log.error("Discord connection ended: %s", type(error).__name__, exc_info=error)
 
+    async def stop_receiving(self) -> None:
+        """Pass no new messages on but keep sending, once in-flight ones are handed over.
+
+        Discord does not redeliver: what arrives from now on is dropped (and logged).
+        """
+        self._receiving = False
+        if self._in_flight:
+            await asyncio.wait(set(self._in_flight), timeout=self.settings.drain_timeout)
+
     async def stop(self) -> None:
         """Finish handing in-flight messages to the gateway (bounded), then disconnect."""
         if self._client is None:
             return
+        await self.stop_receiving()
         self._stopping = True
-        if self._in_flight:
-            await asyncio.wait(set(self._in_flight), timeout=self.settings.drain_timeout)
         await self._close_client()
 
     async def _close_client(self) -> None:
@@ -174,6 +183,9 @@ class DiscordAdapter(Adapter):
         # Runs as its own task; everything before the first await runs in arrival order.
         client = self._client
         if client is None or client.user is None:
+            return
+        if not self._receiving:
+            log.info("Discord message %s arrived while stopping; not passed on", message.id)
             return
         if not is_conversation(message, client.user, allow_bots=self.settings.allow_bots):
             return
@@ -238,7 +250,7 @@ class DiscordAdapter(Adapter):
     async def _on_slash_command(
         self, interaction: discord.Interaction, name: str, args: str | None
     ) -> None:
-        if not self._seen.add(("interaction", interaction.id)):
+        if not self._seen.add(("interaction", interaction.id)) or not self._receiving:
             return
         try:
             # Discord wants an answer within 3 s; a turn takes longer. Shows "thinking…".

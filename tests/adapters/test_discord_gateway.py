@@ -147,3 +147,18 @@ async def test_a_rejected_token_fails_start_without_logging_it() -> None:
 
     assert fake.identify_payloads == []
     assert "test-token" not in repr(adapter.settings)
+
+
+async def test_after_stop_receiving_messages_are_not_passed_but_replies_still_go_out() -> None:
+    async with fake_and_adapter(echo=False) as (fake, adapter, sink):
+        await fake.dispatch_message(DM_CHANNEL_ID, "before the drain")
+        await sink.wait_for(1)
+        await adapter.stop_receiving()
+        await fake.dispatch_message(DM_CHANNEL_ID, "during the drain")
+        await fake.reconnect()  # the client has read everything sent before op 7
+        await adapter.send(
+            OutboundMessage(platform="discord", chat_id=str(DM_CHANNEL_ID), text="last words")
+        )
+
+    assert [m.text for m in sink.messages] == ["before the drain"]
+    assert [s.content for s in fake.sent] == ["last words"]
