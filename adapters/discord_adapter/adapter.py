@@ -134,13 +134,16 @@ class DiscordAdapter(Adapter):
         if ready in done:
             return
         ready.cancel()
-        if connection in done and connection.exception() is not None:
-            raise connection.exception()  # type: ignore[misc]
-        raise TimeoutError(f"Discord sent no READY within {self.settings.ready_timeout:g} s")
+        if connection not in done:
+            raise TimeoutError(f"Discord sent no READY within {self.settings.ready_timeout:g} s")
+        error = connection.exception()
+        raise error or ConnectionError("Discord closed the connection before READY")
 
     def _log_connection_end(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or task.exception() is None or self._stopping:
             return
+        if not self._ready.is_set():
+            return  # start() raises it to its caller
         error = task.exception()
         if isinstance(error, discord.PrivilegedIntentsRequired):
             log.error(
@@ -174,8 +177,10 @@ class DiscordAdapter(Adapter):
         if client is not None:
             await client.close()
         if connection is not None and not connection.done():
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await connection
+            except Exception as error:  # closing anyway; a late failure must not break stop()
+                log.debug("Discord connection ended while closing: %r", error)
 
     # ---- inbound -----------------------------------------------------------------------
 

@@ -149,6 +149,17 @@ async def test_a_rejected_token_fails_start_without_logging_it() -> None:
     assert "test-token" not in repr(adapter.settings)
 
 
+async def test_a_missing_message_content_intent_fails_start_clearly() -> None:
+    async with running_fake_discord() as fake:
+        fake.close_on_identify = 4014
+        adapter = DiscordAdapter(settings())
+        with pytest.raises(discord.PrivilegedIntentsRequired):
+            await adapter.start(RecordingSink())
+        await adapter.stop()
+
+    assert len(fake.identify_payloads) == 1
+
+
 async def test_after_stop_receiving_messages_are_not_passed_but_replies_still_go_out() -> None:
     async with fake_and_adapter(echo=False) as (fake, adapter, sink):
         await fake.dispatch_message(DM_CHANNEL_ID, "before the drain")

@@ -128,3 +128,13 @@ async def test_blank_replies_send_nothing_and_a_stopped_adapter_refuses() -> Non
 
     with pytest.raises(DeliveryError):
         await adapter.send(_reply("too late"))
+
+
+async def test_a_429_is_waited_out_and_the_reply_still_arrives() -> None:
+    async with fake_and_adapter(echo=False) as (fake, adapter, _sink):
+        fake.rate_limit_next_send(retry_after=0.05)
+        ids = await adapter.send(_reply("after the flood gate"))
+
+    assert fake.rate_limited_sends == 1
+    assert [s.content for s in fake.sent] == ["after the flood gate"]
+    assert ids == [str(fake.sent[0].message_id)]

@@ -71,6 +71,9 @@ class FakeDiscord:
         self.fail_typing = False
         #: When set, login (GET /users/@me) answers 401 as Discord does for a bad token.
         self.reject_token = False
+        #: When set, IDENTIFY is answered by closing the socket with this code (4014:
+        #: privileged intent not enabled for the bot).
+        self.close_on_identify: int | None = None
         self.typing_failures = 0
         self.interaction_callbacks: list[dict[str, Any]] = []
         #: PUT bodies of command registration, keyed by guild id (None = global).
@@ -83,7 +86,8 @@ class FakeDiscord:
         self._downloads_open.set()
         self._ids = itertools.count(1)
         self._attachments: dict[str, bytes] = {}
-        self._send_failures: list[tuple[int, int, str]] = []
+        self._send_failures: list[web.Response] = []
+        self.rate_limited_sends = 0
         self._events: list[dict[str, Any]] = []
         self._seq = 0
         self._session_id = "fake-session-1"
@@ -205,7 +209,19 @@ class FakeDiscord:
         times: int = 1,
     ) -> None:
         """Make the next ``times`` message posts fail with this HTTP error."""
-        self._send_failures.extend([(status, code, message)] * times)
+        for _ in range(times):
+            self._send_failures.append(_json({"code": code, "message": message}, status))
+
+    def rate_limit_next_send(self, retry_after: float) -> None:
+        """Answer the next message post with Discord's 429 (behind its proxy, so retryable)."""
+        body = {
+            "message": "You are being rate limited.",
+            "retry_after": retry_after,
+            "global": False,
+        }
+        response = _json(body, 429)
+        response.headers.update({"Via": "1.1 google", "X-RateLimit-Scope": "user"})
+        self._send_failures.append(response)
 
     def hold_attachment_downloads(self) -> None:
         """Make attachment downloads hang until :meth:`release_attachment_downloads`."""
@@ -292,8 +308,12 @@ class FakeDiscord:
 
     async def _post_message(self, request: web.Request) -> web.Response:
         if self._send_failures:
-            status, code, message = self._send_failures.pop(0)
-            return _json({"code": code, "message": message}, status)
+            response = self._send_failures.pop(0)
+            if response.status == 429:
+                await self._record(
+                    lambda: setattr(self, "rate_limited_sends", self.rate_limited_sends + 1)
+                )
+            return response
         channel_id = int(request.match_info["cid"])
         payload, files = await self._read_body(request)
         return await self._create_bot_message(channel_id, payload, files, "channel")
@@ -407,6 +427,9 @@ class FakeDiscord:
     async def _identify(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
         recorded = {k: v for k, v in data.items() if k != "token"}
         await self._record(lambda: self.identify_payloads.append(recorded))
+        if self.close_on_identify is not None:
+            await ws.close(code=self.close_on_identify)
+            return
         self._ws = ws
         await self.dispatch("READY", {
             "v": 10, "user": BOT_USER, "session_id": self._session_id,
