@@ -231,3 +231,13 @@ async def test_messages_of_one_chat_keep_their_order_while_an_image_downloads() 
 
     assert elsewhere.text == "meanwhile elsewhere"
     assert (picture.text, caption.text) == ("picture", "caption for the picture")
+
+
+async def test_threads_of_a_free_response_channel_are_free_too() -> None:
+    async with fake_and_adapter(free_response_channels=(CHANNEL_ID,)) as (fake, _adapter, sink):
+        await fake.dispatch_message(THREAD_ID, "no mention needed here")
+
+        [inbound] = await sink.wait_for(1)
+
+    assert inbound.chat_type == "thread"
+    assert inbound.addressed
