@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent.compression.assembly import choose_summary_role
 from agent.compression.markers import (
     PRUNED_TOOL_OUTPUT,
     find_summary_index,
@@ -173,6 +174,7 @@ def plan_boundaries(
     start = _walk_tail(tokens, head_end, budget, protect_last_n, cap=available - 1)
     start = align_backward(messages, start, head_end)
     start = _include_last_users(messages, start, head_end, min_tail_user_messages)
+    start = _avoid_merged_summary(messages, start, head_end)
     if start <= head_end:
         return Plan(head_end, head_end, summary_index)
     oversized = tuple(i for i in range(start, n) if tokens[i] > budget)
@@ -193,3 +195,22 @@ def _include_last_users(messages: Sequence[Message], start: int, head_end: int, 
             if seen >= wanted:
                 break
     return start
+
+
+def _avoid_merged_summary(messages: Sequence[Message], start: int, head_end: int) -> int:
+    """Keep one more row when that spares merging the summary into the first tail row.
+
+    A merge rewrites a kept message (often the newest user message); starting the tail
+    one row earlier, at a row of the other role, keeps every tail row verbatim.
+    """
+    if start <= head_end + 1 or start >= len(messages):
+        return start
+    head_role = messages[head_end - 1].get("role") if head_end else None
+    if choose_summary_role(head_role, messages[start].get("role")) != "merge":
+        return start
+    previous = messages[start - 1]
+    if previous.get("role") == "tool" or previous.get("tool_calls"):
+        return start
+    if choose_summary_role(head_role, previous.get("role")) == "merge":
+        return start
+    return start - 1

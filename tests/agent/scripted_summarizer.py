@@ -106,3 +106,37 @@ def tool_round(call_id: str, output: str, *, name: str = "read_file") -> list[di
         },
         {"role": "tool", "tool_call_id": call_id, "name": name, "content": output},
     ]
+
+
+class Clock:
+    """Wall-clock seconds the test moves by hand (cooldowns are epoch based)."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_engine(
+    script: list[Any] | None = None,
+    *,
+    context_length: int = 128_000,
+    clock: Clock | None = None,
+    auxiliary: ScriptedSummarizer | None = None,
+    **settings: Any,
+):
+    """A ContextCompressor whose main model is a :class:`ScriptedSummarizer`."""
+    from agent.compression.settings import CompressionSettings
+    from agent.context_compressor import ContextCompressor
+
+    main = ScriptedSummarizer(script=list(script or []))
+    engine = ContextCompressor(
+        main=main,
+        auxiliary=auxiliary,
+        context_length=context_length,
+        settings=CompressionSettings(**settings),
+        clock=clock or Clock(),
+        session_id="sess-1",
+    )
+    return engine, main
