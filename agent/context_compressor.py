@@ -24,19 +24,7 @@ from typing import Any
 
 from agent.compression import boundaries
 from agent.compression.assembly import assemble, with_system_note
-from agent.compression.cooldown import (
-    FLAT_SECONDS,
-    OVERLOAD_DEGRADE_AFTER,
-    CooldownState,
-    ladder_seconds,
-)
-from agent.compression.fallback import build_fallback_summary
-from agent.compression.markers import (
-    SUMMARY_PREFIX,
-    merged_original_text,
-    summary_body,
-    truncate_middle,
-)
+from agent.compression.cooldown import CooldownState
 from agent.compression.settings import (
     CompressionSettings,
     output_reserve,
@@ -44,44 +32,24 @@ from agent.compression.settings import (
     summary_token_budget,
     tail_token_budget,
 )
-from agent.compression.summary import (
-    SummaryFailure,
-    SummaryRequest,
-    build_summary_messages,
-    request_summary,
+from agent.compression.summarizer import (
+    ABORT_NOTICE,
+    AUX_NOTICE,
+    FAILURE_REASONS,
+    FALLBACK_NOTICE,
+    Summarizer,
+    SummaryOutcome,
+    record_abort,
 )
+from agent.compression.summary import SummaryFailure, SummaryRequest
 from agent.compression.telemetry import log_attempt
-from agent.context_engine import CompressionResult, ContextEngine, Method
+from agent.context_engine import CompressionResult, ContextEngine
 from agent.providers.base import Provider, Usage
 from agent.tokens import estimate_message_tokens_rough, estimate_messages_tokens_rough
 
 __all__ = ["CompressionSettings", "ContextCompressor", "resolve_model_threshold"]
 
 log = logging.getLogger(__name__)
-
-_ABORT_REASONS = {
-    "timeout": "the summary model did not answer in time",
-    "length": "the summary model ran out of output room",
-    "malformed": "the summary model sent a broken reply",
-    "empty": "the summary model sent an empty reply",
-    "overloaded": "the summary model is overloaded",
-    "auth": "the summary model refused the credentials",
-    "quota": "the summary model's quota or rate limit was hit",
-    "network": "the summary model could not be reached",
-    "other": "the summary model failed",
-}
-AUX_NOTICE = (
-    "The summary model configured under auxiliary.compression failed, so the main model "
-    "wrote the summary instead. Please check auxiliary.compression."
-)
-FALLBACK_NOTICE = (
-    "Earlier messages were condensed without the summary model ({reason}), so the summary "
-    "is thinner than usual. The original messages are archived and searchable."
-)
-ABORT_NOTICE = (
-    "I could not condense the earlier conversation just now ({reason}); nothing was removed. "
-    "/compress tries again, /new starts a fresh conversation."
-)
 
 
 @dataclass
@@ -91,14 +59,6 @@ class _Attempt:
     messages: list[dict[str, Any]]
     tokens_before: int
     tool_results_pruned: int = 0
-
-
-@dataclass(frozen=True)
-class _Summary:
-    body: str | None
-    method: Method = "none"
-    failure: SummaryFailure | None = None
-    aux_failed: bool = False
 
 
 class ContextCompressor(ContextEngine):
@@ -285,11 +245,10 @@ class ContextCompressor(ContextEngine):
             return self._unchanged(attempt, "blocked", "blocked:cooldown")
         messages = attempt.messages
         tokens = [estimate_message_tokens_rough(m) for m in messages]
-        budget = self.tail_token_budget
         plan = boundaries.plan_boundaries(
             messages,
             tokens,
-            budget=budget,
+            budget=self.tail_token_budget,
             protect_last_n=self.settings.protect_last_n,
             min_tail_user_messages=self.settings.min_tail_user_messages,
         )
@@ -298,12 +257,34 @@ class ContextCompressor(ContextEngine):
         pruned, attempt.tool_results_pruned = boundaries.prune_old_tool_results(
             messages, plan.tail_start
         )
-        turns, previous = self._middle_turns(pruned, plan)
-        oversized = [messages[i] for i in plan.oversized]
-        middle_tokens = sum(tokens[plan.head_end : plan.tail_start]) + sum(
-            tokens[i] for i in plan.oversized
+        request = self._summary_request(pruned, tokens, plan, focus)
+        summarizer = Summarizer(
+            self.main,
+            self.auxiliary,
+            timeout_seconds=self.settings.context_timeout_seconds,
+            abort_on_failure=self.settings.abort_on_summary_failure,
         )
-        request = SummaryRequest(
+        outcome = await summarizer.summarize(request, self.cooldown)
+        if outcome.body is None:
+            return self._abort(attempt, outcome.failure or SummaryFailure("other"))
+        head = pruned[: plan.head_end]
+        if plan.summary_index is None:
+            head = with_system_note(head)  # first compression only: keeps the prefix cached
+        tail = boundaries.tail_with_cut_rows(messages, plan, self.tail_token_budget)
+        return self._commit(attempt, assemble(head, outcome.body, tail), outcome)
+
+    def _summary_request(
+        self,
+        pruned: list[dict[str, Any]],
+        tokens: list[int],
+        plan: boundaries.Plan,
+        focus: str | None,
+    ) -> SummaryRequest:
+        turns, previous = boundaries.middle_turns(pruned, plan)
+        oversized = [pruned[i] for i in plan.oversized]
+        middle_tokens = sum(tokens[plan.head_end : plan.tail_start])
+        middle_tokens += sum(tokens[i] for i in plan.oversized)
+        return SummaryRequest(
             turns=turns,
             previous_summary=previous,
             oversized_recent=oversized,
@@ -311,167 +292,39 @@ class ContextCompressor(ContextEngine):
             budget_tokens=summary_token_budget(middle_tokens, self.context_length),
             input_budget_tokens=self._summarizer_window(),
         )
-        summary = await self._summarize(request)
-        notice = None
-        if summary.body is None:
-            return self._abort(attempt, summary.failure or SummaryFailure("other"))
-        failure_class = None
-        if summary.method == "deterministic_fallback":
-            failure_class = self._fallback_class(summary.failure)
-        elif summary.method == "aux_fallback_main":
-            failure_class = "aux_model_fallback"
-            if not self.aux_notice_sent:
-                self.aux_notice_sent = True
-                notice = AUX_NOTICE
-        head = pruned[: plan.head_end]
-        if plan.summary_index is None:
-            head = with_system_note(head)
-        tail = self._tail_with_cut_rows(messages, plan, budget)
-        compacted = assemble(head, summary.body, tail)
-        if summary.method == "deterministic_fallback" and summary.failure is not None:
-            notice = FALLBACK_NOTICE.format(reason=_ABORT_REASONS[summary.failure.kind])
-        return self._commit(attempt, compacted, summary, failure_class, notice)
 
-    # -- phases' glue --------------------------------------------------------------------
-
-    @staticmethod
-    def _middle_turns(
-        pruned: list[dict[str, Any]], plan: boundaries.Plan
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        """The middle rows to summarize, and the previous summary found among them."""
-        previous = None
-        turns: list[dict[str, Any]] = []
-        for index in range(plan.head_end, plan.tail_start):
-            message = pruned[index]
-            if index == plan.summary_index:
-                previous = summary_body(message)
-                original = merged_original_text(message)
-                if original:
-                    turns.append({**message, "content": original})
-                continue
-            turns.append(message)
-        return turns, previous
-
-    @staticmethod
-    def _tail_with_cut_rows(
-        messages: list[dict[str, Any]], plan: boundaries.Plan, budget: int
-    ) -> list[dict[str, Any]]:
-        """The tail, with rows larger than the tail budget cut to it (C15)."""
-        cut = set(plan.oversized)
-        tail = []
-        for index in range(plan.tail_start, len(messages)):
-            message = messages[index]
-            content = message.get("content")
-            if index in cut and isinstance(content, str):
-                message = {**message, "content": truncate_middle(content, budget * 4)}
-            tail.append(message)
-        return tail
+    def _notice_for(self, outcome: SummaryOutcome) -> str | None:
+        if outcome.method == "deterministic_fallback" and outcome.failure is not None:
+            return FALLBACK_NOTICE.format(reason=FAILURE_REASONS[outcome.failure.kind])
+        if outcome.method == "aux_fallback_main" and not self.aux_notice_sent:
+            self.aux_notice_sent = True
+            return AUX_NOTICE
+        return None
 
     def _summarizer_window(self) -> int:
         if self.auxiliary is not None and self.auxiliary_context_length:
             return min(self.context_length, int(self.auxiliary_context_length))
         return self.context_length
 
-    async def _summarize(self, request: SummaryRequest) -> _Summary:
-        """Aux model first (if configured), then the main one; the failure table decides."""
-        messages = build_summary_messages(request)
-        aux_failed = False
-        if self.auxiliary is not None:
-            try:
-                return _Summary(await self._call(self.auxiliary, messages, request), "llm_summary")
-            except SummaryFailure as failure:
-                log.warning(
-                    "auxiliary summary model failed (%s); trying the main model", failure.kind
-                )
-                aux_failed = True
-        try:
-            text = await self._call_main(messages, request)
-        except SummaryFailure as failure:
-            return self._after_failure(failure, request, aux_failed)
-        method: Method = "aux_fallback_main" if aux_failed else "llm_summary"
-        return _Summary(text, method, aux_failed=aux_failed)
-
-    async def _call(
-        self, provider: Provider, messages: list[dict[str, Any]], request: SummaryRequest
-    ) -> str:
-        text = await request_summary(
-            provider,
-            messages,
-            max_tokens=request.budget_tokens,
-            timeout_seconds=self.settings.context_timeout_seconds,
-        )
-        return _strip_echoed_prefix(text)
-
-    async def _call_main(self, messages: list[dict[str, Any]], request: SummaryRequest) -> str:
-        try:
-            return await self._call(self.main, messages, request)
-        except SummaryFailure as failure:
-            if failure.kind != "overloaded":
-                raise
-            return await self._call(self.main, messages, request)  # one retry on overload
-
-    def _after_failure(
-        self, failure: SummaryFailure, request: SummaryRequest, aux_failed: bool
-    ) -> _Summary:
-        """Decide between abort (body None) and the deterministic fallback (C8)."""
-        state, kind = self.cooldown, failure.kind
-        if kind == "timeout":
-            degrade = state.timeout_failures >= 1
-            if not degrade or self.settings.abort_on_summary_failure:
-                state.timeout_failures += 1
-        elif kind == "overloaded":
-            state.overload_failures += 1
-            degrade = state.overload_failures >= OVERLOAD_DEGRADE_AFTER
-        else:
-            degrade = kind == "other"
-        if degrade and not self.settings.abort_on_summary_failure:
-            body = build_fallback_summary(
-                request.turns, request.previous_summary, request.oversized_recent
-            )
-            return _Summary(body, "deterministic_fallback", failure, aux_failed)
-        return _Summary(None, "none", failure, aux_failed)
-
-    @staticmethod
-    def _fallback_class(failure: SummaryFailure | None) -> str:
-        kind = failure.kind if failure else "other"
-        return {
-            "timeout": "summary_timeout_fallback",
-            "overloaded": "summary_overload_degraded",
-        }.get(kind, "summary_failed_fallback")
-
     # -- outcomes ------------------------------------------------------------------------
 
     def _abort(self, attempt: _Attempt, failure: SummaryFailure) -> CompressionResult:
-        now, state, kind = self._clock(), self.cooldown, failure.kind
-        minimum = self.settings.context_timeout_seconds
-        if kind == "timeout":
-            state.set(now, ladder_seconds(state.timeout_failures, minimum), "summary_timeout")
-        elif kind == "length":
-            state.length_failures += 1
-            state.set(now, ladder_seconds(state.length_failures, minimum), "summary_length")
-        elif kind in ("malformed", "empty", "overloaded", "other"):
-            state.set(now, FLAT_SECONDS, f"summary_{kind}")
-        elif kind == "quota" and failure.retry_after:
-            state.set(now, float(failure.retry_after), "summary_quota")
-        failure_class = "summary_overload_failure" if kind == "overloaded" else f"summary_{kind}"
+        failure_class = record_abort(
+            self.cooldown, failure, self._clock(), self.settings.context_timeout_seconds
+        )
         notice = None
         if failure_class != self._last_abort_class or attempt.trigger_source == "manual":
-            notice = ABORT_NOTICE.format(reason=_ABORT_REASONS[kind])
+            notice = ABORT_NOTICE.format(reason=FAILURE_REASONS[failure.kind])
         self._last_abort_class = failure_class
         return replace(self._unchanged(attempt, "aborted", failure_class), notice=notice)
 
     def _commit(
-        self,
-        attempt: _Attempt,
-        compacted: list[dict[str, Any]],
-        summary: _Summary,
-        failure_class: str | None,
-        notice: str | None,
+        self, attempt: _Attempt, compacted: list[dict[str, Any]], outcome: SummaryOutcome
     ) -> CompressionResult:
         tokens_after = estimate_messages_tokens_rough(compacted)
         if tokens_after >= attempt.tokens_before:
             return self._unchanged(attempt, "blocked", "blocked:ineffective")
-        self.cooldown.committed(healthy=summary.method in ("llm_summary", "aux_fallback_main"))
+        self.cooldown.committed(healthy=outcome.method in ("llm_summary", "aux_fallback_main"))
         self._last_abort_class = ""
         self.compression_count += 1
         self.last_prompt_tokens = 0
@@ -481,8 +334,8 @@ class ContextCompressor(ContextEngine):
             messages=compacted,
             committed=True,
             commit_status="committed",
-            method=summary.method,
-            failure_class=failure_class,
+            method=outcome.method,
+            failure_class=outcome.failure_class,
             trigger_source=attempt.trigger_source,
             attempt_id=attempt.attempt_id,
             messages_before=len(attempt.messages),
@@ -490,8 +343,8 @@ class ContextCompressor(ContextEngine):
             tokens_before=attempt.tokens_before,
             tokens_after=tokens_after,
             tool_results_pruned=attempt.tool_results_pruned,
-            summary=summary.body,
-            notice=notice,
+            summary=outcome.body,
+            notice=self._notice_for(outcome),
         )
 
     @staticmethod
@@ -510,10 +363,3 @@ class ContextCompressor(ContextEngine):
             tokens_after=attempt.tokens_before,
             tool_results_pruned=attempt.tool_results_pruned,
         )
-
-
-def _strip_echoed_prefix(text: str) -> str:
-    # Some models repeat the marker they saw in the previous summary; the assembler adds it.
-    if text.startswith(SUMMARY_PREFIX):
-        return summary_body({"role": "assistant", "content": text})
-    return text

@@ -16,6 +16,9 @@ from agent.compression.markers import (
     PRUNED_TOOL_OUTPUT,
     find_summary_index,
     is_real_user_message,
+    merged_original_text,
+    summary_body,
+    truncate_middle,
 )
 
 #: First compression: system prompt + first exchange (C5).
@@ -214,3 +217,41 @@ def _avoid_merged_summary(messages: Sequence[Message], start: int, head_end: int
     if choose_summary_role(head_role, previous.get("role")) == "merge":
         return start
     return start - 1
+
+
+def middle_turns(pruned: Sequence[Message], plan: Plan) -> tuple[list[dict[str, Any]], str | None]:
+    """The middle rows to summarize, and the previous summary found among them.
+
+    A summary that was merged into a message gives back that message's own text as a turn.
+    """
+    previous = None
+    turns: list[dict[str, Any]] = []
+    for index in range(plan.head_end, plan.tail_start):
+        message = pruned[index]
+        if index == plan.summary_index:
+            previous = summary_body(message)
+            original = merged_original_text(message)
+            if original:
+                turns.append({**message, "content": original})
+            continue
+        turns.append(dict(message))
+    return turns, previous
+
+
+def tail_with_cut_rows(
+    messages: Sequence[Message], plan: Plan, budget_tokens: int
+) -> list[dict[str, Any]]:
+    """The tail, with rows larger than the tail budget cut to it (C15).
+
+    The cut copy keeps the beginning and the end of the text and says what was left out;
+    the caller's row (and the stored one) keeps every character.
+    """
+    cut = set(plan.oversized)
+    tail = []
+    for index in range(plan.tail_start, len(messages)):
+        message = dict(messages[index])
+        content = message.get("content")
+        if index in cut and isinstance(content, str):
+            message["content"] = truncate_middle(content, budget_tokens * 4)
+        tail.append(message)
+    return tail

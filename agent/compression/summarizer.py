@@ -1,0 +1,188 @@
+"""Running the summary call through the failure table (SPEC C8).
+
+The auxiliary model (if configured) goes first; any failure there hands the same request
+to the main model, whose overload gets one retry. What happens after a final failure —
+abort with a cooldown, or the deterministic fallback — is decided here from the failure
+kind and the session's ladders.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from agent.compression.cooldown import (
+    FLAT_SECONDS,
+    OVERLOAD_DEGRADE_AFTER,
+    CooldownState,
+    ladder_seconds,
+)
+from agent.compression.fallback import build_fallback_summary
+from agent.compression.markers import SUMMARY_PREFIX, summary_body
+from agent.compression.summary import (
+    SummaryFailure,
+    SummaryRequest,
+    build_summary_messages,
+    request_summary,
+)
+from agent.context_engine import Method
+from agent.providers.base import Provider
+
+log = logging.getLogger(__name__)
+
+#: Why a summary failed, in words safe to show a user (no error text, no secrets).
+FAILURE_REASONS = {
+    "timeout": "the summary model did not answer in time",
+    "length": "the summary model ran out of output room",
+    "malformed": "the summary model sent a broken reply",
+    "empty": "the summary model sent an empty reply",
+    "overloaded": "the summary model is overloaded",
+    "auth": "the summary model refused the credentials",
+    "quota": "the summary model's quota or rate limit was hit",
+    "network": "the summary model could not be reached",
+    "other": "the summary model failed",
+}
+AUX_NOTICE = (
+    "The summary model configured under auxiliary.compression failed, so the main model "
+    "wrote the summary instead. Please check auxiliary.compression."
+)
+FALLBACK_NOTICE = (
+    "Earlier messages were condensed without the summary model ({reason}), so the summary "
+    "is thinner than usual. The original messages are archived and searchable."
+)
+ABORT_NOTICE = (
+    "I could not condense the earlier conversation just now ({reason}); nothing was removed. "
+    "/compress tries again, /new starts a fresh conversation."
+)
+
+
+@dataclass(frozen=True)
+class SummaryOutcome:
+    """A summary ``body`` to commit (None: abort), how it was made, and what failed."""
+
+    body: str | None
+    method: Method = "none"
+    failure: SummaryFailure | None = None
+    aux_failed: bool = False
+
+    @property
+    def failure_class(self) -> str | None:
+        """The telemetry class of a committed outcome (None for a clean LLM summary)."""
+        if self.method == "aux_fallback_main":
+            return "aux_model_fallback"
+        if self.method != "deterministic_fallback":
+            return None
+        kind = self.failure.kind if self.failure else "other"
+        if kind == "timeout":
+            return "summary_timeout_fallback"
+        if kind == "overloaded":
+            return "summary_overload_degraded"
+        return "summary_failed_fallback"
+
+
+class Summarizer:
+    """One compression's summary call: aux model, then main model, then the table."""
+
+    def __init__(
+        self,
+        main: Provider,
+        auxiliary: Provider | None,
+        *,
+        timeout_seconds: float,
+        abort_on_failure: bool,
+    ) -> None:
+        self.main = main
+        self.auxiliary = auxiliary
+        self.timeout_seconds = timeout_seconds
+        self.abort_on_failure = abort_on_failure
+
+    async def summarize(self, request: SummaryRequest, cooldown: CooldownState) -> SummaryOutcome:
+        """Get a summary, or decide on the fallback or an abort (updating the ladders)."""
+        messages = build_summary_messages(request)
+        aux_failed = False
+        if self.auxiliary is not None:
+            try:
+                return SummaryOutcome(
+                    await self._call(self.auxiliary, messages, request), "llm_summary"
+                )
+            except SummaryFailure as failure:
+                log.warning(
+                    "auxiliary summary model failed (%s); trying the main model", failure.kind
+                )
+                aux_failed = True
+        try:
+            text = await self._call_main(messages, request)
+        except SummaryFailure as failure:
+            return self._after_failure(failure, request, cooldown, aux_failed)
+        method: Method = "aux_fallback_main" if aux_failed else "llm_summary"
+        return SummaryOutcome(text, method, aux_failed=aux_failed)
+
+    async def _call(
+        self, provider: Provider, messages: list[dict[str, Any]], request: SummaryRequest
+    ) -> str:
+        text = await request_summary(
+            provider,
+            messages,
+            max_tokens=request.budget_tokens,
+            timeout_seconds=self.timeout_seconds,
+        )
+        # Some models repeat the marker they saw in the previous summary; assembly adds it.
+        if text.startswith(SUMMARY_PREFIX):
+            text = summary_body({"role": "assistant", "content": text})
+        return text
+
+    async def _call_main(self, messages: list[dict[str, Any]], request: SummaryRequest) -> str:
+        try:
+            return await self._call(self.main, messages, request)
+        except SummaryFailure as failure:
+            if failure.kind != "overloaded":
+                raise
+            return await self._call(self.main, messages, request)  # one retry on overload
+
+    def _after_failure(
+        self,
+        failure: SummaryFailure,
+        request: SummaryRequest,
+        cooldown: CooldownState,
+        aux_failed: bool,
+    ) -> SummaryOutcome:
+        kind = failure.kind
+        if kind == "timeout":
+            # A second hang while the ladder still holds one degrades instead of aborting.
+            degrade = cooldown.timeout_failures >= 1
+            if not degrade or self.abort_on_failure:
+                cooldown.timeout_failures += 1
+        elif kind == "overloaded":
+            cooldown.overload_failures += 1
+            degrade = cooldown.overload_failures >= OVERLOAD_DEGRADE_AFTER
+        else:
+            degrade = kind == "other"  # e.g. the summary model's window is too small
+        if degrade and not self.abort_on_failure:
+            body = build_fallback_summary(
+                request.turns, request.previous_summary, request.oversized_recent
+            )
+            return SummaryOutcome(body, "deterministic_fallback", failure, aux_failed)
+        return SummaryOutcome(None, "none", failure, aux_failed)
+
+
+def record_abort(
+    cooldown: CooldownState, failure: SummaryFailure, now: float, minimum: float
+) -> str:
+    """Set the cooldown an aborted summary earns and return its failure class.
+
+    Timeouts climb their ladder (already counted by the summarizer); ``length`` climbs its
+    own; malformed, empty, overloaded and other failures pause a flat 30 s; a rate limit
+    pauses as long as the server asked; auth and network failures set no pause.
+    """
+    kind = failure.kind
+    if kind == "timeout":
+        cooldown.set(now, ladder_seconds(cooldown.timeout_failures, minimum), "summary_timeout")
+    elif kind == "length":
+        cooldown.length_failures += 1
+        cooldown.set(now, ladder_seconds(cooldown.length_failures, minimum), "summary_length")
+    elif kind in ("malformed", "empty", "overloaded", "other"):
+        cooldown.set(now, FLAT_SECONDS, f"summary_{kind}")
+    elif kind == "quota" and failure.retry_after:
+        cooldown.set(now, float(failure.retry_after), "summary_quota")
+    return "summary_overload_failure" if kind == "overloaded" else f"summary_{kind}"
