@@ -36,8 +36,8 @@ TRUNCATION_NOTE = (
 )
 
 #: How far into the list a previous summary can sit (after the head of up to 3 rows and
-#: the tool results the head absorbed); a user typing the prefix later is not a summary.
-SUMMARY_SEARCH_WINDOW = 8
+#: any tool results the head absorbed); a user typing the prefix later is not a summary.
+SUMMARY_SEARCH_WINDOW = 16
 
 
 def text_of(message: Mapping[str, Any]) -> str:
