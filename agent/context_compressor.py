@@ -149,7 +149,17 @@ class ContextCompressor(ContextEngine):
     # -- the ContextEngine contract -------------------------------------------------------
 
     def update_model(self, model: str, context_length: int, provider: str | None = None) -> None:
-        """Re-derive thresholds for the new model/window; old usage no longer counts."""
+        """Re-derive thresholds for the new model/window; old usage no longer counts.
+
+        Calling it again with the same model, window and provider changes nothing.
+        """
+        unchanged = (model, int(context_length), provider or self.provider_name) == (
+            self.model,
+            self.context_length,
+            self.provider_name,
+        )
+        if unchanged:
+            return
         self.model = model
         if provider:
             self.provider_name = provider

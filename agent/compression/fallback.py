@@ -17,6 +17,9 @@ from agent.compression.markers import is_real_user_message, text_of
 
 MAX_CHARS = 8_000
 _ITEM_CHARS = 240
+_SCAN_CHARS = 600
+#: Only the newest messages are scanned for decisions, errors, paths and preferences.
+_SCAN_MESSAGES = 300
 _SECTION = re.compile(r"^## Goal\s*\n(.*?)(?=^## |\Z)", re.MULTILINE | re.DOTALL)
 _PATH = re.compile(
     r"(?<![\w/])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}\b|\b[\w-]+\.(?:py|js|ts|md|json|yaml|yml|toml|txt|sh|go|rs|java|c|h|cpp|sql|html|css)\b"
@@ -61,6 +64,45 @@ def _unique(items: list[str], limit: int) -> list[str]:
     return out[-limit:]
 
 
+def _excerpt(text: str) -> str:
+    # Scanning whole pasted logs would make the fallback slow exactly when it is needed.
+    if len(text) <= 2 * _SCAN_CHARS:
+        return text
+    return text[:_SCAN_CHARS] + "\n" + text[-_SCAN_CHARS:]
+
+
+def _recent_findings(
+    messages: Sequence[Mapping[str, Any]],
+) -> tuple[list[str], list[str], list[str]]:
+    """The latest decisions, errors and file paths, newest scanned first, in order."""
+    decisions: dict[str, None] = {}
+    errors: dict[str, None] = {}
+    files: dict[str, None] = {}
+    for message in list(reversed(messages))[:_SCAN_MESSAGES]:
+        if len(decisions) >= 4 and len(errors) >= 3 and len(files) >= 10:
+            break
+        text = _excerpt(text_of(message))
+        role = message.get("role")
+        found = None
+        if role == "assistant" and len(decisions) < 4:
+            found = _first_sentence_with(_DECISION, text)
+            decisions.setdefault(found or "", None)
+        elif role == "tool" and len(errors) < 3:
+            found = _first_sentence_with(_ERROR, text)
+            errors.setdefault(found or "", None)
+        arguments = " ".join(
+            str(call.get("function", {}).get("arguments", ""))
+            for call in message.get("tool_calls") or []
+            if isinstance(call, Mapping)
+        )
+        for path in reversed(_PATH.findall(text + " " + _excerpt(arguments))):
+            if len(files) < 10:
+                files.setdefault(path, None)
+    return tuple(  # type: ignore[return-value]
+        [item for item in reversed(found) if item] for found in (decisions, errors, files)
+    )
+
+
 def build_fallback_summary(
     turns: Sequence[Mapping[str, Any]],
     previous_summary: str | None,
@@ -74,31 +116,24 @@ def build_fallback_summary(
         goal.insert(0, earlier_goal)
     latest = [_one_line(u) for u in users[1:]][-3:]
     preferences = _unique(
-        [s for s in (_first_sentence_with(_PREFERENCE, u) for u in users) if s], 3
+        [
+            s
+            for s in (
+                _first_sentence_with(_PREFERENCE, _excerpt(u)) for u in users[-_SCAN_MESSAGES:]
+            )
+            if s
+        ],
+        3,
     )
-    decisions, errors, files = [], [], []
-    for message in [*turns, *extra]:
-        text = text_of(message)
-        if message.get("role") == "assistant":
-            found = _first_sentence_with(_DECISION, text)
-            if found:
-                decisions.append(found)
-        if message.get("role") == "tool":
-            found = _first_sentence_with(_ERROR, text)
-            if found:
-                errors.append(found)
-        files.extend(_PATH.findall(text))
-        for call in message.get("tool_calls") or []:
-            if isinstance(call, Mapping):
-                files.extend(_PATH.findall(str(call.get("function", {}).get("arguments", ""))))
+    decisions, errors, files = _recent_findings([*turns, *extra])
     sections = [
         ("## Goal", goal or ["(no user request among the compacted turns)"]),
         ("## Constraints & Preferences", preferences),
         ("## Progress\n### Done", []),
         ("### In Progress", []),
-        ("### Blocked", _unique(errors, 3)),
-        ("## Key Decisions", _unique(decisions, 4)),
-        ("## Relevant Files", _unique(files, 10)),
+        ("### Blocked", errors),
+        ("## Key Decisions", decisions),
+        ("## Relevant Files", files),
         ("## Next Steps", [f"Latest user request: {u}" for u in latest]),
         (
             "## Critical Context",

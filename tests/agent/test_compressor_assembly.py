@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 
+import copy
+
 import pytest
 
 from agent.compression.assembly import assemble, choose_summary_role, repair_tool_pairs
@@ -139,13 +141,11 @@ def test_orphaned_results_are_dropped_and_orphaned_calls_get_a_stub():
     assert out[5]["content"] == "next"
 
 
-def test_compression_does_not_mutate_the_input():
-    import asyncio
-    import copy
-
+async def test_compression_does_not_mutate_the_input():
     engine, _ = make_engine()
     messages = conversation(150, chars=1_500)
     messages[5:5] = tool_round("t", "z" * 1_000)
     snapshot = copy.deepcopy(messages)
-    asyncio.run(engine.compress(messages))
+    result = await engine.compress(messages)
+    assert result.committed and result.tool_results_pruned == 1
     assert messages == snapshot

@@ -331,3 +331,27 @@ async def test_notices_carry_no_secrets_or_error_text():
     engine, _ = make_engine([leak])
     result = await engine.compress(big_chat())
     assert "SECRET123" not in (result.notice or "")
+
+
+def test_fallback_keeps_decisions_errors_files_and_the_earlier_goal():
+    from agent.compression.fallback import build_fallback_summary
+    from tests.agent.scripted_summarizer import tool_round
+
+    turns = [
+        {"role": "user", "content": "Please always answer in French. Fix the importer."},
+        *tool_round("t1", "Traceback: ImportError in src/importer/csv_reader.py line 4"),
+        {
+            "role": "assistant",
+            "content": "I see it. We decided to switch to the stdlib csv module.",
+        },
+        {"role": "user", "content": "and add a test"},
+    ]
+    summary = build_fallback_summary(turns, "## Goal\nMigrate the shop to Postgres\n\n## Done\n- x")
+    assert "Migrate the shop to Postgres" in summary.split("## Constraints")[0]
+    assert "Fix the importer" in summary
+    assert "Please always answer in French." in summary
+    assert "ImportError in src/importer/csv_reader.py" in summary
+    assert "We decided to switch to the stdlib csv module." in summary
+    assert "- src/importer/csv_reader.py" in summary
+    assert "Latest user request: and add a test" in summary
+    assert "## Earlier summary (carried over)" in summary

@@ -7,8 +7,8 @@ import pytest
 from agent.compression.settings import CompressionSettings, resolve_model_threshold
 from agent.context_compressor import ContextCompressor
 from agent.context_compressor import resolve_model_threshold as exported
-from agent.providers.base import Usage
-from tests.agent.scripted_summarizer import ScriptedSummarizer, make_engine
+from agent.providers.base import ProviderError, Usage
+from tests.agent.scripted_summarizer import ScriptedSummarizer, conversation, make_engine
 
 
 def engine_for(model: str, window: int, provider: str = "openai", **settings) -> ContextCompressor:
@@ -154,3 +154,20 @@ def test_small_auxiliary_window_caps_the_trigger():
         context_length=1_047_576,
     )
     assert engine.threshold_tokens == 200_000
+
+
+def test_repeating_the_same_model_keeps_the_usage_reading():
+    engine, _ = make_engine()
+    engine.update_from_response(Usage(prompt_tokens=engine.threshold_tokens))
+    engine.update_model(engine.model, engine.context_length)
+    assert engine.should_compress()
+
+
+async def test_reset_forgets_cooldown_and_counters():
+    engine, _ = make_engine([ProviderError("timeout", "t"), "ok"])
+    await engine.compress(conversation(150, chars=1_500))
+    assert engine.cooldown_remaining() > 0
+    engine.on_session_reset()
+    assert engine.cooldown_remaining() == 0
+    assert engine.export_state()["timeout_failures"] == 0
+    assert engine.compression_count == 0
