@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
-
 import copy
+import itertools
 
 import pytest
 
