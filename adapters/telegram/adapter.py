@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from telegram import Bot
 from telegram.error import TelegramError
-from telegram.request import HTTPXRequest
+from telegram.request import BaseRequest, HTTPXRequest
 
 from adapters.base import Adapter, DeliveryError, InboundSink, OutboundMessage, ReplyStream
 from adapters.telegram.calls import ApiCaller, redact
@@ -55,6 +55,7 @@ class TelegramAdapter(Adapter):
         try:
             await self._caller.call("getMe", "-", bot.initialize)
         except (DeliveryError, TelegramError) as error:
+            await bot.shutdown()  # initialize() opened the connection pools before getMe
             reason = redact(str(error), self.settings.token)
             raise TelegramStartError(f"Telegram adapter could not start: {reason}") from None
         self._bot = bot
@@ -63,10 +64,14 @@ class TelegramAdapter(Adapter):
         converter = UpdateConverter(self.settings, bot, self.identity, self._caller)
         processor = UpdateProcessor(self.settings, converter.convert, sink, self._dedupe)
         await self._register_commands(bot)
-        if self.settings.webhook is not None:
-            await self._start_webhook(bot, processor)
-        else:
-            await self._start_polling(bot, processor)
+        try:
+            if self.settings.webhook is not None:
+                await self._start_webhook(bot, processor)
+            else:
+                await self._start_polling(bot, processor)
+        except BaseException:
+            await self.stop()
+            raise
         log.info("Telegram adapter running as @%s", self.identity.username)
 
     async def stop_receiving(self) -> None:
@@ -106,14 +111,16 @@ class TelegramAdapter(Adapter):
             raise DeliveryError("Telegram adapter is not running", platform="telegram")
         return self._sender
 
-    def _make_bot(self) -> Bot:
+    def _make_bot(
+        self, request: BaseRequest | None = None, get_updates_request: BaseRequest | None = None
+    ) -> Bot:
         settings = self.settings
         return Bot(
             settings.token,
             base_url=settings.api_base_url,
             base_file_url=settings.file_base_url,
-            request=HTTPXRequest(connection_pool_size=16, read_timeout=15.0),
-            get_updates_request=HTTPXRequest(connection_pool_size=1),
+            request=request or HTTPXRequest(connection_pool_size=16, read_timeout=15.0),
+            get_updates_request=get_updates_request or HTTPXRequest(connection_pool_size=1),
         )
 
     async def _register_commands(self, bot: Bot) -> None:
@@ -155,7 +162,6 @@ class TelegramAdapter(Adapter):
                 ),
             )
         except (DeliveryError, TelegramError) as error:
-            await self._webhook.stop()
             reason = redact(str(error), self.settings.token)
             raise TelegramStartError(f"Telegram setWebhook failed: {reason}") from None
 

@@ -17,7 +17,6 @@ stall a chat forever.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import time
@@ -27,6 +26,7 @@ from datetime import timedelta
 
 from telegram import Bot, Update
 from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
+from telegram.request import BaseRequest, HTTPXRequest
 
 from adapters.base import InboundMessage, InboundSink
 from adapters.telegram.calls import redact, retry_after_seconds
@@ -120,13 +120,14 @@ class UpdatePoller:
     def __init__(
         self,
         settings: TelegramSettings,
-        make_bot: Callable[[], Bot],
+        make_bot: Callable[[BaseRequest, BaseRequest], Bot],
         processor: UpdateProcessor,
     ) -> None:
         self._settings = settings
         self._make_bot = make_bot
         self._processor = processor
         self._bot: Bot | None = None
+        self._requests: tuple[BaseRequest, ...] = ()
         self._offset: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
@@ -157,7 +158,12 @@ class UpdatePoller:
         await self._close_bot()
 
     def _start_loop(self) -> None:
-        self._bot = self._make_bot()
+        # Its own connections, so a rebuild starts from fresh sockets without touching sends.
+        self._requests = (
+            HTTPXRequest(connection_pool_size=1),
+            HTTPXRequest(connection_pool_size=1),
+        )
+        self._bot = self._make_bot(*self._requests)
         self._last_success = time.monotonic()
         self._task = asyncio.create_task(self._poll(), name="telegram-poll")
 
@@ -248,7 +254,7 @@ class UpdatePoller:
             log.warning("Telegram: final offset not confirmed: %s", type(error).__name__)
 
     async def _close_bot(self) -> None:
-        bot, self._bot = self._bot, None
-        if bot is not None:
-            with contextlib.suppress(TelegramError):
-                await bot.shutdown()
+        # Bot.shutdown() skips requests of a bot that never ran getMe: close them directly.
+        self._bot, requests, self._requests = None, self._requests, ()
+        for request in requests:
+            await request.shutdown()
