@@ -216,3 +216,15 @@ async def test_stream_without_updates_sends_normally(telegram_server, start_tele
 async def test_no_stream_unless_configured(start_telegram):
     adapter = await start_telegram()
     assert adapter.open_stream(_reply("")) is None
+
+
+async def test_stream_final_edit_waits_out_flood_control(telegram_server, start_telegram):
+    adapter = await start_telegram(stream=True, stream_edit_interval=0.05)
+    stream = adapter.open_stream(_reply(""))
+    await stream.update("draft")
+    telegram_server.fail_next("editMessageText", 429, "Too Many Requests", retry_after=0.2)
+    await stream.finish("**final**")
+    [edit] = telegram_server.edits
+    assert (edit.text, edit.parse_mode) == ("<b>final</b>", "HTML")
+    first, second = [r for r in telegram_server.requests if r.method == "editMessageText"]
+    assert second.at - first.at >= 0.2

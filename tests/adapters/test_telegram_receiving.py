@@ -10,7 +10,12 @@ import aiohttp
 import pytest
 
 from adapters.base import OutboundMessage
-from adapters.telegram import TelegramAdapter, TelegramStartError, WebhookSettings
+from adapters.telegram import (
+    TelegramAdapter,
+    TelegramSettings,
+    TelegramStartError,
+    WebhookSettings,
+)
 from tests.adapters.conftest import fast_settings
 
 
@@ -196,3 +201,30 @@ async def test_stop_receiving_keeps_sending(telegram_server, sink, start_telegra
     assert [s.text for s in telegram_server.sent] == ["reply to one"]
     assert [m.text for m in sink.received] == ["one"]
     assert telegram_server.pending, "the later update stays queued for the next start"
+
+
+async def test_failed_webhook_registration_fails_start_and_frees_the_port(telegram_server, sink):
+    port = _free_port()
+    webhook = WebhookSettings(url="https://bot.example.org/hook", port=port)
+    telegram_server.fail_next(
+        "setWebhook", 400, "Bad Request: bad webhook: HTTPS url must be provided"
+    )
+    adapter = TelegramAdapter(fast_settings(telegram_server, webhook=webhook))
+    with pytest.raises(TelegramStartError, match=r"(?i)bad webhook"):
+        await adapter.start(sink)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))  # the local webhook server is gone
+
+
+@pytest.mark.parametrize(
+    ("base_url", "api", "files"),
+    [
+        (None, "https://api.telegram.org/bot", "https://api.telegram.org/file/bot"),
+        ("http://127.0.0.1:8081", "http://127.0.0.1:8081/bot", "http://127.0.0.1:8081/file/bot"),
+        ("http://tg.local/bot/", "http://tg.local/bot", "http://tg.local/file/bot"),
+    ],
+)
+def test_base_url_for_a_self_hosted_bot_api_server(base_url, api, files):
+    settings = TelegramSettings(token="1:x", base_url=base_url)
+    assert (settings.api_base_url, settings.file_base_url) == (api, files)
+    assert "1:x" not in repr(settings)
