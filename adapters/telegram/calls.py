@@ -67,7 +67,7 @@ class ApiCaller:
             except RetryAfter as error:
                 delay = retry_after_seconds(error)
                 if last_attempt or delay > settings.max_retry_after:
-                    raise self._failed(what, chat_id, error) from None
+                    raise self.failure(what, chat_id, error) from None
                 log.warning(
                     "Telegram %s for chat %s: flood control, retrying in %.1f s",
                     what,
@@ -77,7 +77,7 @@ class ApiCaller:
                 await asyncio.sleep(delay)
             except NetworkError as error:  # TimedOut and HTTP 5xx are NetworkErrors too
                 if last_attempt:
-                    raise self._failed(what, chat_id, error) from None
+                    raise self.failure(what, chat_id, error) from None
                 delay = min(settings.retry_backoff * 2 ** (attempt - 1), _MAX_BACKOFF)
                 log.warning(
                     "Telegram %s for chat %s failed (%s), retry %d in %.1f s",
@@ -89,14 +89,11 @@ class ApiCaller:
                 )
                 await asyncio.sleep(delay)
             except TelegramError as error:  # Forbidden, ChatMigrated, …: retrying cannot help
-                raise self._failed(what, chat_id, error) from None
+                raise self.failure(what, chat_id, error) from None
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def failure(self, what: str, chat_id: str, error: Exception) -> DeliveryError:
         """Log a final failure and build the DeliveryError for it (token redacted)."""
-        return self._failed(what, chat_id, error)
-
-    def _failed(self, what: str, chat_id: str, error: Exception) -> DeliveryError:
         reason = redact(f"{type(error).__name__}: {error}", self._settings.token)
         log.error("Telegram %s for chat %s failed: %s", what, chat_id, reason)
         return DeliveryError(
