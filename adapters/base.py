@@ -107,6 +107,9 @@ class Adapter(ABC):
     async def stop(self) -> None:
         """Stop receiving, finish what is in flight, disconnect."""
 
+    async def stop_receiving(self) -> None:  # noqa: B027 - optional; stop() covers it
+        """Take no new updates but keep sending: the gateway drains turns in flight next."""
+
     @abstractmethod
     async def send(self, message: OutboundMessage) -> list[str]:
         """Deliver a reply (split and formatted for the platform); returns message ids.

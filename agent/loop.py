@@ -1,0 +1,303 @@
+"""The agent's tool loop: one user turn, bounded iterations, compression at its gates.
+
+Per iteration: the compression gate (SPEC C3) → one provider call sized so prompt +
+max_tokens fits the window (T5) → the reply appended → tool calls run and their results
+appended. A provider overflow compresses and retries the same request, a bounded number
+of times, and stops when a pass makes no progress (C10). No context-pressure warning is
+ever put in the prompt (C12).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.context_engine import CompressionResult, ContextEngine
+from agent.model_metadata import ContextLengthResolver
+from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
+from agent.tokens import estimate_message_tokens_rough, estimate_messages_tokens_rough
+from agent.tools import ToolBox, ToolContext
+from agent.transcript import Transcript
+from agent.usage_anchor import UsageAnchor, anchored_tokens, build_anchor
+
+log = logging.getLogger(__name__)
+
+#: A request never asks for fewer output tokens than this, even on a nearly full window.
+MIN_OUTPUT_TOKENS = 256
+
+
+@dataclass
+class TurnResult:
+    """What a turn produced. ``messages`` is the whole conversation after it."""
+
+    messages: list[dict[str, Any]]
+    reply: str | None = None
+    error: ProviderError | None = None
+    anchor: UsageAnchor | None = None
+    usage: Usage = field(default_factory=Usage)
+    requests: int = 0
+    compressions: list[CompressionResult] = field(default_factory=list)
+
+    @property
+    def notices(self) -> list[str]:
+        return [c.notice for c in self.compressions if c.notice]
+
+
+class CompressionExhausted(ProviderError):
+    """The window still overflows after every allowed compression attempt."""
+
+
+class Agent:
+    """Runs turns for one session against one provider and context engine."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        engine: ContextEngine,
+        toolbox: ToolBox,
+        *,
+        max_iterations: int = 12,
+        max_output_tokens: int = 4096,
+        max_compression_attempts: int = 3,
+        windows: ContextLengthResolver | None = None,
+    ) -> None:
+        self.provider = provider
+        self.engine = engine
+        self.toolbox = toolbox
+        self.max_iterations = max_iterations
+        self.max_output_tokens = max_output_tokens
+        self.max_compression_attempts = max_compression_attempts
+        self.windows = windows
+
+    async def run_turn(
+        self,
+        messages: list[dict[str, Any]],
+        transcript: Transcript,
+        *,
+        anchor: UsageAnchor | None = None,
+        context: ToolContext | None = None,
+        on_text: TextCallback | None = None,
+        cache_ttl: str | None = None,
+    ) -> TurnResult:
+        """Answer the user messages at the end of ``messages`` (appending to a copy)."""
+        turn = _Turn(self, list(messages), transcript, anchor, on_text, cache_ttl)
+        context = context or ToolContext(transcript=transcript)
+        try:
+            await turn.run(context)
+        except ProviderError as exc:
+            turn.result.error = exc
+        return turn.result
+
+    # -- shared arithmetic ----------------------------------------------------------------
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return self.toolbox.schemas() + list(self.engine.tools())
+
+    def max_tokens_for(self, prompt_tokens: int) -> int:
+        """Output tokens to ask for: never so many that prompt + output exceeds the window."""
+        room = self.engine.context_length - prompt_tokens
+        return max(MIN_OUTPUT_TOKENS, min(self.max_output_tokens, room))
+
+
+class _Turn:
+    """The state of one turn; exists so the loop reads top to bottom."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        messages: list[dict[str, Any]],
+        transcript: Transcript,
+        anchor: UsageAnchor | None,
+        on_text: TextCallback | None,
+        cache_ttl: str | None,
+    ) -> None:
+        self.agent = agent
+        self.engine = agent.engine
+        self.transcript = transcript
+        self.anchor = anchor
+        self.on_text = on_text
+        self.cache_ttl = cache_ttl
+        self.result = TurnResult(messages=messages, anchor=anchor)
+        self.schemas = agent.tool_schemas()
+        self.schema_tokens = (len(json.dumps(self.schemas)) + 3) // 4 if self.schemas else 0
+        # Defer-to-real-usage (C3): with no anchor, an estimate over the threshold waits
+        # for one real response before it may trigger compression.
+        self.may_defer = anchor is None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.result.messages
+
+    async def run(self, context: ToolContext) -> None:
+        trigger = "turn_start_threshold"
+        for iteration in range(self.agent.max_iterations):
+            await self.gate(trigger)
+            last = iteration == self.agent.max_iterations - 1
+            completion = await self.call_with_recovery(tools=not last)
+            self.record(completion)
+            if not completion.tool_calls:
+                self.result.reply = completion.text
+                return
+            await self.run_tools(completion, context)
+            trigger = "post_tool"
+        self.result.reply = self.messages[-1].get("content") or ""  # pragma: no cover
+
+    # -- compression ----------------------------------------------------------------------
+
+    def prompt_tokens(self) -> tuple[int, bool]:
+        """Tokens the next request will carry, and whether a provider count backs them."""
+        route = self.agent.provider.route
+        if self.anchor is not None:
+            anchored = anchored_tokens(self.anchor, self.messages, route)
+            if anchored is not None:
+                return anchored, True
+        return estimate_messages_tokens_rough(self.messages) + self.schema_tokens, False
+
+    async def gate(self, trigger: str) -> None:
+        tokens, real = self.prompt_tokens()
+        if not self.engine.should_compress(tokens):
+            return
+        if not real and self.may_defer:
+            log.debug(
+                "estimate %d over threshold without real usage; deferring one request", tokens
+            )
+            return
+        await self.compress(trigger)
+
+    async def compress(self, trigger: str) -> bool:
+        result = await self.engine.compress(self.messages, trigger_source=trigger)
+        self.result.compressions.append(result)
+        await self.transcript.save_engine_state(self.engine.export_state())
+        if not result.committed:
+            return False
+        self.result.messages = await self.transcript.commit_compaction(result)
+        self.anchor = self.result.anchor = None
+        return True
+
+    # -- provider calls -------------------------------------------------------------------
+
+    async def call_with_recovery(self, *, tools: bool) -> Completion:
+        attempts = 0
+        while True:
+            try:
+                return await self.call(tools=tools)
+            except ProviderError as exc:
+                if exc.kind != "overflow":
+                    raise
+                attempts += 1
+                if attempts > self.agent.max_compression_attempts:
+                    raise CompressionExhausted(
+                        "overflow",
+                        "the conversation still exceeds the model's window",
+                        status=exc.status,
+                    ) from exc
+                self.learn_limit(exc)
+                before, _ = self.prompt_tokens()
+                if not await self.compress("overflow"):
+                    raise
+                after, _ = self.prompt_tokens()
+                if after >= before:  # no-progress guard: another pass would not help
+                    raise CompressionExhausted(
+                        "overflow", "compression made no progress", status=exc.status
+                    ) from exc
+
+    async def call(self, *, tools: bool) -> Completion:
+        tokens, _ = self.prompt_tokens()
+        request = fit_newest_user_message(self.messages, self.engine.context_length, tokens)
+        completion = await self.agent.provider.complete(
+            request,
+            max_tokens=self.agent.max_tokens_for(tokens),
+            tools=self.schemas if tools and self.schemas else None,
+            on_text=self.on_text,
+            cache_ttl=self.cache_ttl,
+        )
+        self.may_defer = False
+        return completion
+
+    def learn_limit(self, exc: ProviderError) -> None:
+        limit = exc.context_limit
+        if not limit or limit >= self.engine.context_length:
+            return
+        provider = self.agent.provider
+        if self.agent.windows is not None:
+            self.agent.windows.learn_limit(provider.model, provider.name, provider.base_url, limit)
+        self.engine.update_model(provider.model, limit, provider.name)
+        self.anchor = None  # counts against the old window no longer decide anything
+
+    def record(self, completion: Completion) -> None:
+        self.messages.append(completion.as_message())
+        self.result.requests += 1
+        if completion.usage is None:
+            self.anchor = self.result.anchor = None
+            return
+        usage = completion.usage
+        self.engine.update_from_response(usage)
+        total = self.result.usage
+        self.result.usage = Usage(
+            total.prompt_tokens + usage.prompt_tokens,
+            total.completion_tokens + usage.completion_tokens,
+            total.cache_read_tokens + usage.cache_read_tokens,
+            total.cache_write_tokens + usage.cache_write_tokens,
+        )
+        self.anchor = self.result.anchor = build_anchor(
+            usage, self.messages, self.agent.provider.route
+        )
+
+    # -- tools ----------------------------------------------------------------------------
+
+    async def run_tools(self, completion: Completion, context: ToolContext) -> None:
+        engine_tools = {schema["function"]["name"] for schema in self.engine.tools()}
+        for call in completion.tool_calls:
+            arguments = call.parsed_arguments()
+            if call.name in engine_tools:
+                try:
+                    output = await self.engine.call_tool(call.name, arguments)
+                except Exception:  # a plugin's tool failing must not end the turn
+                    log.exception("context engine tool %s failed", call.name)
+                    output = f"Error: the tool {call.name} failed unexpectedly."
+            else:
+                output = await self.agent.toolbox.run(call.name, arguments, context)
+            self.messages.append(
+                {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
+            )
+
+
+TRUNCATION_NOTE = (
+    "[Note: this message was too long for the context window: {total} characters, of which "
+    "only the first {kept} are shown here. The full text is kept in the conversation "
+    "history; ask for a specific part if you need it.]"
+)
+
+
+def fit_newest_user_message(
+    messages: list[dict[str, Any]], context_length: int, prompt_tokens: int
+) -> list[dict[str, Any]]:
+    """The request to send: ``messages``, or a copy whose newest user message is cut.
+
+    A single pasted wall of text can exceed the whole window (SPEC C15); the model then
+    sees a truncated copy with a note saying so, while the stored row keeps every word.
+    """
+    budget = int(context_length * 0.9) - MIN_OUTPUT_TOKENS
+    if prompt_tokens <= budget:
+        return messages
+    index = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None
+    )
+    if index is None or not isinstance(messages[index].get("content"), str):
+        return messages
+    content: str = messages[index]["content"]
+    excess_tokens = prompt_tokens - budget
+    own_tokens = estimate_message_tokens_rough(messages[index])
+    if own_tokens <= excess_tokens // 2:
+        return messages  # the newest message is not what overflows
+    keep_chars = max(0, (own_tokens - excess_tokens) * 4 - 400)
+    copy = list(messages)
+    copy[index] = {
+        **messages[index],
+        "content": content[:keep_chars]
+        + "\n\n"
+        + TRUNCATION_NOTE.format(total=len(content), kept=keep_chars),
+    }
+    return copy

@@ -1,0 +1,147 @@
+"""Tools the agent can call, and the built-in ones (SPEC A1).
+
+A tool is a name, an OpenAI function schema and an async handler that returns plain text.
+Handlers get a :class:`ToolContext` — the agent's narrow view of the session — so a tool
+never reaches the store or a platform directly. Tool results are bounded in size.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from agent.transcript import Transcript
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any], "ToolContext"], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may touch: the session's transcript and where the turn came from."""
+
+    transcript: Transcript
+    source: str = "console"  # telegram | discord | console | scheduler
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Handler
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+@dataclass
+class ToolBox:
+    """The tools offered in one turn; runs a call and always returns text for the model."""
+
+    tools: dict[str, Tool] = field(default_factory=dict)
+    max_result_chars: int = 8000
+
+    @classmethod
+    def of(cls, tools: Iterable[Tool], max_result_chars: int = 8000) -> ToolBox:
+        return cls({tool.name: tool for tool in tools}, max_result_chars)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [tool.schema() for tool in self.tools.values()]
+
+    async def run(self, name: str, arguments: dict[str, Any], context: ToolContext) -> str:
+        tool = self.tools.get(name)
+        if tool is None:
+            return f"Error: there is no tool named {name!r}."
+        try:
+            result = await tool.handler(arguments, context)
+        except ToolInputError as exc:
+            return f"Error: {exc}"
+        except Exception:  # a broken tool must not end the turn; the model is told instead
+            log.exception("tool %s failed", name)
+            return f"Error: the tool {name} failed unexpectedly."
+        if len(result) > self.max_result_chars:
+            cut = self.max_result_chars
+            result = result[:cut] + f"\n[… truncated {len(result) - cut} characters]"
+        return result
+
+
+class ToolInputError(ValueError):
+    """The model called a tool with arguments it cannot use; the message tells it why."""
+
+
+# -- built-in tools -----------------------------------------------------------------------
+
+
+async def _current_time(arguments: dict[str, Any], context: ToolContext) -> str:
+    name = str(arguments.get("timezone") or context.timezone or "UTC")
+    try:
+        zone: Any = ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ToolInputError(f"unknown time zone {name!r}; use an IANA name like Europe/Berlin") from None
+    now = datetime.now(UTC).astimezone(zone)
+    return now.strftime(f"%A, %Y-%m-%d %H:%M:%S ({name}, UTC%z)")
+
+
+async def _session_search(arguments: dict[str, Any], context: ToolContext) -> str:
+    query = str(arguments.get("query") or "").strip()
+    if not query:
+        raise ToolInputError("query is required")
+    try:
+        limit = max(1, min(int(arguments.get("limit") or 5), 20))
+    except (TypeError, ValueError):
+        limit = 5
+    hits = await context.transcript.search(query, limit)
+    if not hits:
+        return f"No earlier messages match {query!r}."
+    lines = []
+    for hit in hits:
+        when = datetime.fromtimestamp(hit.created_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        where = " (archived)" if hit.archived else ""
+        lines.append(f"- {when} {hit.role}{where}: {hit.snippet}")
+    return "\n".join(lines)
+
+
+CURRENT_TIME = Tool(
+    name="current_time",
+    description="The current date and time, optionally in a given IANA time zone.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "timezone": {"type": "string", "description": "IANA zone, e.g. Europe/Berlin"}
+        },
+    },
+    handler=_current_time,
+)
+
+SESSION_SEARCH = Tool(
+    name="session_search",
+    description=(
+        "Search this conversation's full history, including parts that were summarized "
+        "away, for messages matching the query. Returns snippets with time and role."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "words to look for"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+        },
+        "required": ["query"],
+    },
+    handler=_session_search,
+)
+
+BUILTIN_TOOLS: tuple[Tool, ...] = (SESSION_SEARCH, CURRENT_TIME)

@@ -1,0 +1,41 @@
+"""What the agent needs from the place a conversation is kept.
+
+The agent never touches storage: the gateway implements :class:`Transcript` on its
+store and hands one to each turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agent.context_engine import CompressionResult
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    role: str
+    snippet: str
+    created_at: float  # epoch seconds
+    archived: bool  # summarized away, no longer in the active context
+
+
+class Transcript(Protocol):
+    @property
+    def session_id(self) -> str: ...
+
+    async def commit_compaction(self, result: CompressionResult) -> list[dict[str, Any]]:
+        """Make ``result.messages`` the active conversation, in one transaction.
+
+        Every row it replaces is archived (kept and searchable), never deleted. Returns
+        the list to continue the turn with (the same messages).
+        """
+        ...
+
+    async def save_engine_state(self, state: dict[str, Any]) -> None:
+        """Persist the context engine's state (cooldowns, counters) with the session."""
+        ...
+
+    async def search(self, query: str, limit: int) -> list[SearchResult]:
+        """Full-text search over this conversation, archived rows included."""
+        ...

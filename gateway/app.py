@@ -1,0 +1,250 @@
+"""The gateway: builds every part from the config, starts the adapters, stops cleanly.
+
+This is the only place that knows how the parts fit together; each part gets what it
+needs through its constructor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adapters.base import Adapter, DeliveryError, InboundMessage, OutboundMessage
+from agent.context_compressor import ContextCompressor
+from agent.context_engine import EngineChoice, resolve_context_engine
+from agent.loop import Agent
+from agent.model_metadata import ContextLengthResolver
+from agent.prompt_caching import caching_enabled, caching_log_line, resolve_cache_ttl
+from agent.providers import Provider, ProviderSettings, make_provider
+from agent.tokens import TokenCounter
+from agent.tools import BUILTIN_TOOLS, Tool, ToolBox
+from gateway.commands import Commands
+from gateway.config import Config, resolve_api_key
+from gateway.engine import build_engine_factory
+from gateway.events import EventBus, load_hook
+from gateway.hygiene import Hygiene
+from gateway.lanes import Lanes
+from gateway.router import Router
+from gateway.sessions import SessionRegistry, SessionRuntime
+from gateway.store import SessionRecord, SQLiteStore
+from gateway.turns import TurnRunner
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Providers:
+    main: Provider
+    auxiliary: Provider | None = None
+
+    async def aclose(self) -> None:
+        await self.main.aclose()
+        if self.auxiliary is not None:
+            await self.auxiliary.aclose()
+
+
+def build_providers(config: Config) -> Providers:
+    model = config.model
+    main = make_provider(
+        ProviderSettings(
+            provider=model.provider,
+            model=model.name,
+            api_key=resolve_api_key(model.provider, model.api_key, model.base_url),
+            base_url=model.base_url,
+            timeout=model.timeout_seconds,
+            max_retries=model.max_retries,
+        )
+    )
+    aux = config.auxiliary.compression
+    if not (aux.model or aux.provider or aux.base_url):
+        return Providers(main)
+    provider = aux.provider or model.provider
+    base_url = aux.base_url or (model.base_url if provider == model.provider else None)
+    auxiliary = make_provider(
+        ProviderSettings(
+            provider=provider,
+            model=aux.model or model.name,
+            api_key=resolve_api_key(provider, aux.api_key or model.api_key, base_url),
+            base_url=base_url,
+            timeout=config.compression.context_timeout_seconds,
+            max_retries=model.max_retries,
+        )
+    )
+    return Providers(main, auxiliary)
+
+
+class Gateway:
+    """Everything that runs: store, providers, sessions, lanes, adapters."""
+
+    def __init__(
+        self,
+        config: Config,
+        adapters: list[Adapter] | None = None,
+        *,
+        providers: Providers | None = None,
+        extra_tools: tuple[Tool, ...] = (),
+    ) -> None:
+        self.config = config
+        self.adapters: dict[str, Adapter] = {a.platform: a for a in adapters or []}
+        self.providers = providers or build_providers(config)
+        self.store = SQLiteStore(config.database_path)
+        self.events = EventBus()
+        self.windows = ContextLengthResolver(config.data_dir)
+        self.counter = TokenCounter.for_model(config.model.name)
+        self.toolbox = ToolBox.of(
+            BUILTIN_TOOLS + extra_tools, max_result_chars=config.agent.tool_result_max_chars
+        )
+        self.engine_choice: EngineChoice = resolve_context_engine(
+            config.context.engine, ContextCompressor, [config.data_dir / "plugins", Path("plugins")]
+        )
+        self.context_length = self.windows.resolve(
+            config.model.name,
+            config.model.provider,
+            config.model.base_url,
+            override=config.model.context_length,
+        )
+        self.sessions = SessionRegistry(
+            self.store,
+            self.events,
+            self._build_runtime,
+            system_prompt=config.model.system_prompt,
+            model=config.model.name,
+            counter=self.counter,
+        )
+        self.runner = TurnRunner(
+            self.store,
+            self.sessions,
+            self.events,
+            self.adapters,
+            in_place=config.compression.in_place,
+            cache_ttl=self._cache_ttl,
+            hygiene=Hygiene(
+                enabled=config.compression.enabled,
+                hard_message_limit=config.compression.hygiene_hard_message_limit,
+            ),
+        )
+        self.lanes = Lanes(self.runner.drain)
+        self.commands = Commands(
+            self.store, self.sessions, self.lanes, self._reply, in_place=config.compression.in_place
+        )
+        self.router = Router(
+            config,
+            self.store,
+            self.events,
+            self.counter,
+            self.lanes.notify,
+            self.send,
+            self.commands,
+        )
+        self._engine_factory = build_engine_factory(config, self.engine_choice, self.providers)
+        self._started = False
+
+    # -- wiring ---------------------------------------------------------------------------
+
+    def _build_runtime(self, record: SessionRecord) -> SessionRuntime:
+        engine = self._engine_factory(self.context_length)
+        agent = Agent(
+            self.providers.main,
+            engine,
+            self.toolbox,
+            max_iterations=self.config.agent.max_iterations,
+            max_output_tokens=self.config.model.max_output_tokens,
+            max_compression_attempts=self.config.compression.max_compression_attempts,
+            windows=self.windows,
+        )
+        return SessionRuntime(record.session_key, record, engine, agent)
+
+    def _cache_ttl(self, source: str) -> str | None:
+        main = self.providers.main
+        if not caching_enabled(main.name, main.model, main.base_url):
+            return None
+        return resolve_cache_ttl(self.config.prompt_caching.cache_ttl, source)
+
+    async def send(self, message: OutboundMessage) -> None:
+        adapter = self.adapters.get(message.platform)
+        if adapter is None:
+            log.warning("no adapter for %s", message.platform)
+            return
+        try:
+            await adapter.send(message)
+        except DeliveryError as exc:
+            log.error("delivery to %s:%s failed: %s", message.platform, message.chat_id, exc)
+
+    async def _reply(self, inbound: InboundMessage, text: str) -> None:
+        await self.router.reply(inbound, text)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.store.open()
+        self._subscribe_hooks()
+        main = self.providers.main
+        if caching_enabled(main.name, main.model, main.base_url):
+            ttl = resolve_cache_ttl(self.config.prompt_caching.cache_ttl, "telegram")
+            log.info(caching_log_line(main.model, main.name, ttl))
+        log.info(
+            "model %s via %s, window %s tokens, context engine %s",
+            main.model,
+            main.name,
+            f"{self.context_length:,}",
+            self.engine_choice.resolved,
+        )
+        for adapter in self.adapters.values():
+            await adapter.start(self.router.receive)
+        self._started = True
+        self.events.emit("gateway:start", {"platforms": sorted(self.adapters)})
+        await self.runner.redeliver_pending()
+        for key in await self.store.session_keys_with_inbox():
+            self.lanes.notify(key)  # messages stored before a restart get their turn now
+
+    def _subscribe_hooks(self) -> None:
+        search = [self.config.data_dir / "hooks"]
+        for hook in self.config.hooks:
+            try:
+                handler = load_hook(hook.handler, search)
+            except (ImportError, AttributeError) as exc:
+                log.error("hook %s could not be loaded: %s", hook.handler, exc)
+                continue
+            self.events.subscribe(
+                hook.events, handler, name=hook.handler, timeout=hook.timeout_seconds
+            )
+
+    async def stop(self, drain_seconds: float = 30.0) -> None:
+        """Stop taking updates, let turns in flight finish (bounded), close everything."""
+        for adapter in self.adapters.values():
+            await _quietly(adapter.stop_receiving(), f"pausing {adapter.platform}")
+        if not await self.lanes.wait_idle(drain_seconds):
+            log.warning("turns still running after %.0fs; stopping them", drain_seconds)
+            await self.lanes.cancel_all()
+        for adapter in self.adapters.values():
+            await _quietly(adapter.stop(), f"stopping {adapter.platform}")
+        self.events.emit("gateway:stop", {})
+        await self.events.drain(timeout=2.0)
+        await self.providers.aclose()
+        await self.store.close()
+        self._started = False
+
+    async def __aenter__(self) -> Gateway:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+
+async def _quietly(step: Any, what: str) -> None:
+    try:
+        await step
+    except Exception:  # one adapter failing to stop must not keep the others running
+        log.exception("%s failed", what)
+
+
+async def run_until_stopped(gateway: Gateway, stop: asyncio.Event) -> None:
+    await gateway.start()
+    try:
+        await stop.wait()
+    finally:
+        await gateway.stop()

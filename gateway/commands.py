@@ -1,0 +1,209 @@
+"""Chat commands (SPEC F5): /new /compress /status /context /usage /help.
+
+Commands answer at once, even while a turn is running; they never queue behind it.
+``/compress`` is the exception that must not race a turn, so it runs in the session's
+lane and answers when it is done — without holding up the adapter that delivered it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from adapters.base import InboundMessage
+from gateway.hygiene import measure_tokens
+from gateway.lanes import Lanes
+from gateway.router import session_key
+from gateway.sessions import SessionRegistry, SessionRuntime, SessionTranscript
+from gateway.store import SQLiteStore
+
+log = logging.getLogger(__name__)
+
+SUMMARY_PREFIX = "[CONTEXT COMPACTION]"
+
+HELP = """Commands:
+/new — start a fresh conversation (the old one stays searchable in the archive)
+/compress [focus] — summarize older messages now, optionally favouring a topic
+/status — model, context window, tokens in use, compressions, cooldown
+/context [summary] — what fills the context window; "summary" shows the current summary
+/usage — tokens used by this conversation
+/help — this list"""
+
+Reply = Callable[[InboundMessage, str], Awaitable[None]]
+
+
+class Commands:
+    def __init__(
+        self,
+        store: SQLiteStore,
+        sessions: SessionRegistry,
+        lanes: Lanes,
+        reply: Reply,
+        *,
+        in_place: bool = True,
+    ) -> None:
+        self.store = store
+        self.sessions = sessions
+        self.lanes = lanes
+        self.reply = reply
+        self.in_place = in_place
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def __call__(self, message: InboundMessage, name: str, argument: str) -> str | None:
+        """The immediate answer; "" when it comes later; None when ``name`` is not ours."""
+        key = session_key(message)
+        if name in ("new", "reset"):
+            ended = await self.sessions.reset(key)
+            if ended is None:
+                return "Starting fresh."
+            return "Started a new conversation. The previous one is archived, not deleted."
+        if name in ("help", "start"):
+            return HELP
+        if name == "status":
+            return await self.status(key)
+        if name == "context":
+            return await self.context(key, show_summary=argument.lower().startswith("summ"))
+        if name == "usage":
+            return await self.usage(key)
+        if name == "compress":
+            self._in_background(message, self.compress(key, argument or None))
+            return ""
+        return None
+
+    def _in_background(self, message: InboundMessage, work: Awaitable[str]) -> None:
+        async def run() -> None:
+            try:
+                text = await work
+            except Exception:  # the user must hear back even when compression breaks
+                log.exception("command failed in %s", session_key(message))
+                text = "That didn't work — something went wrong on my side. Nothing was changed."
+            await self.reply(message, text)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _transcript(self, runtime: SessionRuntime) -> SessionTranscript:
+        history = await self.store.load_active(runtime.id)
+        return SessionTranscript(
+            self.store,
+            runtime,
+            history,
+            [],
+            self.sessions.counter,
+            self.sessions.events,
+            in_place=self.in_place,
+        )
+
+    async def compress(self, key: str, focus: str | None) -> str:
+        async def job() -> str:
+            runtime = await self.sessions.existing(key)
+            if runtime is None:
+                return "There is nothing to compress yet."
+            transcript = await self._transcript(runtime)
+            if len(transcript.messages) < 4:
+                return "There is nothing to compress yet."
+            result = await runtime.engine.compress(
+                transcript.messages, focus=focus, force=True, trigger_source="manual"
+            )
+            await transcript.save_engine_state(runtime.engine.export_state())
+            if not result.committed:
+                return "I couldn't compress the conversation just now; nothing was changed. " + (
+                    result.notice or "Please try again in a moment."
+                )
+            await transcript.commit_compaction(result)
+            return (
+                f"Compressed: {result.messages_before} → {result.messages_after} messages, "
+                f"{result.tokens_before:,} → {result.tokens_after:,} tokens. "
+                "Older messages are archived and still searchable."
+            )
+
+        return await self.lanes.submit(key, job)
+
+    async def status(self, key: str) -> str:
+        runtime = await self.sessions.existing(key)
+        if runtime is None:
+            return "No conversation yet. Say something!"
+        transcript = await self._transcript(runtime)
+        reading = measure_tokens(runtime, transcript, transcript.restore_anchor())
+        engine = runtime.engine
+        window = engine.context_length
+        share = 100 * reading.tokens / window if window else 0
+        source = {
+            "api": "provider count",
+            "anchor": "provider count + estimate of newer messages",
+            "estimate": "estimate",
+        }[reading.source]
+        provider = runtime.agent.provider
+        busy = " · a reply is being written" if self.lanes.busy(key) else ""
+        return "\n".join(
+            [
+                f"Model: {provider.model} ({provider.name}) · window {window:,} tokens",
+                f"Context: {reading.tokens:,} tokens ({share:.0f}%, {source}) · "
+                f"{len(transcript.messages)} messages active{busy}",
+                f"Compresses at {engine.threshold_tokens:,} tokens · "
+                f"compressions so far: {engine.compression_count}",
+                f"Cooldown: {describe_cooldown(engine.export_state())}",
+            ]
+        )
+
+    async def context(self, key: str, *, show_summary: bool) -> str:
+        runtime = await self.sessions.existing(key)
+        if runtime is None:
+            return "No conversation yet."
+        transcript = await self._transcript(runtime)
+        parts = {"system": 0, "tools": 0, "summary": 0, "conversation": 0}
+        summary_text = None
+        for message in transcript.messages:
+            content = message.get("content")
+            if message.get("role") == "system":
+                parts["system"] += transcript.count(message)
+            elif isinstance(content, str) and content.startswith(SUMMARY_PREFIX):
+                parts["summary"] += transcript.count(message)
+                summary_text = content
+            else:
+                parts["conversation"] += transcript.count(message)
+        parts["tools"] = (len(json.dumps(runtime.agent.tool_schemas())) + 3) // 4
+        window = runtime.engine.context_length
+        lines = [f"Context window: {window:,} tokens"]
+        for name, tokens in parts.items():
+            lines.append(f"{name:<12} {bar(tokens, window)} {tokens:>8,}")
+        total = sum(parts.values())
+        lines.append(
+            f"{'total':<12} {bar(total, window)} {total:>8,} ({100 * total / window:.0f}%)"
+        )
+        text = "```\n" + "\n".join(lines) + "\n```"
+        if show_summary:
+            text += "\n\n" + (summary_text or "There is no summary yet: nothing was compressed.")
+        elif summary_text:
+            text += "\nSend /context summary to read the current summary."
+        return text
+
+    async def usage(self, key: str) -> str:
+        record = await self.store.current_session(key)
+        if record is None:
+            return "No conversation yet."
+        u = record.usage
+        return (
+            f"This conversation: {u.requests:,} requests · {u.prompt_tokens:,} tokens in "
+            f"({u.cache_read_tokens:,} read from cache, {u.cache_write_tokens:,} written to it) · "
+            f"{u.completion_tokens:,} tokens out"
+        )
+
+
+def bar(tokens: int, window: int, width: int = 20) -> str:
+    filled = 0 if window <= 0 else min(width, round(width * tokens / window))
+    return "█" * filled + "░" * (width - filled)
+
+
+def describe_cooldown(state: dict[str, Any]) -> str:
+    until = state.get("cooldown_until")
+    if not until or until <= time.time():
+        return "none"
+    left = int(until - time.time())
+    reason = state.get("cooldown_reason") or "a failed summary"
+    return f"{left // 60}m{left % 60:02d}s left (after {reason})"

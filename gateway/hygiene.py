@@ -1,0 +1,102 @@
+"""Session hygiene: the safety net that runs before the agent on every turn (SPEC H1–H8).
+
+The agent's own compressor works at its threshold with real token counts inside its tool
+loop. Hygiene catches what grew between turns — a night of group chatter, a pasted log —
+at a fixed 85% of the window, before the first request could overflow.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+from agent.usage_anchor import UsageAnchor, anchored_tokens
+from gateway.sessions import SessionRuntime, SessionTranscript
+
+log = logging.getLogger(__name__)
+
+#: Fixed on purpose (H2): at the agent's 50% it made long sessions compress every turn.
+HYGIENE_THRESHOLD = 0.85
+WARN_AFTER_COMPRESSION = 0.95
+MIN_MESSAGES = 4
+
+TokenSource = Literal["api", "anchor", "estimate"]
+
+FAILURE_NOTICE = (
+    "I couldn't summarize the older part of this conversation just now, so nothing was "
+    "changed. Send /compress to retry, or /new to start a fresh conversation."
+)
+
+
+@dataclass(frozen=True)
+class TokenReading:
+    tokens: int
+    source: TokenSource
+
+
+@dataclass(frozen=True)
+class HygieneOutcome:
+    anchor: UsageAnchor | None
+    notice: str | None = None
+    compressed: bool = False
+
+
+def measure_tokens(
+    runtime: SessionRuntime, transcript: SessionTranscript, anchor: UsageAnchor | None
+) -> TokenReading:
+    """The context size now, from the best source available (SPEC H3).
+
+    (a) this process's last provider count, only while no row was appended since;
+    (b) the persisted usage anchor plus an estimate of the rows after it;
+    (c) the sum of the stored per-row counts.
+    """
+    messages = transcript.messages
+    if runtime.last_prompt_tokens is not None and runtime.last_prompt_rows == len(messages):
+        return TokenReading(runtime.last_prompt_tokens, "api")
+    anchored = anchored_tokens(anchor, messages, runtime.agent.provider.route)
+    if anchored is not None:
+        return TokenReading(anchored, "anchor")
+    return TokenReading(transcript.token_total(), "estimate")
+
+
+class Hygiene:
+    def __init__(self, *, enabled: bool, hard_message_limit: int) -> None:
+        self.enabled = enabled
+        self.hard_message_limit = hard_message_limit
+
+    def needed(
+        self, runtime: SessionRuntime, transcript: SessionTranscript, anchor: UsageAnchor | None
+    ) -> bool:
+        count = len(transcript.messages)
+        if not self.enabled or count < MIN_MESSAGES:
+            return False
+        if count >= self.hard_message_limit:
+            return True  # H5: the valve holds whatever the token count says
+        window = runtime.engine.context_length
+        return measure_tokens(runtime, transcript, anchor).tokens >= HYGIENE_THRESHOLD * window
+
+    async def __call__(
+        self, runtime: SessionRuntime, transcript: SessionTranscript, anchor: UsageAnchor | None
+    ) -> HygieneOutcome:
+        if not self.needed(runtime, transcript, anchor):
+            return HygieneOutcome(anchor)
+        engine = runtime.engine
+        result = await engine.compress(transcript.messages, trigger_source="gateway_hygiene")
+        await transcript.save_engine_state(engine.export_state())
+        if result.committed:
+            await transcript.commit_compaction(result)
+            runtime.hygiene_notice_sent = False
+            after = transcript.token_total()
+            if after >= WARN_AFTER_COMPRESSION * engine.context_length:
+                log.warning(
+                    "session %s still at %d of %d tokens after hygiene compression",
+                    runtime.key,
+                    after,
+                    engine.context_length,
+                )
+            return HygieneOutcome(None, result.notice, compressed=True)
+        if result.commit_status in ("aborted", "failed") and not runtime.hygiene_notice_sent:
+            runtime.hygiene_notice_sent = True  # H7: told once, not on every turn
+            return HygieneOutcome(anchor, FAILURE_NOTICE)
+        return HygieneOutcome(anchor, result.notice)

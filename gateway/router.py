@@ -1,0 +1,170 @@
+"""The router: every inbound message passes here first.
+
+Authorization (SPEC F4), commands (F5), session keys (F1), and the conversion of a
+platform message into the user row it will become; then the row is stored durably in
+the inbox and its session's lane is woken. ``receive`` returns only after the store
+accepted the row — that is when an adapter may acknowledge the update (F7).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.base import InboundMessage, OutboundMessage
+from agent.tokens import TokenCounter
+from gateway.config import Config
+from gateway.events import EventBus
+from gateway.store import InboxEntry, SQLiteStore
+
+log = logging.getLogger(__name__)
+
+CommandHandler = Callable[[InboundMessage, str, str], Awaitable[str | None]]
+Send = Callable[[OutboundMessage], Awaitable[Any]]
+
+
+def session_key(message: InboundMessage) -> str:
+    """SPEC F1."""
+    if message.platform == "telegram":
+        key = f"telegram:{message.chat_id}"
+        return f"{key}:{message.thread_id}" if message.thread_id else key
+    if message.platform == "discord":
+        if message.chat_type == "private":
+            return f"discord:dm:{message.user_id}"
+        return f"discord:{message.chat_id}"
+    if message.platform == "console":
+        return f"console:{message.chat_id}"
+    return f"{message.platform}:{message.chat_id}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    refusal: str | None = None  # said to the user when not allowed (private chats only)
+
+
+def authorize(config: Config, message: InboundMessage) -> Verdict:
+    """Allowlists per platform (SPEC F4). Empty lists mean nobody, not everybody."""
+    if message.platform == "console":
+        return Verdict(True)
+    if message.platform == "telegram":
+        rules = config.platforms.telegram
+        users, places, place_key = rules.allowed_users, rules.allowed_chats, "allowed_users"
+    elif message.platform == "discord":
+        rules_d = config.platforms.discord
+        users, places, place_key = rules_d.allowed_users, rules_d.allowed_channels, "allowed_users"
+    else:
+        return Verdict(False)
+    user_ok = message.user_id in users
+    place_ok = message.chat_id in places
+    if message.chat_type == "private":
+        if user_ok or place_ok:
+            return Verdict(True)
+        return Verdict(
+            False,
+            f"Sorry, this is a private bot. Your user id is {message.user_id} — ask its owner "
+            f"to add it to platforms.{message.platform}.{place_key}.",
+        )
+    # Groups, channels, threads: the place must be allowed, or an allowed user must be
+    # talking to the bot there. Unknown places are ignored silently.
+    return Verdict(place_ok or (user_ok and message.addressed))
+
+
+def user_row(message: InboundMessage, *, vision: bool) -> dict[str, Any]:
+    """The user message the agent will see for ``message``."""
+    text = message.text
+    if message.is_edit:
+        text = f"(edited) {text}"
+    if message.reply_to is not None:
+        quoted = message.reply_to.text.strip().replace("\n", " ")
+        if len(quoted) > 500:
+            quoted = quoted[:500] + "…"
+        who = "you" if message.reply_to.from_bot else (message.reply_to.author or "someone")
+        text = f'(replying to {who}: "{quoted}")\n{text}'
+    if message.chat_type not in ("private", "console") and message.user_name:
+        text = f"{message.user_name}: {text}"  # group rows name their sender (SPEC F3b)
+    images = [a for a in message.attachments if a.kind == "image" and a.data]
+    if images and not vision:
+        text += f"\n[{len(images)} image(s) attached; this model cannot see images]"
+    if not images or not vision:
+        return {"role": "user", "content": text}
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    for image in images:
+        encoded = base64.b64encode(image.data).decode("ascii")
+        parts.append(
+            {"type": "image_url", "image_url": {"url": f"data:{image.mime_type};base64,{encoded}"}}
+        )
+    return {"role": "user", "content": parts}
+
+
+class Router:
+    def __init__(
+        self,
+        config: Config,
+        store: SQLiteStore,
+        events: EventBus,
+        counter: TokenCounter,
+        notify_lane: Callable[[str], None],
+        send: Send,
+        commands: CommandHandler,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.events = events
+        self.counter = counter
+        self.notify_lane = notify_lane
+        self.send = send
+        self.commands = commands
+
+    async def receive(self, message: InboundMessage) -> None:
+        verdict = authorize(self.config, message)
+        if not verdict.allowed:
+            if verdict.refusal and message.addressed:
+                await self.reply(message, verdict.refusal)
+            return
+        key = session_key(message)
+        if message.addressed and message.text.startswith("/") and not message.is_edit:
+            name, _, argument = message.text[1:].partition(" ")
+            answer = await self.commands(message, name.split("@", 1)[0].lower(), argument.strip())
+            if answer is not None:
+                await self.reply(message, answer)
+                return
+        if not message.addressed and not self.config.groups.observe:
+            return
+        if not message.text.strip() and not message.attachments:
+            return
+        row = user_row(message, vision=self.config.model.supports_vision)
+        entry = InboxEntry(
+            session_key=key,
+            platform=message.platform,
+            chat_id=message.chat_id,
+            thread_id=message.thread_id,
+            user_id=message.user_id,
+            message=row,
+            token_count=self.counter.count(row),
+            addressed=message.addressed,
+            platform_message_id=message.platform_message_id,
+            dedupe_key=message.dedupe_key,
+        )
+        if not await self.store.enqueue(entry):
+            log.info("duplicate %s ignored (%s)", message.dedupe_key, key)
+            return
+        self.events.emit(
+            "message:received",
+            {"session_key": key, "platform": message.platform, "addressed": message.addressed},
+        )
+        self.notify_lane(key)
+
+    async def reply(self, message: InboundMessage, text: str) -> None:
+        await self.send(
+            OutboundMessage(
+                platform=message.platform,
+                chat_id=message.chat_id,
+                thread_id=message.thread_id,
+                text=text,
+                reply_to_message_id=message.platform_message_id,
+            )
+        )

@@ -1,0 +1,273 @@
+"""Live sessions: the per-session engine and agent, and the transcript a turn writes through.
+
+:class:`SessionTranscript` is the gateway's implementation of the agent's
+:class:`~agent.transcript.Transcript`. It is the ONE writer of a session's rows during a
+turn: compactions (in-loop or hygiene) and the turn's own rows all go through it, so the
+store never sees two code paths writing the same transcript.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.context_engine import CompressionResult, ContextEngine
+from agent.loop import Agent, TurnResult
+from agent.tokens import TokenCounter
+from agent.transcript import SearchResult
+from agent.usage_anchor import UsageAnchor
+from gateway.events import EventBus
+from gateway.store import (
+    AnchorRecord,
+    InboxEntry,
+    NewMessage,
+    SessionOrigin,
+    SessionRecord,
+    SQLiteStore,
+    StoredMessage,
+    UsageTotals,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SessionRuntime:
+    """In-memory companions of one open session."""
+
+    key: str
+    record: SessionRecord
+    engine: ContextEngine
+    agent: Agent
+    #: The provider's prompt count for the last request in THIS process, and how many
+    #: active rows existed when it was taken (SPEC H3a: stale once a row is appended).
+    last_prompt_tokens: int | None = None
+    last_prompt_rows: int = 0
+    turns: int = field(default=0)
+    #: The user was told a hygiene summary failed; not again until one succeeds (H7).
+    hygiene_notice_sent: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+
+RuntimeFactory = Callable[[SessionRecord], SessionRuntime]
+
+
+class SessionRegistry:
+    """Opens sessions (current or new) and keeps their runtimes for reuse."""
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        events: EventBus,
+        build_runtime: RuntimeFactory,
+        system_prompt: str,
+        model: str,
+        counter: TokenCounter,
+    ) -> None:
+        self.store = store
+        self.events = events
+        self.build_runtime = build_runtime
+        self.system_prompt = system_prompt
+        self.model = model
+        self.counter = counter
+        self._open: dict[str, SessionRuntime] = {}
+
+    def cached(self, key: str) -> SessionRuntime | None:
+        return self._open.get(key)
+
+    async def open(self, origin: SessionOrigin) -> SessionRuntime:
+        runtime = self._open.get(origin.session_key)
+        if runtime is not None:
+            return runtime
+        record = await self.store.current_session(origin.session_key)
+        created = record is None
+        if record is None:
+            system = {"role": "system", "content": self.system_prompt}
+            record = await self.store.start_session(
+                origin, self.model, NewMessage(system, self.counter.count(system))
+            )
+        runtime = self.build_runtime(record)
+        runtime.engine.restore_state(record.engine_state)
+        runtime.engine.on_session_start(record.id)
+        self._open[origin.session_key] = runtime
+        if created:
+            self.events.emit(
+                "session:start", {"session_id": record.id, "session_key": origin.session_key}
+            )
+        return runtime
+
+    async def existing(self, key: str) -> SessionRuntime | None:
+        """The runtime of ``key``'s current session, without creating a session."""
+        runtime = self._open.get(key)
+        if runtime is not None:
+            return runtime
+        record = await self.store.current_session(key)
+        if record is None:
+            return None
+        return await self.open(
+            SessionOrigin(key, record.platform, record.chat_id, record.thread_id, record.user_id)
+        )
+
+    async def reset(self, key: str) -> str | None:
+        """End the current session under ``key`` (``/new``); returns its id, if any."""
+        runtime = self._open.pop(key, None)
+        record = runtime.record if runtime else await self.store.current_session(key)
+        if record is None:
+            return None
+        await self.store.end_session(record.id, "reset")
+        if runtime is not None:
+            runtime.engine.on_session_reset()
+        self.events.emit("session:reset", {"session_id": record.id, "session_key": key})
+        return record.id
+
+
+class SessionTranscript:
+    """One turn's view of a session: the active rows plus the inbox entries it answers."""
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        runtime: SessionRuntime,
+        history: list[StoredMessage],
+        entries: list[InboxEntry],
+        counter: TokenCounter,
+        events: EventBus,
+        *,
+        in_place: bool = True,
+    ) -> None:
+        self.store = store
+        self.runtime = runtime
+        self.counter = counter
+        self.events = events
+        self.in_place = in_place
+        self.messages: list[dict[str, Any]] = [row.message for row in history]
+        self.messages += [entry.message for entry in entries]
+        # Counts of rows we already know, by object identity: unchanged rows carried into
+        # a compacted list are not re-tokenized.
+        self._counts = {id(row.message): row.token_count for row in history}
+        self._counts.update({id(entry.message): entry.token_count for entry in entries})
+        self._row_ids: list[int] = [row.id for row in history]
+        self._persisted = len(history)
+        self._inbox_ids = [entry.id for entry in entries]
+
+    # -- agent.transcript.Transcript --------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self.runtime.record.id
+
+    async def commit_compaction(self, result: CompressionResult) -> list[dict[str, Any]]:
+        rows = [NewMessage(m, self.count(m)) for m in result.messages]
+        state = self.runtime.engine.export_state()
+        old = self.runtime.record
+        if self.in_place:
+            ids = await self.store.archive_and_compact(
+                old.id, rows, consumed_inbox=self._inbox_ids, engine_state=state
+            )
+        else:
+            child, ids = await self.store.rotate(
+                old.id, rows, consumed_inbox=self._inbox_ids, engine_state=state
+            )
+            self.runtime.record = child
+            self.runtime.engine.on_session_start(child.id)
+        self._inbox_ids = []
+        self._row_ids = ids
+        self._persisted = len(ids)
+        self.messages = list(result.messages)
+        self.runtime.last_prompt_tokens = None
+        self.events.emit(
+            "session:compress",
+            {
+                "session_id": self.runtime.record.id,
+                "session_key": self.runtime.key,
+                "in_place": self.in_place,
+                "old_session_id": "" if self.in_place else old.id,
+                "trigger_source": result.trigger_source,
+                "method": result.method,
+                "messages_before": result.messages_before,
+                "messages_after": result.messages_after,
+                "tokens_before": result.tokens_before,
+                "tokens_after": result.tokens_after,
+            },
+        )
+        return self.messages
+
+    async def save_engine_state(self, state: dict[str, Any]) -> None:
+        await self.store.save_engine_state(self.session_id, state)
+
+    async def search(self, query: str, limit: int) -> list[SearchResult]:
+        hits = await self.store.search(self.session_id, query, limit)
+        return [SearchResult(h.role, h.snippet, h.created_at, h.archived) for h in hits]
+
+    # -- the gateway's side -----------------------------------------------------------------
+
+    def count(self, message: dict[str, Any]) -> int:
+        known = self._counts.get(id(message))
+        return known if known is not None else self.counter.count(message)
+
+    def token_total(self) -> int:
+        """Sum of the stored per-row counts: no re-tokenizing (SPEC H3c)."""
+        return sum(self.count(m) for m in self.messages)
+
+    def restore_anchor(self) -> UsageAnchor | None:
+        """The persisted usage anchor, if the row it ends at is still active (SPEC S4)."""
+        stored = self.runtime.record.anchor
+        if stored is None:
+            return None
+        try:
+            covered = self._row_ids.index(stored.message_id) + 1
+        except ValueError:
+            return None  # the transcript was rewritten since: fail closed
+        return UsageAnchor(
+            prompt_tokens=stored.prompt_tokens,
+            completion_tokens=stored.completion_tokens,
+            covered=covered,
+            fingerprint=stored.fingerprint,
+            route=stored.route,
+        )
+
+    async def commit_turn(self, result: TurnResult, *, reply_pending: bool) -> list[int]:
+        """Store the turn's rows, take its inbox entries, move the anchor: one transaction."""
+        self.messages = result.messages
+        new = result.messages[self._persisted :]
+        rows = [NewMessage(m, self.count(m)) for m in new]
+        if reply_pending and rows and rows[-1].message.get("role") == "assistant":
+            rows[-1] = NewMessage(rows[-1].message, rows[-1].token_count, pending_delivery=True)
+        ids = await self.store.commit_turn(
+            self.session_id,
+            rows,
+            consumed_inbox=self._inbox_ids,
+            anchor=self._anchor_record(result.anchor, len(new)),
+            usage=UsageTotals(
+                result.usage.prompt_tokens,
+                result.usage.completion_tokens,
+                result.usage.cache_read_tokens,
+                result.usage.cache_write_tokens,
+                result.requests,
+            ),
+        )
+        self._inbox_ids = []
+        self._row_ids += ids
+        self._persisted = len(self._row_ids)
+        return ids
+
+    def _anchor_record(self, anchor: UsageAnchor | None, new_rows: int) -> AnchorRecord | None:
+        if anchor is None or anchor.covered < 1:
+            return None
+        boundary = anchor.covered - 1
+        if boundary >= self._persisted:
+            message_id = boundary - self._persisted - new_rows  # negative: among the new rows
+        else:
+            message_id = self._row_ids[boundary]
+        return AnchorRecord(
+            anchor.prompt_tokens,
+            anchor.completion_tokens,
+            message_id,
+            anchor.fingerprint,
+            anchor.route,
+        )

@@ -1,0 +1,249 @@
+"""The turn runner: inbox → active history → hygiene → agent → one commit → delivery.
+
+``drain(key)`` is what a session's lane calls. It takes everything waiting in the inbox;
+if none of it is addressed to the bot (observed group chatter) the rows are simply
+appended; otherwise they become one user turn (SPEC F2: queued messages merge).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.base import Adapter, DeliveryError, OutboundMessage
+from agent.loop import CompressionExhausted, TurnResult
+from agent.providers.base import ProviderError
+from agent.tools import ToolContext
+from agent.usage_anchor import UsageAnchor
+from gateway.events import EventBus
+from gateway.hygiene import HygieneOutcome
+from gateway.sessions import SessionRegistry, SessionRuntime, SessionTranscript
+from gateway.store import InboxEntry, NewMessage, SessionOrigin, SQLiteStore
+
+log = logging.getLogger(__name__)
+
+#: Runs before the agent with the loaded transcript; may compact it (SPEC H1).
+HygieneStep = Callable[
+    [SessionRuntime, SessionTranscript, UsageAnchor | None], Awaitable[HygieneOutcome]
+]
+
+
+@dataclass(frozen=True)
+class TurnTiming:
+    session_key: str
+    seconds: float
+    requests: int
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        store: SQLiteStore,
+        sessions: SessionRegistry,
+        events: EventBus,
+        adapters: dict[str, Adapter],
+        *,
+        in_place: bool = True,
+        cache_ttl: Callable[[str], str | None] = lambda source: None,
+        hygiene: HygieneStep | None = None,
+        timezone: str = "UTC",
+    ) -> None:
+        self.store = store
+        self.sessions = sessions
+        self.events = events
+        self.adapters = adapters
+        self.in_place = in_place
+        self.cache_ttl = cache_ttl
+        self.hygiene = hygiene
+        self.timezone = timezone
+        self.on_turn_done: Callable[[TurnTiming], None] | None = None
+
+    async def drain(self, key: str) -> None:
+        entries = await self.store.inbox(key)
+        if not entries:
+            return
+        runtime = await self.sessions.open(_origin(entries[-1]))
+        history = await self.store.load_active(runtime.id)
+        transcript = SessionTranscript(
+            self.store,
+            runtime,
+            history,
+            entries,
+            self.sessions.counter,
+            self.events,
+            in_place=self.in_place,
+        )
+        if not any(entry.addressed for entry in entries):
+            await self.store.commit_turn(
+                runtime.id,
+                [NewMessage(e.message, e.token_count, e.platform_message_id) for e in entries],
+                consumed_inbox=[e.id for e in entries],
+            )
+            return
+        await self.run_turn(runtime, transcript, entries)
+
+    async def run_turn(
+        self, runtime: SessionRuntime, transcript: SessionTranscript, entries: list[InboxEntry]
+    ) -> TurnResult:
+        started = time.perf_counter()
+        target = [e for e in entries if e.addressed][-1]
+        adapter = self.adapters.get(target.platform)
+        anchor = transcript.restore_anchor()
+        notices: list[str] = []
+        if self.hygiene is not None:
+            outcome = await self.hygiene(runtime, transcript, anchor)
+            anchor = outcome.anchor
+            notices += [outcome.notice] if outcome.notice else []
+        context = ToolContext(transcript=transcript, source=target.platform, timezone=self.timezone)
+        outbound = OutboundMessage(
+            platform=target.platform,
+            chat_id=target.chat_id,
+            thread_id=target.thread_id,
+            text="",
+            reply_to_message_id=target.platform_message_id,
+        )
+        stream = adapter.open_stream(outbound) if adapter else None
+        try:
+            if adapter is not None:
+                async with adapter.typing(target.chat_id, target.thread_id):
+                    result = await self._run_agent(runtime, transcript, anchor, context, stream)
+            else:
+                result = await self._run_agent(runtime, transcript, anchor, context, stream)
+        except Exception:
+            # A bug, not a provider failure: keep the user's rows, tell them, re-raise so
+            # the lane logs it.
+            await transcript.commit_turn(
+                TurnResult(messages=transcript.messages), reply_pending=False
+            )
+            await self.deliver(
+                outbound, "Sorry — something went wrong on my side. Please try again."
+            )
+            raise
+        ids = await transcript.commit_turn(result, reply_pending=result.reply is not None)
+        runtime.turns += 1
+        if result.anchor is not None:
+            runtime.last_prompt_tokens = result.anchor.prompt_tokens
+            runtime.last_prompt_rows = len(result.messages)
+        for notice in notices + result.notices:
+            await self.deliver(outbound, notice)
+        if result.error is not None:
+            self.events.emit("agent:error", self._payload(runtime, kind=result.error.kind))
+            await self.deliver(outbound, describe_provider_error(result.error))
+        else:
+            text = result.reply or "(no reply)"
+            delivered = await self.deliver(outbound, text, stream=stream)
+            if delivered:
+                await self.store.mark_delivered(ids[-1:])
+        elapsed = time.perf_counter() - started
+        self.events.emit(
+            "agent:turn_end",
+            self._payload(runtime, requests=result.requests, seconds=round(elapsed, 3)),
+        )
+        if self.on_turn_done is not None:
+            self.on_turn_done(TurnTiming(runtime.key, elapsed, result.requests))
+        return result
+
+    async def _run_agent(
+        self,
+        runtime: SessionRuntime,
+        transcript: SessionTranscript,
+        anchor: UsageAnchor | None,
+        context: ToolContext,
+        stream: Any,
+    ) -> TurnResult:
+        on_text = None
+        if stream is not None:
+            parts: list[str] = []
+
+            async def on_text(delta: str) -> None:
+                parts.append(delta)
+                await stream.update("".join(parts))
+
+        return await runtime.agent.run_turn(
+            transcript.messages,
+            transcript,
+            anchor=anchor,
+            context=context,
+            on_text=on_text,
+            cache_ttl=self.cache_ttl(context.source),
+        )
+
+    async def deliver(self, target: OutboundMessage, text: str, *, stream: Any = None) -> bool:
+        adapter = self.adapters.get(target.platform)
+        if adapter is None:
+            log.warning(
+                "no adapter for %s; reply to %s kept for later", target.platform, target.chat_id
+            )
+            return False
+        try:
+            if stream is not None:
+                await stream.finish(text)
+            else:
+                await adapter.send(_replace_text(target, text))
+        except DeliveryError as exc:
+            log.error("delivery to %s:%s failed: %s", target.platform, target.chat_id, exc)
+            return False
+        self.events.emit(
+            "message:sent",
+            {"platform": target.platform, "chat_id": target.chat_id, "chars": len(text)},
+        )
+        return True
+
+    async def redeliver_pending(self) -> int:
+        """Send replies that were stored but not delivered before a crash (SPEC F7)."""
+        sent = 0
+        for pending in await self.store.pending_deliveries():
+            target = OutboundMessage(
+                platform=pending.platform,
+                chat_id=pending.chat_id or "",
+                thread_id=pending.thread_id,
+                text=pending.text,
+            )
+            if pending.platform in self.adapters and await self.deliver(target, pending.text):
+                await self.store.mark_delivered([pending.message_id])
+                sent += 1
+        return sent
+
+    def _payload(self, runtime: SessionRuntime, **extra: Any) -> dict[str, Any]:
+        return {"session_id": runtime.id, "session_key": runtime.key, **extra}
+
+
+def _origin(entry: InboxEntry) -> SessionOrigin:
+    return SessionOrigin(
+        session_key=entry.session_key,
+        platform=entry.platform,
+        chat_id=entry.chat_id,
+        thread_id=entry.thread_id,
+        user_id=entry.user_id,
+    )
+
+
+def _replace_text(target: OutboundMessage, text: str) -> OutboundMessage:
+    return OutboundMessage(
+        platform=target.platform,
+        chat_id=target.chat_id,
+        text=text,
+        thread_id=target.thread_id,
+        reply_to_message_id=target.reply_to_message_id,
+    )
+
+
+def describe_provider_error(error: ProviderError) -> str:
+    """One secret-free sentence telling the user what happened and what to do."""
+    if isinstance(error, CompressionExhausted):
+        return (
+            "This conversation no longer fits the model's context window, even after "
+            "summarizing it. Send /compress to try again, or /new to start fresh."
+        )
+    wait = f" in about {int(error.retry_after) + 1} s" if error.retry_after else " in a minute"
+    return {
+        "rate_limit": f"The model provider is rate-limiting us. Please try again{wait}.",
+        "overloaded": f"The model provider is overloaded right now. Please try again{wait}.",
+        "auth": "The model provider rejected our credentials. The bot's owner needs to check the API key.",
+        "timeout": "The model took too long to answer. Please try again.",
+        "network": "I can't reach the model provider right now. Please try again shortly.",
+        "overflow": "This conversation is too long for the model. Send /compress or /new.",
+    }.get(error.kind, "The model provider returned an error. Please try again.")

@@ -1,0 +1,276 @@
+"""The store keeps every row: archive in place, search the archive, survive crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gateway.store import (
+    KEEP,
+    AnchorRecord,
+    InboxEntry,
+    NewMessage,
+    SessionOrigin,
+    SQLiteStore,
+    UsageTotals,
+)
+from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+ORIGIN = SessionOrigin("console:t", "console", "t")
+
+
+def row(role: str, content: str, tokens: int = 5) -> NewMessage:
+    return NewMessage({"role": role, "content": content}, tokens)
+
+
+def entry(
+    text: str, *, key: str = "console:t", dedupe: str | None = None, addressed: bool = True
+) -> InboxEntry:
+    return InboxEntry(
+        session_key=key,
+        platform="console",
+        chat_id="t",
+        message={"role": "user", "content": text},
+        token_count=len(text) // 4,
+        addressed=addressed,
+        dedupe_key=dedupe,
+    )
+
+
+@pytest.fixture
+async def store(tmp_path: Path):
+    async with SQLiteStore(tmp_path / "state.db") as opened:
+        yield opened
+
+
+async def test_new_session_starts_with_its_system_row(store: SQLiteStore) -> None:
+    session = await store.start_session(ORIGIN, "m", row("system", "be kind"))
+    assert [m.message for m in await store.load_active(session.id)] == [
+        {"role": "system", "content": "be kind"}
+    ]
+    assert (await store.current_session("console:t")).id == session.id
+
+
+async def test_archive_and_compact_keeps_every_old_row(store: SQLiteStore) -> None:
+    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.commit_turn(
+        session.id, [row("user", f"message {i}") for i in range(10)], anchor=KEEP
+    )
+    before = await store.load_active(session.id)
+    compacted = [
+        row("system", "sys"),
+        row("user", "[CONTEXT COMPACTION] all ten"),
+        row("user", "message 9"),
+    ]
+    await store.archive_and_compact(session.id, compacted)
+
+    active = await store.load_active(session.id)
+    assert [m.message["content"] for m in active] == [
+        "sys",
+        "[CONTEXT COMPACTION] all ten",
+        "message 9",
+    ]
+    everything = await store.export_rows("console:t")
+    archived = [m for _, m in everything if not m.active]
+    assert {m.id for m in archived} == {m.id for m in before}
+    assert all(m.compacted for m in archived)
+    assert (await store.current_session("console:t")).compression_count == 1
+
+
+async def test_search_finds_archived_rows_but_not_taken_back_ones(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.commit_turn(
+        session.id, [row("user", "my cat is called Tom"), row("assistant", "Hi Tom's human")]
+    )
+    await store.archive_and_compact(
+        session.id, [row("system", "sys"), row("user", "[CONTEXT COMPACTION] pets")]
+    )
+    hits = await store.search(session.id, "what's my cat called?")
+    assert hits and hits[0].archived and "cat" in hits[0].snippet
+    # A row a user took back (active=0, compacted=0) is hidden from search.
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        db.execute("UPDATE messages SET compacted = 0 WHERE content LIKE '%cat%'")
+    assert await store.search(session.id, "cat") == []
+
+
+async def test_search_survives_fts_syntax_in_user_text(store: SQLiteStore) -> None:
+    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.commit_turn(session.id, [row("user", 'the "quoted" AND NOT (thing)*')])
+    assert await store.search(session.id, 'AND NOT "quoted (thing*') != []
+    assert await store.search(session.id, "!!! ???") == []
+
+
+async def test_rotation_links_child_to_parent_and_search_spans_both(store: SQLiteStore) -> None:
+    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.commit_turn(session.id, [row("user", "the password hint is aubergine")])
+    child, _ = await store.rotate(
+        session.id, [row("system", "sys"), row("user", "[CONTEXT COMPACTION] x")]
+    )
+    old = await store.get_session(session.id)
+    assert child.parent_session_id == session.id
+    assert old.end_reason == "compression" and old.ended_at is not None
+    assert (await store.current_session("console:t")).id == child.id
+    assert (await store.search(child.id, "aubergine"))[0].role == "user"
+
+
+async def test_reset_ends_the_session_and_keeps_its_rows(store: SQLiteStore) -> None:
+    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.commit_turn(session.id, [row("user", "hello")])
+    await store.end_session(session.id, "reset")
+    assert await store.current_session("console:t") is None
+    assert len(await store.export_rows("console:t")) == 2
+    fresh = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    assert fresh.id != session.id
+
+
+async def test_inbox_dedupes_and_is_consumed_with_the_turn(store: SQLiteStore) -> None:
+    assert await store.enqueue(entry("one", dedupe="u1"))
+    assert not await store.enqueue(entry("one again", dedupe="u1"))
+    assert await store.enqueue(entry("two"))
+    waiting = await store.inbox("console:t")
+    assert [e.message["content"] for e in waiting] == ["one", "two"]
+    assert await store.session_keys_with_inbox() == ["console:t"]
+    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.commit_turn(
+        session.id,
+        [NewMessage(e.message, e.token_count) for e in waiting] + [row("assistant", "hi")],
+        consumed_inbox=[e.id for e in waiting],
+    )
+    assert await store.inbox("console:t") == []
+    assert [m.message["content"] for m in await store.load_active(session.id)][-1] == "hi"
+
+
+async def test_anchor_points_at_the_row_it_covers_and_compaction_clears_it(
+    store: SQLiteStore,
+) -> None:
+    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    ids = await store.commit_turn(
+        session.id,
+        [row("user", "q"), row("assistant", "a")],
+        anchor=AnchorRecord(100, 7, -1, "fp", "openai:x"),
+        usage=UsageTotals(100, 7, 0, 0, 1),
+    )
+    record = await store.current_session("console:t")
+    assert record.anchor == AnchorRecord(100, 7, ids[-1], "fp", "openai:x")
+    assert record.usage.prompt_tokens == 100 and record.usage.requests == 1
+    await store.archive_and_compact(session.id, [row("system", "sys")])
+    assert (await store.current_session("console:t")).anchor is None
+
+
+async def test_pending_delivery_until_marked(store: SQLiteStore) -> None:
+    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    ids = await store.commit_turn(
+        session.id,
+        [NewMessage({"role": "assistant", "content": "reply"}, 1, pending_delivery=True)],
+    )
+    pending = await store.pending_deliveries()
+    assert [(p.message_id, p.text, p.chat_id) for p in pending] == [(ids[0], "reply", "t")]
+    await store.mark_delivered(ids)
+    assert await store.pending_deliveries() == []
+
+
+async def test_forget_erases_only_that_conversation(store: SQLiteStore) -> None:
+    mine = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    other = await store.start_session(
+        SessionOrigin("console:o", "console", "o"), "m", row("system", "sys")
+    )
+    await store.commit_turn(mine.id, [row("user", "secret")])
+    await store.commit_turn(other.id, [row("user", "keep me")])
+    assert await store.forget("console:t") == 2
+    assert await store.export_rows("console:t") == []
+    assert len(await store.export_rows("console:o")) == 2
+    assert await store.search(other.id, "keep") != []
+
+
+async def test_opening_an_older_schema_upgrades_it_and_keeps_rows(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with sqlite3.connect(path) as db:  # a database written by the first release
+        db.executescript(MIGRATIONS[0][1] + "\nPRAGMA user_version=1;")
+        db.execute(
+            "INSERT INTO sessions(id, session_key, platform, created_at, updated_at)"
+            " VALUES ('s1', 'console:t', 'console', 0, 0)"
+        )
+        db.execute(
+            "INSERT INTO messages(session_id, role, content, created_at) VALUES ('s1', 'user', 'old words', 0)"
+        )
+    async with SQLiteStore(path) as store:
+        assert await store.schema_version() == SCHEMA_VERSION
+        assert [m.message["content"] for m in await store.load_active("s1")] == ["old words"]
+        assert (await store.search("s1", "words"))[0].role == "user"
+        assert await store.enqueue(entry("new"))  # tables of the later migration exist
+
+
+async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    with pytest.raises(RuntimeError, match="newer nightowl"):
+        await SQLiteStore(path).open()
+
+
+async def test_active_history_is_read_through_the_index(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "state.db"):
+        pass
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        plan = db.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM messages WHERE session_id = 's' AND active = 1 ORDER BY id"
+        ).fetchall()
+    assert "messages_active" in " ".join(str(step) for step in plan)
+
+
+CRASHER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from gateway.store import NewMessage, SQLiteStore
+
+    async def main(path, session_id):
+        async with SQLiteStore(path) as store:
+            rows = [NewMessage({"role": "user", "content": "compacted " + str(i) * 50}, 1)
+                    for i in range(20000)]
+            print("compacting", flush=True)
+            await store.archive_and_compact(session_id, rows)
+            print("done", flush=True)
+
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    """
+)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.4])
+async def test_a_kill_during_compaction_never_leaves_half_of_it(
+    tmp_path: Path, delay: float
+) -> None:
+    path = tmp_path / "state.db"
+    async with SQLiteStore(path) as store:
+        session = await store.start_session(ORIGIN, "m", row("system", "sys"))
+        await store.commit_turn(session.id, [row("user", f"original {i}") for i in range(200)])
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CRASHER, str(path), session.id, stdout=asyncio.subprocess.PIPE
+    )
+    assert process.stdout is not None
+    assert await asyncio.wait_for(process.stdout.readline(), 30) == b"compacting\n"
+    if delay:
+        try:
+            await asyncio.wait_for(process.wait(), delay)
+        except TimeoutError:
+            pass
+    process.kill()
+    await process.wait()
+
+    async with SQLiteStore(path) as store:
+        rows = await store.export_rows("console:t")
+        originals = [m for _, m in rows if m.message["content"].startswith(("original", "sys"))]
+        new = [m for _, m in rows if m.message["content"].startswith("compacted")]
+        assert len(originals) == 201  # never deleted, whatever happened
+        if new:  # the transaction committed: all of it
+            assert len(new) == 20000 and all(m.active for m in new)
+            assert not any(m.active for m in originals)
+        else:  # it did not: nothing of it
+            assert all(m.active for m in originals)
