@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+# Discord's rule for chat-input command names (lowercase where a case exists).
+_COMMAND_NAME = re.compile(r"^[-_\w]{1,32}$")
 
 #: The gateway's commands (SPEC F5), offered in Discord's "/" menu.
 DEFAULT_SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
@@ -45,3 +49,10 @@ class DiscordSettings:
     ready_timeout: float = 60.0
     #: stop() waits this long for messages already being handed to the gateway.
     drain_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name, description in self.slash_commands:
+            if not _COMMAND_NAME.match(name) or name != name.lower():
+                raise ValueError(f"invalid Discord slash command name {name!r}")
+            if not 1 <= len(description) <= 100:
+                raise ValueError(f"slash command {name!r} needs a description of 1-100 chars")

@@ -173,3 +173,9 @@ async def test_after_stop_receiving_messages_are_not_passed_but_replies_still_go
 
     assert [m.text for m in sink.messages] == ["before the drain"]
     assert [s.content for s in fake.sent] == ["last words"]
+
+
+@pytest.mark.parametrize("command", [("Status", "Show status"), ("has space", "x"), ("ok", "")])
+def test_invalid_slash_commands_are_refused_when_configured(command: tuple[str, str]) -> None:
+    with pytest.raises(ValueError, match="slash command"):
+        settings(slash_commands=(command,))
