@@ -96,9 +96,13 @@ class Agent:
         return self.toolbox.schemas() + list(self.engine.tools())
 
     def max_tokens_for(self, prompt_tokens: int) -> int:
-        """Output tokens to ask for: never so many that prompt + output exceeds the window."""
+        """Output tokens to ask for: never so many that prompt + output exceeds the window.
+
+        The gates compress before the room drops under :data:`MIN_OUTPUT_TOKENS`; if it
+        is smaller all the same, ask for what fits rather than break the rule (T5).
+        """
         room = self.engine.context_length - prompt_tokens
-        return max(MIN_OUTPUT_TOKENS, min(self.max_output_tokens, room))
+        return max(1, min(self.max_output_tokens, room))
 
 
 class _Turn:
@@ -142,7 +146,9 @@ class _Turn:
                 return
             await self.run_tools(completion, context)
             trigger = "post_tool"
-        self.result.reply = self.messages[-1].get("content") or ""  # pragma: no cover
+        # Out of steps with tool calls still pending: the last request offered no tools,
+        # so this only happens with a server that ignores that.
+        self.result.reply = completion.text or "(I stopped after too many steps.)"
 
     # -- compression ----------------------------------------------------------------------
 

@@ -33,6 +33,16 @@ HELP = """Commands:
 /usage — tokens used by this conversation
 /help — this list"""
 
+#: (command, description) pairs platforms register (Telegram setMyCommands, Discord slash).
+COMMAND_LIST: tuple[tuple[str, str], ...] = (
+    ("new", "Start a fresh conversation"),
+    ("compress", "Summarize older messages now"),
+    ("status", "Model, context use, compressions"),
+    ("context", "What fills the context window"),
+    ("usage", "Tokens used by this conversation"),
+    ("help", "List the commands"),
+)
+
 Reply = Callable[[InboundMessage, str], Awaitable[None]]
 
 
