@@ -1,0 +1,90 @@
+"""An in-process gateway for tests: real store, real providers against the fake LLM, and
+a recording adapter standing in for a chat platform."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
+from gateway.app import Gateway
+from gateway.config import Config, parse_config
+from tests.fakes.llm_server import FakeLLM
+
+
+class RecordingAdapter(Adapter):
+    """A platform that records what the gateway sends and lets tests inject messages."""
+
+    def __init__(self, platform: str = "console") -> None:
+        self.platform = platform
+        self.sent: list[OutboundMessage] = []
+        self.typing_spans: list[tuple[str, str]] = []  # ("start" | "stop", chat_id)
+        self._sink: InboundSink | None = None
+        self._changed = asyncio.Condition()
+
+    async def start(self, sink: InboundSink) -> None:
+        self._sink = sink
+
+    async def stop(self) -> None:
+        self._sink = None
+
+    async def send(self, message: OutboundMessage) -> list[str]:
+        self.sent.append(message)
+        async with self._changed:
+            self._changed.notify_all()
+        return [str(len(self.sent))]
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> AsyncIterator[None]:
+        self.typing_spans.append(("start", chat_id))
+        try:
+            yield
+        finally:
+            self.typing_spans.append(("stop", chat_id))
+
+    async def say(self, text: str, *, chat_id: str = "t", **fields: Any) -> None:
+        """Deliver ``text`` to the gateway as a message from this platform."""
+        assert self._sink is not None, "adapter not started"
+        fields.setdefault("user_id", "u1")
+        fields.setdefault("chat_type", "console" if self.platform == "console" else "private")
+        await self._sink(
+            InboundMessage(platform=self.platform, chat_id=chat_id, text=text, **fields)
+        )
+
+    def texts(self, chat_id: str | None = None) -> list[str]:
+        return [m.text for m in self.sent if chat_id is None or m.chat_id == chat_id]
+
+    async def wait_sent(self, count: int, within: float = 5.0) -> list[str]:
+        async with asyncio.timeout(within):
+            async with self._changed:
+                await self._changed.wait_for(lambda: len(self.sent) >= count)
+        return self.texts()
+
+
+def make_config(data_dir: Path, llm: FakeLLM, **sections: Any) -> Config:
+    """A config pointing the openai provider at the fake; ``sections`` merge into YAML."""
+    raw: dict[str, Any] = {
+        "data_dir": str(data_dir),
+        "model": {"base_url": llm.openai_base_url, "name": "fake-model", "max_retries": 0},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(raw.get(key), dict):
+            raw[key] = {**raw[key], **value}
+        else:
+            raw[key] = value
+    return parse_config(raw, {})
+
+
+@contextlib.asynccontextmanager
+async def running_gateway(
+    config: Config, *adapters: Adapter, **kwargs: Any
+) -> AsyncIterator[Gateway]:
+    gateway = Gateway(config, list(adapters) or [RecordingAdapter()], **kwargs)
+    await gateway.start()
+    try:
+        yield gateway
+    finally:
+        await gateway.stop(drain_seconds=5)
