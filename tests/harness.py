@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import inspect
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
 from gateway.app import Gateway
 from gateway.config import Config, parse_config
-from tests.fakes.llm_server import FakeLLM
+from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 
 
 class RecordingAdapter(Adapter):
@@ -88,3 +90,28 @@ async def running_gateway(
         yield gateway
     finally:
         await gateway.stop(drain_seconds=5)
+
+
+def is_summary_request(request: Recorded) -> bool:
+    system = request.messages[0] if request.messages else {}
+    return str(system.get("content", "")).startswith("You are the summarization step")
+
+
+FACT = re.compile(r"fact:[^\n\]<\"]*", re.IGNORECASE)
+
+
+def summarizing(answer: Callable[[Recorded], Reply | Awaitable[Reply]] | None = None):
+    """A fake-LLM responder: summary requests get a short summary keeping every
+    ``fact: ...`` phrase they contain; other requests go to ``answer`` (default: "ok")."""
+
+    async def respond(request: Recorded) -> Reply:
+        if is_summary_request(request):
+            facts = dict.fromkeys(m.strip() for m in FACT.findall(request.all_text))
+            body = "\n".join(f"- {fact}" for fact in facts) or "- nothing notable"
+            return Reply(f"## Goal\nChat.\n\n## Critical Context\n{body}")
+        if answer is None:
+            return Reply("ok")
+        reply = answer(request)
+        return await reply if inspect.isawaitable(reply) else reply
+
+    return respond
