@@ -55,6 +55,10 @@ class InboundMessage:
     platform_message_id: str | None = None
     #: Unique per platform event; a redelivered event with a known key is ignored.
     dedupe_key: str | None = None
+    #: The channel a thread belongs to (Discord): allowlists of channels cover its threads.
+    parent_chat_id: str | None = None
+    #: The sender's role ids where the platform has roles (Discord), for role allowlists.
+    user_roles: tuple[str, ...] = ()
     is_edit: bool = False
     received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 

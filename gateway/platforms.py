@@ -30,3 +30,17 @@ def telegram_adapter(config: Config) -> Adapter:
         bot_commands=COMMAND_LIST,
     )
     return TelegramAdapter(settings)
+
+
+def discord_adapter(config: Config) -> Adapter:
+    from adapters.discord_adapter import DiscordAdapter, DiscordSettings
+
+    discord = config.platforms.discord
+    settings = DiscordSettings(
+        token=discord.token or "",
+        require_mention=discord.require_mention,
+        free_response_channels=discord.free_response_channels,
+        allow_bots=discord.allow_bots,
+        slash_commands=COMMAND_LIST,
+    )
+    return DiscordAdapter(settings)

@@ -50,23 +50,30 @@ def authorize(config: Config, message: InboundMessage) -> Verdict:
     """Allowlists per platform (SPEC F4). Empty lists mean nobody, not everybody."""
     if message.platform == "console":
         return Verdict(True)
+    roles: tuple[str, ...] = ()
     if message.platform == "telegram":
-        rules = config.platforms.telegram
-        users, places, place_key = rules.allowed_users, rules.allowed_chats, "allowed_users"
+        telegram = config.platforms.telegram
+        users, places = telegram.allowed_users, telegram.allowed_chats
     elif message.platform == "discord":
-        rules_d = config.platforms.discord
-        users, places, place_key = rules_d.allowed_users, rules_d.allowed_channels, "allowed_users"
+        discord = config.platforms.discord
+        users, places, roles = (
+            discord.allowed_users,
+            discord.allowed_channels,
+            discord.allowed_roles,
+        )
     else:
         return Verdict(False)
-    user_ok = message.user_id in users
-    place_ok = message.chat_id in places
+    user_ok = message.user_id in users or any(role in roles for role in message.user_roles)
+    place_ok = message.chat_id in places or (
+        message.parent_chat_id is not None and message.parent_chat_id in places
+    )
     if message.chat_type == "private":
         if user_ok or place_ok:
             return Verdict(True)
         return Verdict(
             False,
             f"Sorry, this is a private bot. Your user id is {message.user_id} — ask its owner "
-            f"to add it to platforms.{message.platform}.{place_key}.",
+            f"to add it to platforms.{message.platform}.allowed_users.",
         )
     # Groups, channels, threads: the place must be allowed, or an allowed user must be
     # talking to the bot there. Unknown places are ignored silently.

@@ -63,6 +63,8 @@ async def inbound_from_message(
         platform_message_id=str(message.id),
         dedupe_key=f"discord:{message.id}",
         received_at=message.created_at,
+        parent_chat_id=parent_id(message.channel),
+        user_roles=role_ids(message.author),
     )
 
 
@@ -85,7 +87,20 @@ def inbound_from_interaction(
         addressed=True,
         platform_message_id=key,
         dedupe_key=f"discord:interaction:{interaction.id}",
+        parent_chat_id=parent_id(interaction.channel),
+        user_roles=role_ids(user),
     )
+
+
+def parent_id(channel: Any) -> str | None:
+    """The channel a thread lives in, so channel allowlists cover its threads."""
+    parent = getattr(channel, "parent_id", None) if isinstance(channel, discord.Thread) else None
+    return str(parent) if parent else None
+
+
+def role_ids(author: Any) -> tuple[str, ...]:
+    """Role ids of a guild member (none in DMs), for ``allowed_roles``."""
+    return tuple(str(role.id) for role in getattr(author, "roles", ()) or ())
 
 
 def chat_type(channel: Any) -> ChatType:

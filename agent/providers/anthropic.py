@@ -128,7 +128,7 @@ class AnthropicProvider(Provider):
         tools: list[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
         cache_ttl: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - the Provider ABC fixes this signature
+        timeout: float | None = None,
     ) -> Completion:
         params = self.build_request(
             messages, max_tokens=max_tokens, tools=tools, cache_ttl=cache_ttl

@@ -137,7 +137,7 @@ class Provider(ABC):
         tools: list[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
         cache_ttl: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - a per-request HTTP timeout for the SDK
+        timeout: float | None = None,
     ) -> Completion:
         """Send one request. Streams when ``on_text`` is given, calling it per text delta.
 

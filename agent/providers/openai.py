@@ -195,7 +195,7 @@ class OpenAIProvider(Provider):
         tools: list[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
         cache_ttl: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - the Provider ABC fixes this signature
+        timeout: float | None = None,
     ) -> Completion:
         body = self.build_request(messages, max_tokens=max_tokens, tools=tools, cache_ttl=cache_ttl)
         params = _sdk_arguments(body, timeout)

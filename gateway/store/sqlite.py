@@ -54,7 +54,11 @@ class SQLiteStore:
         await self._db.execute("PRAGMA synchronous=NORMAL")
         await self._db.execute("PRAGMA foreign_keys=ON")
         await self._db.execute("PRAGMA busy_timeout=5000")
-        await self._migrate()
+        try:
+            await self._migrate()
+        except BaseException:
+            await self.close()  # aiosqlite's worker thread would keep the process alive
+            raise
         with contextlib.suppress(OSError):
             self.path.chmod(0o600)  # transcripts are private
         return self

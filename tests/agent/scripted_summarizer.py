@@ -62,7 +62,7 @@ class ScriptedSummarizer(Provider):
         tools: list[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
         cache_ttl: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - the Provider interface's name
+        timeout: float | None = None,
     ) -> Completion:
         self.calls.append(Call(messages, max_tokens, timeout))
         self.started.set()
