@@ -28,6 +28,7 @@ from gateway.events import EventBus, load_hook
 from gateway.hygiene import Hygiene
 from gateway.lanes import Lanes
 from gateway.router import Router
+from gateway.scheduler import Scheduler
 from gateway.sessions import SessionRegistry, SessionRuntime
 from gateway.store import SessionRecord, SQLiteStore
 from gateway.turns import TurnRunner
@@ -127,6 +128,16 @@ class Gateway:
             ),
         )
         self.lanes = Lanes(self.runner.drain)
+        self.scheduler = Scheduler(
+            self.store,
+            self.sessions,
+            self.lanes,
+            self.runner,
+            context_length=self.context_length,
+            idle_after_minutes=config.compression.idle_after_minutes,
+            idle_threshold=config.compression.idle_threshold,
+            in_place=config.compression.in_place,
+        )
         self.commands = Commands(
             self.store, self.sessions, self.lanes, self._reply, in_place=config.compression.in_place
         )
@@ -146,10 +157,15 @@ class Gateway:
 
     def _build_runtime(self, record: SessionRecord) -> SessionRuntime:
         engine = self._engine_factory(self.context_length)
+        # schedule_message is bound to this session's chat, so each session gets its own box.
+        toolbox = ToolBox.of(
+            [*self.toolbox.tools.values(), self.scheduler.reminder_tool(record)],
+            self.toolbox.max_result_chars,
+        )
         agent = Agent(
             self.providers.main,
             engine,
-            self.toolbox,
+            toolbox,
             max_iterations=self.config.agent.max_iterations,
             max_output_tokens=self.config.model.max_output_tokens,
             max_compression_attempts=self.config.compression.max_compression_attempts,
@@ -194,6 +210,7 @@ class Gateway:
         )
         for adapter in self.adapters.values():
             await adapter.start(self.router.receive)
+        await self.scheduler.start()  # after the adapters: overdue reminders go out at once
         self._started = True
         self.events.emit("gateway:start", {"platforms": sorted(self.adapters)})
         await self.runner.redeliver_pending()
@@ -216,6 +233,7 @@ class Gateway:
         """Stop taking updates, let turns in flight finish (bounded), close everything."""
         for adapter in self.adapters.values():
             await _quietly(adapter.stop_receiving(), f"pausing {adapter.platform}")
+        await self.scheduler.stop()
         if not await self.lanes.wait_idle(drain_seconds):
             log.warning("turns still running after %.0fs; stopping them", drain_seconds)
             await self.lanes.cancel_all()

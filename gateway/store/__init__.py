@@ -19,9 +19,11 @@ Invariants kept here (SPEC S1–S5):
 from gateway.store.records import (
     KEEP,
     AnchorRecord,
+    IdleSession,
     InboxEntry,
     NewMessage,
     PendingDelivery,
+    Reminder,
     SearchHit,
     SessionOrigin,
     SessionRecord,
@@ -35,9 +37,11 @@ from gateway.store.sqlite import SQLiteStore
 __all__ = [
     "KEEP",
     "AnchorRecord",
+    "IdleSession",
     "InboxEntry",
     "NewMessage",
     "PendingDelivery",
+    "Reminder",
     "SQLiteStore",
     "SearchHit",
     "SessionOrigin",

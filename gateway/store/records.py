@@ -132,6 +132,33 @@ class SessionSummary:
     updated_at: float
 
 
+@dataclass(frozen=True)
+class Reminder:
+    """A message the agent scheduled for a chat (SPEC A1); ``due_at`` is epoch seconds."""
+
+    session_key: str
+    platform: str
+    chat_id: str
+    text: str
+    due_at: float
+    thread_id: str | None = None
+    id: int = 0
+    created_at: float = 0.0
+    #: When it was delivered; None while pending.
+    sent_at: float | None = None
+
+
+@dataclass(frozen=True)
+class IdleSession:
+    """A current session nobody wrote to lately, with the size of its active context."""
+
+    session_id: str
+    session_key: str
+    active_messages: int
+    active_tokens: int
+    updated_at: float
+
+
 KEEP = object()  # "leave the anchor as it is" for commit_turn
 
 
@@ -182,3 +209,11 @@ class Store(Protocol):
     async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]: ...
     async def mark_delivered(self, message_ids: Sequence[int]) -> None: ...
     async def pending_deliveries(self) -> list[PendingDelivery]: ...
+    async def add_reminder(self, reminder: Reminder) -> Reminder: ...
+    async def get_reminder(self, reminder_id: int) -> Reminder | None: ...
+    async def pending_reminders(self, session_key: str | None = None) -> list[Reminder]: ...
+    async def mark_reminder_sent(
+        self, reminder_id: int, *, session_id: str | None = None, row: NewMessage | None = None
+    ) -> bool: ...
+    async def idle_sessions(self, idle_since: float, min_tokens: int = 0) -> list[IdleSession]: ...
+    async def mark_idle_compressed(self, session_id: str) -> None: ...

@@ -93,5 +93,22 @@ ALTER TABLE sessions ADD COLUMN usage_cache_write INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN usage_requests INTEGER NOT NULL DEFAULT 0;
 """
 
-MIGRATIONS: list[tuple[int, str]] = [(1, _V1), (2, _V2)]
+# 3: reminders the agent scheduled (SPEC A1) and the idle-compression mark (SPEC C13).
+_V3 = """
+CREATE TABLE reminders (
+    id INTEGER PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    thread_id TEXT,
+    text TEXT NOT NULL,
+    due_at REAL NOT NULL,
+    created_at REAL NOT NULL,
+    sent_at REAL
+);
+CREATE INDEX reminders_pending ON reminders(due_at) WHERE sent_at IS NULL;
+ALTER TABLE sessions ADD COLUMN idle_compressed_through INTEGER;
+"""
+
+MIGRATIONS: list[tuple[int, str]] = [(1, _V1), (2, _V2), (3, _V3)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
