@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.context_engine import CompressionResult, ContextEngine
@@ -48,6 +48,8 @@ class SessionRuntime:
     turns: int = field(default=0)
     #: The user was told a hygiene summary failed; not again until one succeeds (H7).
     hygiene_notice_sent: bool = False
+    #: The usage anchor as stored (SPEC S4), kept current by every commit.
+    anchor: AnchorRecord | None = None
 
     @property
     def id(self) -> str:
@@ -92,6 +94,7 @@ class SessionRegistry:
                 origin, self.model, NewMessage(system, self.counter.count(system))
             )
         runtime = self.build_runtime(record)
+        runtime.anchor = record.anchor
         runtime.engine.restore_state(record.engine_state)
         runtime.engine.on_session_start(record.id)
         self._open[origin.session_key] = runtime
@@ -180,6 +183,7 @@ class SessionTranscript:
         self._persisted = len(ids)
         self.messages = list(result.messages)
         self.runtime.last_prompt_tokens = None
+        self.runtime.anchor = None
         self.events.emit(
             "session:compress",
             {
@@ -216,7 +220,7 @@ class SessionTranscript:
 
     def restore_anchor(self) -> UsageAnchor | None:
         """The persisted usage anchor, if the row it ends at is still active (SPEC S4)."""
-        stored = self.runtime.record.anchor
+        stored = self.runtime.anchor
         if stored is None:
             return None
         try:
@@ -238,11 +242,12 @@ class SessionTranscript:
         rows = [NewMessage(m, self.count(m)) for m in new]
         if reply_pending and rows and rows[-1].message.get("role") == "assistant":
             rows[-1] = NewMessage(rows[-1].message, rows[-1].token_count, pending_delivery=True)
+        anchor = self._anchor_record(result.anchor, len(new))
         ids = await self.store.commit_turn(
             self.session_id,
             rows,
             consumed_inbox=self._inbox_ids,
-            anchor=self._anchor_record(result.anchor, len(new)),
+            anchor=anchor,
             usage=UsageTotals(
                 result.usage.prompt_tokens,
                 result.usage.completion_tokens,
@@ -254,6 +259,9 @@ class SessionTranscript:
         self._inbox_ids = []
         self._row_ids += ids
         self._persisted = len(self._row_ids)
+        if anchor is not None and anchor.message_id < 0:
+            anchor = replace(anchor, message_id=ids[anchor.message_id])
+        self.runtime.anchor = anchor
         return ids
 
     def _anchor_record(self, anchor: UsageAnchor | None, new_rows: int) -> AnchorRecord | None:

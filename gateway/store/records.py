@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,9 @@ class NewMessage:
     pending_delivery: bool = False
 
 
-@dataclass(frozen=True)
-class StoredMessage:
+class StoredMessage(NamedTuple):
+    """A stored row (a tuple: thousands are built per turn, and cheaply)."""
+
     id: int
     message: dict[str, Any]
     token_count: int

@@ -32,6 +32,10 @@ from gateway.store.records import (
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 
+#: Sessions whose active rows are kept between turns (least recently used go first).
+ACTIVE_CACHE_SESSIONS = 256
+
+
 def new_session_id() -> str:
     return time.strftime("%Y%m%d") + "-" + secrets.token_hex(6)
 
@@ -45,6 +49,8 @@ class SQLiteStore:
         # One connection, one lock: a transaction never interleaves with another
         # coroutine's statements, and a read never sees a half-done transaction.
         self._lock = asyncio.Lock()
+        # session id -> (last row id, active rows): see load_active.
+        self._active_cache: dict[str, tuple[int, list[StoredMessage]]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -258,15 +264,33 @@ class SQLiteStore:
     # -- messages ------------------------------------------------------------------------
 
     async def load_active(self, session_id: str) -> list[StoredMessage]:
+        """The session's active rows, oldest first. Treat the message dicts as read-only.
+
+        Rows read earlier are reused while a cheap count over the index proves none of
+        them was archived or deleted since (ids only grow, so rows after the last one we
+        hold are all that can be new). The archive is never touched.
+        """
         async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT id, role, content, parts, tool_calls, tool_call_id, tool_name,"
-                " token_count, created_at, platform_message_id, active, compacted"
-                " FROM messages INDEXED BY messages_active"
-                " WHERE session_id = ? AND active = 1 ORDER BY id",
-                (session_id,),
+            last_id, rows = self._active_cache.pop(session_id, (0, []))
+            if rows:
+                found = await db.execute_fetchall(
+                    "SELECT count(*) FROM messages INDEXED BY messages_active"
+                    " WHERE session_id = ? AND active = 1 AND id <= ?",
+                    (session_id, last_id),
+                )
+                if next(iter(found))[0] != len(rows):
+                    last_id, rows = 0, []
+            fetched = await db.execute_fetchall(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages m INDEXED BY messages_active"
+                " WHERE session_id = ? AND active = 1 AND id > ? ORDER BY id",
+                (session_id, last_id),
             )
-        return [_stored(row) for row in rows]
+            rows = rows + [_stored(row) for row in fetched]
+            if rows:
+                self._active_cache[session_id] = (rows[-1].id, rows)
+                while len(self._active_cache) > ACTIVE_CACHE_SESSIONS:
+                    self._active_cache.pop(next(iter(self._active_cache)))
+        return list(rows)
 
     async def commit_turn(
         self,
@@ -579,7 +603,8 @@ class SQLiteStore:
         """Every row of every session ever held under ``session_key``, archived included."""
         async with self._read() as db:
             rows = await db.execute_fetchall(
-                "SELECT m.*, m.session_id FROM messages m JOIN sessions s ON s.id = m.session_id"
+                f"SELECT {_MESSAGE_COLUMNS}, m.session_id FROM messages m"
+                " JOIN sessions s ON s.id = m.session_id"
                 " WHERE s.session_key = ? ORDER BY m.id",
                 (session_key,),
             )
@@ -755,24 +780,23 @@ def _reminder(row: aiosqlite.Row) -> Reminder:
 
 
 def _stored(row: aiosqlite.Row) -> StoredMessage:
-    message: dict[str, Any] = {"role": row["role"]}
-    message["content"] = json.loads(row["parts"]) if row["parts"] else row["content"]
-    if row["tool_calls"]:
-        message["tool_calls"] = json.loads(row["tool_calls"])
-    if row["tool_call_id"] is not None:
-        message["tool_call_id"] = row["tool_call_id"]
-    if row["tool_name"] is not None:
-        message["name"] = row["tool_name"]
-    return StoredMessage(
-        id=row["id"],
-        message=message,
-        token_count=row["token_count"],
-        created_at=row["created_at"],
-        platform_message_id=row["platform_message_id"],
-        active=bool(row["active"]),
-        compacted=bool(row["compacted"]),
-    )
+    # Positional access: this runs for every active row of every turn.
+    (row_id, role, content, parts, tool_calls, call_id, tool_name, tokens, created, pmid) = row[:10]
+    message: dict[str, Any] = {"role": role, "content": json.loads(parts) if parts else content}
+    if tool_calls:
+        message["tool_calls"] = json.loads(tool_calls)
+    if call_id is not None:
+        message["tool_call_id"] = call_id
+    if tool_name is not None:
+        message["name"] = tool_name
+    return StoredMessage(row_id, message, tokens, created, pmid, bool(row[10]), bool(row[11]))
 
+
+#: The columns :func:`_stored` reads, in its order.
+_MESSAGE_COLUMNS = (
+    "m.id, m.role, m.content, m.parts, m.tool_calls, m.tool_call_id, m.tool_name,"
+    " m.token_count, m.created_at, m.platform_message_id, m.active, m.compacted"
+)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 

@@ -274,3 +274,16 @@ async def test_a_kill_during_compaction_never_leaves_half_of_it(
             assert not any(m.active for m in originals)
         else:  # it did not: nothing of it
             assert all(m.active for m in originals)
+
+
+async def test_active_rows_are_reread_when_another_writer_changed_them(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.commit_turn(session.id, [row("user", "a"), row("user", "b")])
+    assert len(await store.load_active(session.id)) == 3
+    with sqlite3.connect(tmp_path / "state.db") as db:  # e.g. `nightowl sessions` in a shell
+        db.execute("UPDATE messages SET active = 0, compacted = 1 WHERE content = 'a'")
+    assert [m.message["content"] for m in await store.load_active(session.id)] == ["sys", "b"]
+    await store.commit_turn(session.id, [row("user", "c")])
+    assert [m.message["content"] for m in await store.load_active(session.id)] == ["sys", "b", "c"]
