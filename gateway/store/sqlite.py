@@ -31,7 +31,6 @@ from gateway.store.records import (
 )
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
 
-
 #: Sessions whose active rows are kept between turns (least recently used go first).
 ACTIVE_CACHE_SESSIONS = 256
 
