@@ -48,6 +48,9 @@ _UNITS = {
     "w": 604800,
     "week": 604800,
     "weeks": 604800,
+    "y": 31536000,
+    "year": 31536000,
+    "years": 31536000,
 }
 _AMOUNT = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
 _FILLER = re.compile(r",|\band\b")
