@@ -9,7 +9,7 @@ kind and the session's ladders.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.compression.cooldown import (
@@ -24,6 +24,7 @@ from agent.compression.summary import (
     SummaryFailure,
     SummaryRequest,
     build_summary_messages,
+    plan_summary_calls,
     request_summary,
 )
 from agent.context_engine import Method
@@ -98,7 +99,34 @@ class Summarizer:
         self.abort_on_failure = abort_on_failure
 
     async def summarize(self, request: SummaryRequest, cooldown: CooldownState) -> SummaryOutcome:
-        """Get a summary, or decide on the fallback or an abort (updating the ladders)."""
+        """Get a summary, or decide on the fallback or an abort (updating the ladders).
+
+        A middle bigger than one call can carry is folded in several calls, each updating
+        the summary the previous one wrote; a failure in any of them is a failure of the
+        whole (the fallback then covers every turn, not just the rest).
+        """
+        calls = plan_summary_calls(request)
+        if len(calls) == 1:
+            return await self._summarize_once(request, cooldown)
+        previous = request.previous_summary
+        aux_failed = False
+        for call in calls:
+            outcome = await self._summarize_once(replace(call, previous_summary=previous), cooldown)
+            aux_failed = aux_failed or outcome.aux_failed
+            if outcome.body is None:
+                return outcome
+            if outcome.method == "deterministic_fallback":
+                body = build_fallback_summary(
+                    request.turns, request.previous_summary, request.oversized_recent
+                )
+                return SummaryOutcome(body, "deterministic_fallback", outcome.failure, aux_failed)
+            previous = outcome.body
+        method: Method = "aux_fallback_main" if aux_failed else "llm_summary"
+        return SummaryOutcome(previous, method, aux_failed=aux_failed)
+
+    async def _summarize_once(
+        self, request: SummaryRequest, cooldown: CooldownState
+    ) -> SummaryOutcome:
         messages = build_summary_messages(request)
         aux_failed = False
         if self.auxiliary is not None:

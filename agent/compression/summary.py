@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from agent.compression.markers import text_of
@@ -68,6 +68,8 @@ TOOL_ARGUMENTS_MAX_CHARS = 600
 MIN_TURN_CHARS = 80
 #: Tokens of the request that are not turns (instructions, template, previous summary framing).
 PROMPT_OVERHEAD_TOKENS = 1_500
+#: A middle bigger than the summary model's window is folded in at most this many calls.
+MAX_SUMMARY_CALLS = 6
 
 
 class SummaryFailure(Exception):
@@ -138,12 +140,55 @@ def _cut(text: str, cap: int) -> str:
     )
 
 
-def build_summary_messages(request: SummaryRequest) -> list[dict[str, Any]]:
-    """The summarizer's request: a system instruction and one user message."""
-    budget_chars = max(
+def _budget_chars(request: SummaryRequest) -> int:
+    """Characters of previous summary + turns one summary call can carry."""
+    return max(
         4_000,
         (request.input_budget_tokens - request.budget_tokens - PROMPT_OVERHEAD_TOKENS) * 4,
     )
+
+
+def plan_summary_calls(request: SummaryRequest) -> list[SummaryRequest]:
+    """Split a middle too big for one summary call into calls that each fit the window.
+
+    A night of group chatter can be several times the summary model's window. Cutting
+    every turn down to a stub would lose what was said; instead the turns are packed, in
+    order, into calls that fit whole, and each call UPDATES the summary the previous one
+    wrote (room is kept for it). At most :data:`MAX_SUMMARY_CALLS` calls: beyond that the
+    turns of each call are shortened to fit, longest first.
+    """
+    budget = _budget_chars(request)
+    room = max(2_000, budget - min(budget // 3, request.budget_tokens * 4 + 200))
+    chunks: list[list[Mapping[str, Any]]] = [[]]
+    size = 0
+    for message in request.turns:
+        length = len(render_message(message)) + 8  # the "[n] " label and separators
+        if chunks[-1] and size + length > room:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(message)
+        size += length
+    if len(chunks) > MAX_SUMMARY_CALLS:
+        per_call = -(-len(request.turns) // MAX_SUMMARY_CALLS)
+        chunks = [
+            list(request.turns[i : i + per_call]) for i in range(0, len(request.turns), per_call)
+        ]
+    if len(chunks) == 1:
+        return [request]
+    last = len(chunks) - 1
+    return [
+        replace(
+            request,
+            turns=chunk,
+            oversized_recent=request.oversized_recent if i == last else (),
+        )
+        for i, chunk in enumerate(chunks)
+    ]
+
+
+def build_summary_messages(request: SummaryRequest) -> list[dict[str, Any]]:
+    """The summarizer's request: a system instruction and one user message."""
+    budget_chars = _budget_chars(request)
     previous = request.previous_summary or ""
     previous = _cut(previous, budget_chars // 3) if previous else ""
     rendered = [render_message(m) for m in request.turns]

@@ -89,7 +89,7 @@ async def test_second_compression_updates_the_previous_summary():
     first = await engine.compress(conversation(150, chars=1_500))
     assert first.summary == "SUMMARY-ONE: the user builds a parser"
     assert "<previous-summary>" not in main.calls[0].request_text
-    second = await engine.compress(first.messages + conversation(150, chars=1_500)[1:])
+    second = await engine.compress(first.messages + conversation(100, chars=1_500)[1:])
     request = main.calls[1].request_text
     assert "SUMMARY-ONE: the user builds a parser" in request
     assert "UPDATE the previous summary" in request
@@ -113,7 +113,7 @@ async def test_first_exchange_goes_into_the_second_summary():
     first = await engine.compress(messages)
     assert "FIRST-REQUEST" not in main.calls[0].request_text  # still protected in the head
     assert first.messages[1]["content"] == "FIRST-REQUEST: build me a parser"
-    second = await engine.compress(first.messages + conversation(150, chars=1_500)[1:])
+    second = await engine.compress(first.messages + conversation(100, chars=1_500)[1:])
     assert "FIRST-REQUEST" in main.calls[1].request_text
     assert all("FIRST-REQUEST" not in str(m.get("content")) for m in second.messages[1:2])
 

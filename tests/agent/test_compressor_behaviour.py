@@ -179,3 +179,27 @@ async def test_result_counts_describe_the_commit():
     assert result.attempt_id
     assert engine.compression_count == 1
     assert engine.export_state()["compression_count"] == 1
+
+
+async def test_a_middle_bigger_than_the_summary_window_is_folded_in_chunks():
+    """A night of chatter several times the summary model's window: every part of it is
+    read by the summarizer (in window-sized calls that update each other), none is cut
+    to a stub, and no call exceeds the window."""
+    engine, main = make_engine(context_length=16_000)
+    messages = conversation(1, chars=10)
+    for i in range(60):
+        middle = f"\nfact: night-{i}\n"  # mid-row: cutting rows to fit would lose it
+        messages.append({"role": "user", "content": "Ann: " + "z" * 600 + middle + "z" * 600})
+    messages.append({"role": "assistant", "content": "noted"})
+    messages.append({"role": "user", "content": "what happened overnight?"})
+    result = await engine.compress(messages)
+    assert result.committed and result.method == "llm_summary"
+    assert len(main.calls) > 1
+    for call in main.calls:
+        assert len(call.request_text) // 4 + call.max_tokens <= 16_000
+    for i in range(59):  # the newest rows may stay verbatim in the tail
+        assert f"fact: night-{i}\n" in result.summary + "\n" or any(
+            f"night-{i}\n" in str(m.get("content")) for m in result.messages[2:]
+        ), i
+    later_calls = [c.request_text for c in main.calls[1:]]
+    assert all("<previous-summary>" in text for text in later_calls)
