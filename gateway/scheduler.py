@@ -59,21 +59,24 @@ RETRY_ATTEMPTS = 3
 
 REMINDER_PREFIX = "⏰ Reminder: "
 
+SCHEDULE_MESSAGE_DESCRIPTION = (
+    "Send a message to this chat later, e.g. a reminder the user asked for. "
+    "Returns the exact time it was set for."
+)
 SCHEDULE_MESSAGE_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "when": {
             "type": "string",
             "description": (
-                "When to send it: an ISO date-time (2025-03-01T07:00, optionally with an "
-                "offset), a time of day (07:00 — today, or tomorrow if it has passed), "
-                "or a delay ('in 20 minutes', 'in 2 hours', 'in 3 days')"
+                "ISO date-time (2025-03-01T07:00), time of day (07:00: today, or tomorrow "
+                "if past), or delay ('in 20 minutes', 'in 2 hours', 'in 3 days')"
             ),
         },
-        "text": {"type": "string", "description": "The reminder, as the user should read it"},
+        "text": {"type": "string", "description": "What the user should read"},
         "timezone": {
             "type": "string",
-            "description": "IANA zone for times without an offset (default: the chat's zone)",
+            "description": "IANA zone for times without an offset; default: the chat's",
         },
     },
     "required": ["when", "text"],
@@ -190,11 +193,7 @@ class Scheduler:
 
         return Tool(
             name="schedule_message",
-            description=(
-                "Schedule a message (a reminder) to be sent to this chat later. Use it when "
-                "the user asks to be reminded of something or to be told something at a "
-                "given time. Returns the exact time it was set for."
-            ),
+            description=SCHEDULE_MESSAGE_DESCRIPTION,
             parameters=SCHEDULE_MESSAGE_PARAMETERS,
             handler=schedule_message,
         )
