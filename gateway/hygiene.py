@@ -96,7 +96,9 @@ class Hygiene:
                     engine.context_length,
                 )
             return HygieneOutcome(None, result.notice, compressed=True)
-        if result.commit_status in ("aborted", "failed") and not runtime.hygiene_notice_sent:
-            runtime.hygiene_notice_sent = True  # H7: told once, not on every turn
-            return HygieneOutcome(anchor, FAILURE_NOTICE)
-        return HygieneOutcome(anchor, result.notice)
+        if result.commit_status in ("aborted", "failed"):
+            # H7: the transcript is untouched; say so once, not on every turn after.
+            notice = None if runtime.hygiene_notice_sent else FAILURE_NOTICE
+            runtime.hygiene_notice_sent = True
+            return HygieneOutcome(anchor, notice)
+        return HygieneOutcome(anchor)

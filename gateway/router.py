@@ -136,8 +136,9 @@ class Router:
         if message.addressed and message.text.startswith("/") and not message.is_edit:
             name, _, argument = message.text[1:].partition(" ")
             answer = await self.commands(message, name.split("@", 1)[0].lower(), argument.strip())
-            if answer is not None:
-                await self.reply(message, answer)
+            if answer is not None:  # "" means the command answers later by itself
+                if answer:
+                    await self.reply(message, answer)
                 return
         if not message.addressed and not self.config.groups.observe:
             return

@@ -1,0 +1,109 @@
+"""Events and user hooks (SPEC E1–E3): a hook can never break or stall a turn."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gateway.events import EventBus
+from tests.fakes.llm_server import FakeLLM
+from tests.harness import RecordingAdapter, make_config, running_gateway
+
+HOOKS = """
+import asyncio
+seen = []
+
+def explode(event, payload):
+    raise RuntimeError("hook bug")
+
+async def hang(payload):
+    await asyncio.Event().wait()
+
+async def record(event, payload):
+    seen.append((event, payload))
+"""
+
+
+@pytest.fixture
+def hook_module(tmp_path: Path):
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "user_hooks.py").write_text(HOOKS)
+    yield "user_hooks"
+    sys.modules.pop("user_hooks", None)
+
+
+async def test_hooks_that_raise_or_hang_do_not_hold_up_turns(
+    tmp_path: Path, fake_llm: FakeLLM, hook_module: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    everything = ["message:received", "agent:turn_end", "message:sent", "session:start"]
+    config = make_config(
+        tmp_path,
+        fake_llm,
+        hooks=[
+            {"events": everything, "handler": f"{hook_module}:explode"},
+            {"events": everything, "handler": f"{hook_module}:hang", "timeout_seconds": 0.2},
+            {"events": everything, "handler": f"{hook_module}:record"},
+        ],
+    )
+    adapter = RecordingAdapter()
+    async with running_gateway(config, adapter) as gateway:
+        started = time.monotonic()
+        await adapter.say("first")
+        await adapter.say("/status")
+        await adapter.wait_sent(2)
+        await gateway.lanes.wait_idle(5)
+        await adapter.say("second")
+        await adapter.wait_sent(3)
+        elapsed = time.monotonic() - started
+        await gateway.events.drain(timeout=2)
+    replies = adapter.texts()
+    assert "echo: first" in replies and replies[-1] == "echo: second"
+    assert elapsed < 5  # generous: the hanging hook would otherwise block forever
+    events = [event for event, _ in sys.modules[hook_module].seen]
+    assert events.count("agent:turn_end") == 2 and "session:start" in events
+    turn_end = next(p for e, p in sys.modules[hook_module].seen if e == "agent:turn_end")
+    assert turn_end["session_key"] == "console:t" and turn_end["session_id"]
+    log = caplog.text
+    assert "user_hooks:explode" in log and "raised" in log
+    assert "user_hooks:hang" in log and "timed out" in log
+
+
+async def test_a_hook_that_cannot_be_imported_is_reported_not_fatal(
+    tmp_path: Path, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = make_config(
+        tmp_path, fake_llm, hooks=[{"events": ["agent:turn_end"], "handler": "nope_mod:fn"}]
+    )
+    adapter = RecordingAdapter()
+    async with running_gateway(config, adapter):
+        await adapter.say("hi")
+        await adapter.wait_sent(1)
+    assert "nope_mod:fn could not be loaded" in caplog.text
+
+
+async def test_unknown_events_are_refused_at_subscription() -> None:
+    with pytest.raises(ValueError, match="session:compresss"):
+        EventBus().subscribe(["session:compresss"], lambda e, p: None)
+
+
+async def test_emit_returns_before_handlers_finish() -> None:
+    bus = EventBus()
+    release = asyncio.Event()
+    done = asyncio.Event()
+
+    async def slow(event: str, payload: dict) -> None:
+        await release.wait()
+        payload["mutated"] = True
+        done.set()
+
+    bus.subscribe(["gateway:start"], slow)
+    original: dict = {"k": 1}
+    bus.emit("gateway:start", original)
+    assert not done.is_set()
+    release.set()
+    await asyncio.wait_for(done.wait(), 2)
+    assert original == {"k": 1}  # each handler gets its own copy
