@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from adapters.base import DeliveryError, OutboundMessage
 from gateway.app import Gateway
 from gateway.config import Config
 from gateway.scheduler import REMINDER_PREFIX
@@ -136,6 +137,32 @@ async def test_a_reminder_for_a_platform_that_is_not_running_waits_for_it(
         [text] = await telegram_again.wait_sent(1)
     assert text.startswith(REMINDER_PREFIX + "water the plants")
     assert telegram_again.sent[0].chat_id == "55"
+
+
+class RefusesFirstReminder(RecordingAdapter):
+    """A platform that fails the first reminder it is asked to send (after its retries)."""
+
+    refused = 0
+
+    async def send(self, message: OutboundMessage) -> list[str]:
+        if message.text.startswith(REMINDER_PREFIX) and not self.refused:
+            self.refused += 1
+            raise DeliveryError("502 from the platform", platform=self.platform)
+        return await super().send(message)
+
+
+async def test_a_refused_delivery_is_retried_and_arrives_once(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    adapter = RefusesFirstReminder()
+    async with gateway_at(make_config(tmp_path, fake_llm), adapter, clock=shifted(-5)) as gateway:
+        gateway.scheduler.retry_seconds = 0.01
+        fake_llm.script(schedule("in 1 second", "drink water"), Reply("Sure."))
+        await adapter.say("remind me to drink water")
+        assert await adapter.wait_sent(2) == ["Sure.", REMINDER_PREFIX + "drink water"]
+        await gateway.lanes.wait_idle(5)
+        assert await gateway.store.pending_reminders() == []
+    assert adapter.refused == 1
 
 
 async def test_unusable_times_are_refused_to_the_model_and_nothing_is_stored(
