@@ -101,12 +101,7 @@ class Gateway:
         self.engine_choice: EngineChoice = resolve_context_engine(
             config.context.engine, ContextCompressor, [config.data_dir / "plugins", Path("plugins")]
         )
-        self.context_length = self.windows.resolve(
-            config.model.name,
-            config.model.provider,
-            config.model.base_url,
-            override=config.model.context_length,
-        )
+        self.context_length = self.current_window()
         self.sessions = SessionRegistry(
             self.store,
             self.events,
@@ -126,6 +121,7 @@ class Gateway:
                 enabled=config.compression.enabled,
                 hard_message_limit=config.compression.hygiene_hard_message_limit,
             ),
+            timezone=config.agent.timezone,
         )
         self.lanes = Lanes(self.runner.drain)
         self.scheduler = Scheduler(
@@ -155,8 +151,15 @@ class Gateway:
 
     # -- wiring ---------------------------------------------------------------------------
 
+    def current_window(self) -> int:
+        """The main model's window now (a limit learned from an overflow counts at once)."""
+        model = self.config.model
+        return self.windows.resolve(
+            model.name, model.provider, model.base_url, override=model.context_length
+        )
+
     def _build_runtime(self, record: SessionRecord) -> SessionRuntime:
-        engine = self._engine_factory(self.context_length)
+        engine = self._engine_factory(self.current_window())
         # schedule_message is bound to this session's chat, so each session gets its own box.
         toolbox = ToolBox.of(
             [*self.toolbox.tools.values(), self.scheduler.reminder_tool(record)],

@@ -15,6 +15,7 @@ import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
@@ -161,6 +162,8 @@ class HookConfig:
 class AgentConfig:
     max_iterations: int = field(default=12, metadata=_range(1, 100))
     tool_result_max_chars: int = field(default=8000, metadata=_min(200))
+    #: IANA zone for "remind me at 7:00" and the current_time tool.
+    timezone: str = "UTC"
 
 
 @dataclass(frozen=True)
@@ -405,6 +408,13 @@ def _check_semantics(config: Config, env: dict[str, str]) -> Config:
             raise ConfigError(f"platforms.{name}.token: environment variable {variable} is not set")
         if not platform.token:
             raise ConfigError(f"platforms.{name}.token: required when {name} is enabled")
+    try:
+        ZoneInfo(config.agent.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(
+            f'agent.timezone: expected an IANA time zone like "Europe/Berlin", '
+            f'got "{config.agent.timezone}"'
+        ) from None
     for hook in config.hooks:
         if ":" not in hook.handler:
             raise ConfigError(f"hooks: handler {hook.handler!r} must look like 'module:function'")

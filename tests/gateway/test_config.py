@@ -134,3 +134,12 @@ def test_llm_key_resolution_and_the_missing_key_sentence() -> None:
     assert resolve_api_key("anthropic", "configured", None, {}) == "configured"
     sentence = missing_llm_key_message(parse_config({"model": {"provider": "anthropic"}}, {}))
     assert "ANTHROPIC_API_KEY" in sentence and sentence.endswith(".") and ". " not in sentence
+
+
+def test_time_zone_must_be_a_real_one() -> None:
+    assert (
+        parse_config({"agent": {"timezone": "Europe/Berlin"}}, {}).agent.timezone == "Europe/Berlin"
+    )
+    assert refusal({"agent": {"timezone": "Mars/Olympus"}}) == (
+        'agent.timezone: expected an IANA time zone like "Europe/Berlin", got "Mars/Olympus"'
+    )
