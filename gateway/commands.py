@@ -33,6 +33,10 @@ HELP = """Commands:
 /usage — tokens used by this conversation
 /help — this list"""
 
+NOTHING_TO_COMPRESS = (
+    "Nothing to compress yet: the conversation is still short enough to keep word for word."
+)
+
 #: (command, description) pairs platforms register (Telegram setMyCommands, Discord slash).
 COMMAND_LIST: tuple[tuple[str, str], ...] = (
     ("new", "Start a fresh conversation"),
@@ -113,17 +117,20 @@ class Commands:
         async def job() -> str:
             runtime = await self.sessions.existing(key)
             if runtime is None:
-                return "There is nothing to compress yet."
+                return NOTHING_TO_COMPRESS
             transcript = await self._transcript(runtime)
             if len(transcript.messages) < 4:
-                return "There is nothing to compress yet."
+                return NOTHING_TO_COMPRESS
             result = await runtime.engine.compress(
                 transcript.messages, focus=focus, force=True, trigger_source="manual"
             )
             await transcript.save_engine_state(runtime.engine.export_state())
             if not result.committed:
-                return "I couldn't compress the conversation just now; nothing was changed. " + (
-                    result.notice or "Please try again in a moment."
+                if result.failure_class in ("too_few_messages", "blocked:ineffective"):
+                    return NOTHING_TO_COMPRESS
+                return result.notice or (
+                    "I couldn't compress the conversation just now; nothing was changed. "
+                    "Please try again in a moment."
                 )
             await transcript.commit_compaction(result)
             return (

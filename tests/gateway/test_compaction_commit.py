@@ -1,0 +1,126 @@
+"""How a compression lands: in place (one session, archived rows) or by rotation, and
+what /compress, /context and /usage tell the user about it."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tests.fakes.llm_server import FakeLLM
+from tests.harness import (
+    RecordingAdapter,
+    is_summary_request,
+    make_config,
+    running_gateway,
+    summarizing,
+)
+
+
+async def chat_a_while(adapter: RecordingAdapter, turns: int) -> None:
+    for i in range(turns):
+        await adapter.say(f"fact: item {i} is important.\n" + "w" * 1_500)
+        await adapter.wait_sent(i + 1)
+
+
+def db_rows(path: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(path / "state.db") as db:
+        return db.execute(sql).fetchall()
+
+
+async def test_compress_in_place_keeps_one_session_and_archives(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = summarizing()
+    adapter = RecordingAdapter()
+    payloads: list[dict] = []
+    async with running_gateway(make_config(tmp_path, fake_llm), adapter) as gateway:
+        gateway.events.subscribe(["session:compress"], lambda e, p: payloads.append(p))
+        await chat_a_while(adapter, 30)
+        await adapter.say("/compress item 3")
+        (done,) = (await adapter.wait_sent(31))[-1:]
+        assert done.startswith("Compressed: 61 → ")
+        await adapter.say("what was item 3?")
+        await adapter.wait_sent(32)
+        await gateway.events.drain()
+    (payload,) = payloads
+    assert payload["in_place"] is True and payload["old_session_id"] == ""
+    assert payload["trigger_source"] == "manual" and payload["method"] == "llm_summary"
+    assert payload["messages_after"] < payload["messages_before"]
+    assert len(db_rows(tmp_path, "SELECT id FROM sessions")) == 1
+    archived = db_rows(
+        tmp_path, "SELECT count(*) FROM messages WHERE active = 0 AND compacted = 1"
+    )[0][0]
+    assert archived == payload["messages_before"]
+    summary_call = next(r for r in fake_llm.requests if is_summary_request(r))
+    assert "item 3" in summary_call.all_text.split("preserve as much detail as possible about:")[1]
+    # The next turn starts from exactly what was committed.
+    active = [
+        row[0]
+        for row in db_rows(tmp_path, "SELECT content FROM messages WHERE active = 1 ORDER BY id")
+    ]
+    sent = [m["content"] for m in fake_llm.requests[-1].messages]
+    assert sent == active[: len(sent)]
+    assert sum(str(content).startswith("[CONTEXT COMPACTION]") for content in sent) == 1
+    assert "fact: item 3 is important" in "\n".join(map(str, sent))
+
+
+async def test_rotation_opens_a_child_session_that_carries_on(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = summarizing()
+    adapter = RecordingAdapter()
+    payloads: list[dict] = []
+    config = make_config(tmp_path, fake_llm, compression={"in_place": False})
+    async with running_gateway(config, adapter) as gateway:
+        gateway.events.subscribe(["session:compress"], lambda e, p: payloads.append(p))
+        await chat_a_while(adapter, 30)
+        old_id = db_rows(tmp_path, "SELECT id FROM sessions")[0][0]
+        await adapter.say("/compress")
+        await adapter.wait_sent(31)
+        await adapter.say("and now?")
+        await adapter.wait_sent(32)
+        await gateway.events.drain()
+    (payload,) = payloads
+    assert payload["in_place"] is False and payload["old_session_id"] == old_id
+    sessions = db_rows(
+        tmp_path, "SELECT id, parent_session_id, end_reason FROM sessions ORDER BY created_at"
+    )
+    assert sessions[0] == (old_id, None, "compression")
+    assert (
+        sessions[1][1] == old_id
+        and sessions[1][2] is None
+        and sessions[1][0] == payload["session_id"]
+    )
+    # The old session's rows are untouched; the conversation goes on in the child.
+    assert (
+        db_rows(
+            tmp_path, f"SELECT count(*) FROM messages WHERE session_id = '{old_id}' AND active = 1"
+        )[0][0]
+        == 61
+    )
+    last = fake_llm.requests[-1]
+    assert [m["content"] for m in last.messages][-1] == "and now?"
+    assert any(str(m["content"]).startswith("[CONTEXT COMPACTION]") for m in last.messages)
+
+
+async def test_context_and_usage_describe_the_session(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    fake_llm.responder = summarizing()
+    adapter = RecordingAdapter()
+    async with running_gateway(make_config(tmp_path, fake_llm), adapter):
+        await adapter.say("/compress")
+        assert "Nothing to compress yet" in (await adapter.wait_sent(1))[-1]
+        adapter.sent.clear()
+        await chat_a_while(adapter, 30)
+        await adapter.say("/context")
+        context = (await adapter.wait_sent(31))[-1]
+        assert "conversation" in context and "no summary" not in context
+        await adapter.say("/compress")
+        await adapter.wait_sent(32)
+        await adapter.say("/context summary")
+        summary = (await adapter.wait_sent(33))[-1]
+        assert (
+            "summary " in summary and "## Critical Context" in summary and "fact: item 0" in summary
+        )
+        await adapter.say("/usage")
+        usage = (await adapter.wait_sent(34))[-1]
+    assert usage.startswith("This conversation: 30 requests")
