@@ -1,0 +1,267 @@
+"""Discord end to end (issue 6): fake Discord -> discord.py -> adapter -> the real gateway
+-> the fake model, and back. Adapter-only behaviour (mention parsing, image downloads,
+429s) is covered in tests/adapters; here each test checks what a Discord user would see
+when the whole product runs: replies, sessions, refusals, commands, errors.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.e2e.discord_stack import (
+    BOB,
+    add_role,
+    dispatch_from_member,
+    reference_of,
+    running_gateway_on,
+    running_stack,
+    user_texts,
+    watching_logs,
+)
+from tests.fakes.discord_server import running_fake_discord
+from tests.fakes.discord_world import (
+    ALICE,
+    BOT_ID,
+    CHANNEL_ID,
+    DM_CHANNEL_ID,
+    FREE_CHANNEL_ID,
+    THREAD_ID,
+)
+from tests.fakes.llm_server import FakeLLM, Recorded, Reply
+
+ALICE_DM = f"discord:dm:{ALICE['id']}"
+MENTION = f"<@{BOT_ID}>"
+_FENCE_LINE = re.compile(r"^```.*$", re.MULTILINE)
+
+
+async def test_dm_round_trip_replies_in_the_dm_and_continues_the_session(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply("Hello Ada."), Reply("You are Ada."))
+    async with running_stack(tmp_path, fake_llm) as stack:
+        fake = stack.fake
+        first = await fake.dispatch_message(DM_CHANNEL_ID, "My name is Ada.")
+        await fake.wait_for_sent(1)
+        second = await fake.dispatch_message(DM_CHANNEL_ID, "What is my name?")
+        await fake.wait_for_sent(2)
+        assert await stack.session_keys() == {ALICE_DM}
+
+    assert [(s.channel_id, s.content) for s in fake.sent] == [
+        (DM_CHANNEL_ID, "Hello Ada."),
+        (DM_CHANNEL_ID, "You are Ada."),
+    ]
+    assert [reference_of(s.payload) for s in fake.sent] == [int(first["id"]), int(second["id"])]
+    assert user_texts(fake_llm.requests[-1]) == ["My name is Ada.", "What is my name?"]
+
+
+async def test_channel_chatter_is_observed_silently_and_a_mention_sees_it(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with running_stack(
+        tmp_path, fake_llm, allowed_users=[], allowed_channels=[str(CHANNEL_ID)]
+    ) as stack:
+        fake = stack.fake
+        await fake.dispatch_message(CHANNEL_ID, "the build is red again")
+        await stack.wait_received(1)
+        assert fake.sent == [] and fake_llm.requests == []
+        channel_key = f"discord:{CHANNEL_ID}"
+        assert await stack.rows(channel_key) == [("user", "Alice: the build is red again")]
+
+        question = await fake.dispatch_message(CHANNEL_ID, f"{MENTION} what did I just say?")
+        [reply] = await fake.wait_for_sent(1)
+
+    assert reply.channel_id == CHANNEL_ID
+    assert reference_of(reply.payload) == int(question["id"])
+    assert user_texts(fake_llm.requests[0]) == [
+        "Alice: the build is red again",
+        "Alice: what did I just say?",
+    ]
+    assert len(fake_llm.requests) == 1
+
+
+async def test_a_thread_is_its_own_session_and_inherits_its_channels_allowance(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with running_stack(
+        tmp_path, fake_llm, allowed_users=[], allowed_channels=[str(CHANNEL_ID)]
+    ) as stack:
+        fake = stack.fake
+        await fake.dispatch_message(CHANNEL_ID, f"{MENTION} channel topic: deploys")
+        await fake.wait_for_sent(1)
+        in_thread = await fake.dispatch_message(THREAD_ID, f"{MENTION} thread topic: lunch")
+        await fake.wait_for_sent(2)
+        keys = await stack.session_keys()
+
+    assert keys == {f"discord:{CHANNEL_ID}", f"discord:{THREAD_ID}"}
+    thread_reply = fake.sent[1]
+    assert thread_reply.channel_id == THREAD_ID
+    assert reference_of(thread_reply.payload) == int(in_thread["id"])
+    # The thread's turn knows nothing of its channel's conversation.
+    assert user_texts(fake_llm.requests[1]) == ["Alice: thread topic: lunch"]
+
+
+def _long_reply_with_a_code_block() -> str:
+    prose = "@everyone look at this. " + " ".join(f"word{i}" for i in range(330))
+    code = "\n".join(f"    print('line {i:03d}')" for i in range(90))
+    return f"{prose}\n\n```python\n{code}\n```\n\nThat is all, @here <@&123456>."
+
+
+async def test_a_5000_char_model_reply_is_split_balanced_and_never_pings(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    text = _long_reply_with_a_code_block()
+    assert 4500 < len(text) < 6000
+    fake_llm.script(Reply(text))
+    async with running_stack(tmp_path, fake_llm) as stack:
+        question = await stack.fake.dispatch_message(DM_CHANNEL_ID, "show me the code")
+        await stack.fake.wait_for_sent(3)
+        await stack.gateway.lanes.wait_idle(5)
+        stored = await stack.rows(ALICE_DM)
+
+    parts = [s.content for s in stack.fake.sent]
+    assert len(parts) == 3
+    assert all(len(part) <= 2000 for part in parts)
+    assert all(len(_FENCE_LINE.findall(part)) % 2 == 0 for part in parts)
+    strip = lambda s: re.sub(r"\s+", "", _FENCE_LINE.sub("", s))  # noqa: E731
+    assert strip("".join(parts)) == strip(text)
+    assert [reference_of(s.payload) for s in stack.fake.sent] == [int(question["id"]), None, None]
+    for sent in stack.fake.sent:
+        allowed = sent.payload["allowed_mentions"]
+        assert allowed["parse"] == []  # neither "everyone" nor "roles" nor "users"
+        assert not allowed.get("roles") and not allowed.get("users")
+        assert not allowed.get("replied_user")
+    assert stored[-1] == ("assistant", text)  # the transcript keeps the reply whole
+
+
+async def test_after_an_op7_resume_the_next_message_and_a_replay_are_answered_once(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with running_stack(tmp_path, fake_llm) as stack:
+        fake = stack.fake
+        await fake.dispatch_message(DM_CHANNEL_ID, "before")
+        await fake.wait_for_sent(1)
+        await fake.reconnect()
+        after = await fake.dispatch_message(DM_CHANNEL_ID, "after the resume")
+        await fake.wait_for_sent(2)
+        await fake.replay(after)  # Discord may deliver a MESSAGE_CREATE twice
+        await fake.dispatch_message(DM_CHANNEL_ID, "and later")
+        await fake.wait_for_sent(3)
+
+    assert len(fake.identify_payloads) == 1 and fake.resume_count == 1
+    answers = [s.content for s in fake.sent if reference_of(s.payload) == int(after["id"])]
+    assert answers == ["echo: after the resume"]
+    assert len(fake.sent) == 3 and len(fake_llm.requests) == 3
+    assert user_texts(fake_llm.requests[-1]) == ["before", "after the resume", "and later"]
+
+
+async def test_a_replay_reaching_a_restarted_gateway_is_not_answered_again(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # The adapter's memory of seen ids dies with the process; the store's does not.
+    async with watching_logs(), running_fake_discord() as fake:
+        async with running_gateway_on(fake, tmp_path, fake_llm):
+            question = await fake.dispatch_message(DM_CHANNEL_ID, "only once, please")
+            await fake.wait_for_sent(1)
+        async with running_gateway_on(fake, tmp_path, fake_llm):
+            await fake.replay(question)
+            await fake.dispatch_message(DM_CHANNEL_ID, "next")
+            await fake.wait_for_sent(2)
+
+    assert [s.content for s in fake.sent] == ["echo: only once, please", "echo: next"]
+    assert user_texts(fake_llm.requests[-1]) == ["only once, please", "next"]
+
+
+async def test_an_unknown_user_is_refused_in_a_dm_with_their_id(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with running_stack(tmp_path, fake_llm, allowed_users=["42"]) as stack:
+        question = await stack.fake.dispatch_message(DM_CHANNEL_ID, "let me in")
+        [refusal] = await stack.fake.wait_for_sent(1)
+        await stack.gateway.lanes.wait_idle(5)
+        keys = await stack.session_keys()
+
+    assert ALICE["id"] in refusal.content and "allowed_users" in refusal.content
+    assert reference_of(refusal.payload) == int(question["id"])
+    assert fake_llm.requests == [] and keys == set()
+
+
+async def test_unknown_channels_are_silent_and_an_allowed_role_is_answered(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    night_owls = 8_000_000_000_000_777
+    async with running_stack(
+        tmp_path,
+        fake_llm,
+        allowed_channels=[str(CHANNEL_ID)],
+        allowed_roles=[str(night_owls)],
+    ) as stack:
+        fake = stack.fake
+        await add_role(fake, night_owls, "night owls")
+        # FREE_CHANNEL_ID is on no allowlist and Bob holds no allowed role: silence.
+        await dispatch_from_member(fake, FREE_CHANNEL_ID, f"{MENTION} hello?", author=BOB, roles=[])
+        await dispatch_from_member(fake, FREE_CHANNEL_ID, "just chatting", author=BOB, roles=[])
+        # Same channel, so handed over after Bob's: Carol's role lets her in.
+        carol = {**BOB, "id": "6000000000000003", "username": "carol", "global_name": "Carol"}
+        question = await dispatch_from_member(
+            fake, FREE_CHANNEL_ID, f"{MENTION} hi from a night owl", author=carol,
+            roles=[night_owls],
+        )  # fmt: skip
+        [reply] = await fake.wait_for_sent(1)
+        await stack.gateway.lanes.wait_idle(5)
+        rows = await stack.rows(f"discord:{FREE_CHANNEL_ID}")
+
+    assert reference_of(reply.payload) == int(question["id"])
+    assert len(fake.sent) == 1 and len(fake_llm.requests) == 1
+    # Nothing of Bob's was stored or shown to the model: an unknown place is not observed.
+    assert [text for _, text in rows] == ["Carol: hi from a night owl", reply.content]
+    assert user_texts(fake_llm.requests[0]) == ["Carol: hi from a night owl"]
+
+
+async def test_slash_status_and_new_answer_through_the_interaction(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with running_stack(tmp_path, fake_llm) as stack:
+        fake = stack.fake
+        registered = [c["name"] for c in fake.registered_commands[None]]
+        await fake.dispatch_message(DM_CHANNEL_ID, "old topic")
+        await fake.wait_for_sent(1)
+
+        status = await fake.dispatch_interaction("status", channel_id=DM_CHANNEL_ID)
+        await fake.wait_for_sent(2)
+        await fake.dispatch_interaction("new", channel_id=DM_CHANNEL_ID)
+        await fake.wait_for_sent(3)
+        await fake.dispatch_message(DM_CHANNEL_ID, "new topic")
+        await fake.wait_for_sent(4)
+
+    assert {"new", "status", "compress", "help"} <= set(registered)
+    deferred = [c for c in fake.interaction_callbacks if c["type"] == 5]  # "thinking…"
+    assert len(deferred) == 2 and deferred[0]["interaction_id"] == status["id"]
+    status_answer, new_answer = fake.sent[1], fake.sent[2]
+    assert status_answer.route == "followup" and new_answer.route == "followup"
+    assert status_answer.content.startswith("Model: fake-model")
+    assert "Context:" in status_answer.content and "compressions so far: 0" in status_answer.content
+    assert new_answer.content.startswith("Started a new conversation")
+    assert user_texts(fake_llm.requests[-1]) == ["new topic"]
+    assert len(fake_llm.requests) == 2  # commands never reach the model
+
+
+async def test_a_provider_error_is_explained_while_typing_was_shown(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with running_stack(tmp_path, fake_llm) as stack:
+        fake = stack.fake
+
+        async def rate_limited_after_typing(request: Recorded) -> Reply:
+            # The model "works" until the user sees typing; a turn without it times out.
+            await fake.wait_until(lambda: DM_CHANNEL_ID in fake.typing_calls)
+            return Reply(status=429, retry_after=7)
+
+        fake_llm.responder = rate_limited_after_typing
+        question = await fake.dispatch_message(DM_CHANNEL_ID, "are you there?")
+        [notice] = await fake.wait_for_sent(1)
+
+    assert (
+        notice.content == "The model provider is rate-limiting us. Please try again in about 8 s."
+    )
+    assert reference_of(notice.payload) == int(question["id"])
