@@ -109,13 +109,13 @@ class Gateway:
             system_prompt=config.model.system_prompt,
             model=config.model.name,
             counter=self.counter,
+            in_place=config.compression.in_place,
         )
         self.runner = TurnRunner(
             self.store,
             self.sessions,
             self.events,
             self.adapters,
-            in_place=config.compression.in_place,
             cache_ttl=self._cache_ttl,
             hygiene=Hygiene(
                 enabled=config.compression.enabled,
@@ -132,11 +132,8 @@ class Gateway:
             context_length=self.context_length,
             idle_after_minutes=config.compression.idle_after_minutes,
             idle_threshold=config.compression.idle_threshold,
-            in_place=config.compression.in_place,
         )
-        self.commands = Commands(
-            self.store, self.sessions, self.lanes, self._reply, in_place=config.compression.in_place
-        )
+        self.commands = Commands(self.store, self.sessions, self.lanes, self._reply)
         self.router = Router(
             config,
             self.store,

@@ -18,7 +18,7 @@ from adapters.base import InboundMessage
 from gateway.hygiene import measure_tokens
 from gateway.lanes import Lanes
 from gateway.router import session_key
-from gateway.sessions import SessionRegistry, SessionRuntime, SessionTranscript
+from gateway.sessions import SessionRegistry
 from gateway.store import SQLiteStore
 
 log = logging.getLogger(__name__)
@@ -57,14 +57,11 @@ class Commands:
         sessions: SessionRegistry,
         lanes: Lanes,
         reply: Reply,
-        *,
-        in_place: bool = True,
     ) -> None:
         self.store = store
         self.sessions = sessions
         self.lanes = lanes
         self.reply = reply
-        self.in_place = in_place
         self._background: set[asyncio.Task[None]] = set()
 
     async def __call__(self, message: InboundMessage, name: str, argument: str) -> str | None:
@@ -101,30 +98,15 @@ class Commands:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _transcript(self, runtime: SessionRuntime) -> SessionTranscript:
-        history = await self.store.load_active(runtime.id)
-        return SessionTranscript(
-            self.store,
-            runtime,
-            history,
-            [],
-            self.sessions.counter,
-            self.sessions.events,
-            in_place=self.in_place,
-        )
-
     async def compress(self, key: str, focus: str | None) -> str:
         async def job() -> str:
             runtime = await self.sessions.existing(key)
             if runtime is None:
                 return NOTHING_TO_COMPRESS
-            transcript = await self._transcript(runtime)
+            transcript = await self.sessions.transcript(runtime)
             if len(transcript.messages) < 4:
                 return NOTHING_TO_COMPRESS
-            result = await runtime.engine.compress(
-                transcript.messages, focus=focus, force=True, trigger_source="manual"
-            )
-            await transcript.save_engine_state(runtime.engine.export_state())
+            result = await transcript.compress(trigger_source="manual", focus=focus, force=True)
             if not result.committed:
                 if result.failure_class in ("too_few_messages", "blocked:ineffective"):
                     return NOTHING_TO_COMPRESS
@@ -132,7 +114,6 @@ class Commands:
                     "I couldn't compress the conversation just now; nothing was changed. "
                     "Please try again in a moment."
                 )
-            await transcript.commit_compaction(result)
             return (
                 f"Compressed: {result.messages_before} → {result.messages_after} messages, "
                 f"{result.tokens_before:,} → {result.tokens_after:,} tokens. "
@@ -145,7 +126,7 @@ class Commands:
         runtime = await self.sessions.existing(key)
         if runtime is None:
             return "No conversation yet. Say something!"
-        transcript = await self._transcript(runtime)
+        transcript = await self.sessions.transcript(runtime)
         reading = measure_tokens(runtime, transcript, transcript.restore_anchor())
         engine = runtime.engine
         window = engine.context_length
@@ -172,7 +153,7 @@ class Commands:
         runtime = await self.sessions.existing(key)
         if runtime is None:
             return "No conversation yet."
-        transcript = await self._transcript(runtime)
+        transcript = await self.sessions.transcript(runtime)
         parts = {"system": 0, "tools": 0, "summary": 0, "conversation": 0}
         summary_text = None
         for message in transcript.messages:

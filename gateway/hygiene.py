@@ -82,11 +82,8 @@ class Hygiene:
         if not self.needed(runtime, transcript, anchor):
             return HygieneOutcome(anchor)
         engine = runtime.engine
-        result = await engine.compress(transcript.messages, trigger_source="gateway_hygiene")
-        await transcript.save_engine_state(engine.export_state())
+        result = await transcript.compress(trigger_source="gateway_hygiene")
         if result.committed:
-            await transcript.commit_compaction(result)
-            runtime.hygiene_notice_sent = False
             after = transcript.token_total()
             if after >= WARN_AFTER_COMPRESSION * engine.context_length:
                 log.warning(

@@ -37,7 +37,7 @@ from gateway.reminder_times import (
     parse_when,
     zone_named,
 )
-from gateway.sessions import SessionRegistry, SessionTranscript
+from gateway.sessions import SessionRegistry
 from gateway.store import (
     IdleSession,
     NewMessage,
@@ -101,7 +101,6 @@ class Scheduler:
         idle_after_minutes: float | None = None,
         idle_threshold: float = 0.30,
         idle_scan_seconds: float | None = None,
-        in_place: bool = True,
         retry_seconds: float = 60.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -113,7 +112,6 @@ class Scheduler:
         self.idle_after_minutes = idle_after_minutes
         self.idle_threshold = idle_threshold
         self.idle_scan_seconds = idle_scan_seconds or _scan_interval(idle_after_minutes)
-        self.in_place = in_place
         self.retry_seconds = retry_seconds
         self.clock = clock
         self._apscheduler: AsyncIOScheduler | None = None
@@ -315,26 +313,14 @@ class Scheduler:
             return False  # reset or rotated since the scan
         if await self.store.inbox(key):
             return False  # a message arrived: its turn comes first, and it is not idle
-        history = await self.store.load_active(runtime.id)
-        transcript = SessionTranscript(
-            self.store,
-            runtime,
-            history,
-            [],
-            self.sessions.counter,
-            self.sessions.events,
-            in_place=self.in_place,
-        )
+        transcript = await self.sessions.transcript(runtime)
+        history = transcript.messages
         reading = measure_tokens(runtime, transcript, transcript.restore_anchor())
         window = runtime.engine.context_length
         if len(history) < MIN_MESSAGES or reading.tokens < self.idle_threshold * window:
             await self.store.mark_idle_compressed(runtime.id)
             return False
-        result = await runtime.engine.compress(transcript.messages, trigger_source="idle")
-        await transcript.save_engine_state(runtime.engine.export_state())
-        if result.committed:
-            await transcript.commit_compaction(result)
-            runtime.hygiene_notice_sent = False
+        result = await transcript.compress(trigger_source="idle")
         if result.committed or result.commit_status == "skipped":
             # Not after a failure: the engine's own cooldown paces the next attempt.
             await self.store.mark_idle_compressed(runtime.record.id)

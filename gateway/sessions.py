@@ -70,6 +70,8 @@ class SessionRegistry:
         system_prompt: str,
         model: str,
         counter: TokenCounter,
+        *,
+        in_place: bool = True,
     ) -> None:
         self.store = store
         self.events = events
@@ -77,6 +79,7 @@ class SessionRegistry:
         self.system_prompt = system_prompt
         self.model = model
         self.counter = counter
+        self.in_place = in_place
         self._open: dict[str, SessionRuntime] = {}
 
     def cached(self, key: str) -> SessionRuntime | None:
@@ -103,6 +106,21 @@ class SessionRegistry:
                 "session:start", {"session_id": record.id, "session_key": origin.session_key}
             )
         return runtime
+
+    async def transcript(
+        self, runtime: SessionRuntime, entries: list[InboxEntry] | None = None
+    ) -> SessionTranscript:
+        """The session's active rows (plus ``entries`` waiting to join), ready to write to."""
+        history = await self.store.load_active(runtime.id)
+        return SessionTranscript(
+            self.store,
+            runtime,
+            history,
+            entries or [],
+            self.counter,
+            self.events,
+            in_place=self.in_place,
+        )
 
     async def existing(self, key: str) -> SessionRuntime | None:
         """The runtime of ``key``'s current session, without creating a session."""
@@ -203,6 +221,24 @@ class SessionTranscript:
 
     async def save_engine_state(self, state: dict[str, Any]) -> None:
         await self.store.save_engine_state(self.session_id, state)
+
+    async def compress(
+        self, *, trigger_source: str, focus: str | None = None, force: bool = False
+    ) -> CompressionResult:
+        """Run the session's engine over the transcript and commit what it produced.
+
+        The gateway's own compressions (hygiene, /compress, idle) all come through here;
+        the agent's in-loop ones come through :meth:`commit_compaction` directly.
+        """
+        engine = self.runtime.engine
+        result = await engine.compress(
+            self.messages, focus=focus, force=force, trigger_source=trigger_source
+        )
+        await self.save_engine_state(engine.export_state())
+        if result.committed:
+            await self.commit_compaction(result)
+            self.runtime.hygiene_notice_sent = False
+        return result
 
     async def search(self, query: str, limit: int) -> list[SearchResult]:
         hits = await self.store.search(self.session_id, query, limit)

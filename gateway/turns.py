@@ -46,7 +46,6 @@ class TurnRunner:
         events: EventBus,
         adapters: dict[str, Adapter],
         *,
-        in_place: bool = True,
         cache_ttl: Callable[[str], str | None] = lambda source: None,
         hygiene: HygieneStep | None = None,
         timezone: str = "UTC",
@@ -55,7 +54,6 @@ class TurnRunner:
         self.sessions = sessions
         self.events = events
         self.adapters = adapters
-        self.in_place = in_place
         self.cache_ttl = cache_ttl
         self.hygiene = hygiene
         self.timezone = timezone
@@ -66,24 +64,15 @@ class TurnRunner:
         if not entries:
             return
         runtime = await self.sessions.open(_origin(entries[-1]))
-        history = await self.store.load_active(runtime.id)
-        transcript = SessionTranscript(
-            self.store,
-            runtime,
-            history,
-            entries,
-            self.sessions.counter,
-            self.events,
-            in_place=self.in_place,
-        )
         if not any(entry.addressed for entry in entries):
+            # Observed group chatter: stored one row per message, no turn (SPEC F3, F3b).
             await self.store.commit_turn(
                 runtime.id,
                 [NewMessage(e.message, e.token_count, e.platform_message_id) for e in entries],
                 consumed_inbox=[e.id for e in entries],
             )
             return
-        await self.run_turn(runtime, transcript, entries)
+        await self.run_turn(runtime, await self.sessions.transcript(runtime, entries), entries)
 
     async def run_turn(
         self, runtime: SessionRuntime, transcript: SessionTranscript, entries: list[InboxEntry]
