@@ -115,10 +115,20 @@ async def watching_logs() -> AsyncIterator[LogCapture]:
 
 @contextlib.asynccontextmanager
 async def running_gateway_on(
-    fake: FakeDiscord, data_dir: Path, llm: FakeLLM, **discord: Any
+    fake: FakeDiscord,
+    data_dir: Path,
+    llm: FakeLLM,
+    *,
+    sections: dict[str, Any] | None = None,
+    **discord: Any,
 ) -> AsyncIterator[Stack]:
-    """A gateway with the Discord adapter, connected to an already running ``fake``."""
-    config = make_config(data_dir, llm, platforms={"discord": discord_section(**discord)})
+    """A gateway with the Discord adapter, connected to an already running ``fake``.
+
+    ``sections`` are more config sections (merged like :func:`tests.harness.make_config`);
+    ``discord`` overrides keys of ``platforms.discord``.
+    """
+    platforms = {"discord": discord_section(**discord)}
+    config = make_config(data_dir, llm, platforms=platforms, **(sections or {}))
     gateway = Gateway(config, [fast_adapter(config)])
     stack = Stack(fake, gateway, llm)
     gateway.events.subscribe(["message:received"], stack.on_received, name="e2e")
@@ -130,12 +140,14 @@ async def running_gateway_on(
 
 
 @contextlib.asynccontextmanager
-async def running_stack(data_dir: Path, llm: FakeLLM, **discord: Any) -> AsyncIterator[Stack]:
-    """Fake Discord + gateway; ``discord`` overrides keys of ``platforms.discord``."""
+async def running_stack(
+    data_dir: Path, llm: FakeLLM, *, sections: dict[str, Any] | None = None, **discord: Any
+) -> AsyncIterator[Stack]:
+    """Fake Discord + gateway (see :func:`running_gateway_on`), errors in the log failing."""
     async with (
         watching_logs(),
         running_fake_discord() as fake,
-        running_gateway_on(fake, data_dir, llm, **discord) as stack,
+        running_gateway_on(fake, data_dir, llm, sections=sections, **discord) as stack,
     ):
         yield stack
 

@@ -6,6 +6,7 @@ when the whole product runs: replies, sessions, refusals, commands, errors.
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 
@@ -99,6 +100,52 @@ async def test_a_thread_is_its_own_session_and_inherits_its_channels_allowance(
     assert reference_of(thread_reply.payload) == int(in_thread["id"])
     # The thread's turn knows nothing of its channel's conversation.
     assert user_texts(fake_llm.requests[1]) == ["Alice: thread topic: lunch"]
+
+
+async def test_a_reply_to_the_bot_and_a_free_response_channel_need_no_mention(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    channels = [str(CHANNEL_ID), str(FREE_CHANNEL_ID)]
+    async with running_stack(
+        tmp_path, fake_llm, allowed_channels=channels, free_response_channels=[FREE_CHANNEL_ID]
+    ) as stack:
+        fake = stack.fake
+        await fake.dispatch_message(CHANNEL_ID, f"{MENTION} is the deploy done?")
+        [answer] = await fake.wait_for_sent(1)
+        follow_up = await fake.dispatch_message(
+            CHANNEL_ID, "and the rollback?", referenced=answer.message_id
+        )
+        await fake.wait_for_sent(2)
+        await fake.dispatch_message(FREE_CHANNEL_ID, "anyone awake?")
+        await fake.wait_for_sent(3)
+
+    assert reference_of(fake.sent[1].payload) == int(follow_up["id"])
+    assert user_texts(fake_llm.requests[1])[-1] == (
+        'Alice: (replying to you: "echo: Alice: is the deploy done?")\nand the rollback?'
+    )
+    assert (fake.sent[2].channel_id, fake.sent[2].content) == (
+        FREE_CHANNEL_ID,
+        "echo: Alice: anyone awake?",
+    )
+
+
+async def test_an_image_in_a_dm_reaches_a_vision_model_as_an_image_part(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    picture = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+    async with running_stack(
+        tmp_path, fake_llm, sections={"model": {"supports_vision": True}}
+    ) as stack:
+        await stack.fake.dispatch_message(
+            DM_CHANNEL_ID, "what is this?", attachments=[("cat.png", "image/png", picture)]
+        )
+        await stack.fake.wait_for_sent(1)
+
+    [user] = [m for m in fake_llm.requests[0].messages if m["role"] == "user"]
+    text, image = user["content"]
+    assert text == {"type": "text", "text": "what is this?"}
+    data_url = "data:image/png;base64," + base64.b64encode(picture).decode()
+    assert image == {"type": "image_url", "image_url": {"url": data_url}}
 
 
 def _long_reply_with_a_code_block() -> str:
