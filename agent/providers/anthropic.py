@@ -26,10 +26,10 @@ from agent.providers.base import (
 )
 from agent.providers.errors import (
     EMPTY_RESPONSE,
-    JSON_DECODE,
     STREAM_CLOSED,
     classify_failure,
     local_failure,
+    transport_failure,
 )
 
 #: A keyless client cannot even build a request; this one gets an honest 401 instead.
@@ -179,20 +179,16 @@ class AnthropicProvider(Provider):
         return completion_from_message(message, self.model)
 
     def _translate(self, exc: Exception, *, stream_started: bool) -> ProviderError:
-        if isinstance(exc, anthropic.APITimeoutError):
-            return local_failure(self.name, "timeout", "the request timed out")
-        if isinstance(exc, anthropic.APIConnectionError):
-            if stream_started:
-                return local_failure(
-                    self.name, "other", "the connection closed mid-stream", detail=STREAM_CLOSED
-                )
-            target = self.base_url or "api.anthropic.com"
-            return local_failure(
-                self.name,
-                "network",
-                f"cannot reach {target}: {exc.__cause__ or exc}",
-                secret=self._secret,
-            )
+        transport = transport_failure(
+            self.name,
+            exc,
+            sdk=anthropic,
+            stream_started=stream_started,
+            target=self.base_url or "api.anthropic.com",
+            secret=self._secret,
+        )
+        if transport is not None:
+            return transport
         if isinstance(exc, anthropic.APIStatusError):
             # Mid-stream `event: error` arrives as a status error carrying the stream's 200.
             message = exc.api_message or _body_text(exc.body) or f"HTTP {exc.status_code}"
@@ -205,10 +201,6 @@ class AnthropicProvider(Provider):
                 headers=exc.response.headers,
                 body=exc.body,
                 secret=self._secret,
-            )
-        if isinstance(exc, json.JSONDecodeError):
-            return local_failure(
-                self.name, "other", f"malformed response: {exc}", detail=JSON_DECODE
             )
         return local_failure(
             self.name, "other", str(exc) or type(exc).__name__, secret=self._secret

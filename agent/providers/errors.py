@@ -17,6 +17,7 @@ live in one place:
 from __future__ import annotations
 
 import email.utils
+import json
 import re
 import time
 from collections.abc import Mapping
@@ -196,3 +197,30 @@ def local_failure(
     return ProviderError(
         kind, redact(message, secret)[:MAX_MESSAGE_CHARS], provider=provider, detail=detail
     )
+
+
+def transport_failure(
+    provider: str,
+    exc: BaseException,
+    *,
+    sdk: Any,
+    stream_started: bool,
+    target: str,
+    secret: str | None = None,
+) -> ProviderError | None:
+    """Failures below the API that both SDKs raise alike (their exception classes share
+    one shape): a timeout, a lost connection, an unparsable body. None for anything else.
+    """
+    if isinstance(exc, sdk.APITimeoutError):
+        return local_failure(provider, "timeout", "the request timed out")
+    if isinstance(exc, sdk.APIConnectionError):
+        if stream_started:
+            return local_failure(
+                provider, "other", "the connection closed mid-stream", detail=STREAM_CLOSED
+            )
+        return local_failure(
+            provider, "network", f"cannot reach {target}: {exc.__cause__ or exc}", secret=secret
+        )
+    if isinstance(exc, json.JSONDecodeError):
+        return local_failure(provider, "other", f"malformed response: {exc}", detail=JSON_DECODE)
+    return None

@@ -26,10 +26,10 @@ from agent.providers.base import (
 )
 from agent.providers.errors import (
     EMPTY_RESPONSE,
-    JSON_DECODE,
     STREAM_CLOSED,
     classify_failure,
     local_failure,
+    transport_failure,
 )
 
 #: Keys a message may carry on the wire; anything else (ids, timestamps, token counts
@@ -307,20 +307,16 @@ class OpenAIProvider(Provider):
         )
 
     def _translate(self, exc: Exception, *, stream_started: bool) -> ProviderError:
-        if isinstance(exc, openai.APITimeoutError):
-            return local_failure(self.name, "timeout", "the request timed out")
-        if isinstance(exc, openai.APIConnectionError):
-            if stream_started:
-                return local_failure(
-                    self.name, "other", "the connection closed mid-stream", detail=STREAM_CLOSED
-                )
-            target = self.base_url or "api.openai.com"
-            return local_failure(
-                self.name,
-                "network",
-                f"cannot reach {target}: {exc.__cause__ or exc}",
-                secret=self._secret,
-            )
+        transport = transport_failure(
+            self.name,
+            exc,
+            sdk=openai,
+            stream_started=stream_started,
+            target=self.base_url or "api.openai.com",
+            secret=self._secret,
+        )
+        if transport is not None:
+            return transport
         if isinstance(exc, openai.APIStatusError):
             return self._described_failure(exc.status_code, exc.body, exc.response.headers)
         if isinstance(exc, openai.APIResponseValidationError):
@@ -328,10 +324,6 @@ class OpenAIProvider(Provider):
         if isinstance(exc, openai.APIError):  # an error event inside a stream
             body = exc.body if isinstance(exc.body, dict) else {"message": exc.message}
             return self._described_failure(None, body)
-        if isinstance(exc, json.JSONDecodeError):
-            return local_failure(
-                self.name, "other", f"malformed response: {exc}", detail=JSON_DECODE
-            )
         return local_failure(self.name, "other", str(exc), secret=self._secret)
 
     async def aclose(self) -> None:
