@@ -403,3 +403,22 @@ async def test_a_photo_reaches_a_vision_model_as_an_image(
     assert text == {"type": "text", "text": "what is it?"}
     encoded = base64.b64encode(photo).decode()
     assert image["image_url"]["url"] == f"data:image/jpeg;base64,{encoded}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Router.receive awaits a command's answer (with its flood-control retries) "
+    "inside the adapter's sink, so no update of any chat is taken meanwhile",
+)
+async def test_flood_control_on_a_command_answer_does_not_hold_up_other_chats(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    config = telegram_config(tmp_path, fake_llm, telegram, users=(ANN["id"], BOB["id"]))
+    async with telegram_gateway(config) as gateway:
+        telegram.fail_next("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=0.5)
+        push_command(telegram, 42, "/status")
+        telegram.push_text(43, "hello", user=BOB)
+        await telegram.wait_sent(2, within=5)
+        await gateway.lanes.wait_idle(5)
+    # Bob's chat is not the one Telegram slowed down: his answer need not wait for Ann's.
+    assert [s.chat_id for s in telegram.sent] == [43, 42]
