@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from adapters.base import Adapter
 from adapters.console import ConsoleAdapter
@@ -21,6 +23,7 @@ from gateway.config import (
     resolve_api_key,
 )
 from gateway.logs import setup_logging
+from gateway.service import DEFAULT_DRAIN_SECONDS, Notifier
 
 log = logging.getLogger("nightowl")
 
@@ -33,6 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_CONFIG
+    if getattr(args, "reports_config", False):
+        # doctor: a broken config is one of the things it reports, not a reason to stop.
+        return int(args.handler(args) or 0)
     try:
         config = load_config(args.config)
     except ConfigError as exc:
@@ -51,15 +57,150 @@ def _parser() -> argparse.ArgumentParser:
         "-c", "--config", help="config file (default ./config.yaml, then ~/.nightowl/config.yaml)"
     )
     common.add_argument("--log-format", choices=["text", "json"], default=None)
+    draining = argparse.ArgumentParser(add_help=False)
+    draining.add_argument(
+        "--shutdown-timeout",
+        type=_seconds,
+        default=DEFAULT_DRAIN_SECONDS,
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT, how long replies in progress may take to finish"
+        f" (default {DEFAULT_DRAIN_SECONDS:g})",
+    )
     commands = parser.add_subparsers(dest="command")
     run = commands.add_parser(
-        "run", parents=[common], help="run every enabled platform (the console when none is)"
+        "run",
+        parents=[common, draining],
+        help="run every enabled platform (the console when none is)",
     )
     run.set_defaults(handler=cmd_run)
-    chat = commands.add_parser("chat", parents=[common], help="chat in this terminal")
+    chat = commands.add_parser("chat", parents=[common, draining], help="chat in this terminal")
     chat.add_argument("--name", default=None, help="console session name (default from config)")
     chat.set_defaults(handler=cmd_chat)
+    add_doctor_parser(commands, common)
+    add_sessions_parser(commands, common)
+    add_service_parser(commands, common)
+    add_replay_parser(commands, common)
     return parser
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+# -- operator commands (parsers here; the work in their modules) ---------------------------
+
+
+def add_doctor_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    doctor = commands.add_parser(
+        "doctor", parents=[common], help="check config, secrets, provider, platforms, database"
+    )
+    doctor.add_argument(
+        "--fix", action="store_true", help="make the database and config private (chmod 600)"
+    )
+    doctor.add_argument(
+        "--timeout", type=_seconds, default=10.0, metavar="SECONDS", help="per network check"
+    )
+    doctor.set_defaults(handler=cmd_doctor, reports_config=True)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from gateway.doctor import run_doctor
+
+    return asyncio.run(
+        run_doctor(args.config, fix=args.fix, timeout=args.timeout, log_format=args.log_format)
+    )
+
+
+def add_sessions_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    sessions = commands.add_parser("sessions", help="list, show, export or forget sessions")
+    actions = sessions.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", parents=[common], help="every current session")
+    show = actions.add_parser(
+        "show", parents=[common], help="a session's active context and current summary"
+    )
+    show.add_argument("key", help="session key, e.g. telegram:12345")
+    show.add_argument("--full", action="store_true", help="do not shorten long messages")
+    export = actions.add_parser(
+        "export", parents=[common], help="every row of a session as JSONL, archived included"
+    )
+    export.add_argument("key")
+    export.add_argument("-o", "--output", help="write to this file (private) instead of stdout")
+    forget = actions.add_parser(
+        "forget", parents=[common], help="erase a session's messages for good (asks first)"
+    )
+    forget.add_argument("key")
+    forget.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    sessions.set_defaults(handler=cmd_sessions)
+
+
+def cmd_sessions(config: Config, args: argparse.Namespace) -> int:
+    from gateway.admin import run_sessions_command
+
+    return asyncio.run(run_sessions_command(config, args))
+
+
+def add_service_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    service = commands.add_parser(
+        "install-service", parents=[common], help="write a systemd unit for this install"
+    )
+    service.add_argument(
+        "--system", action="store_true", help="a system unit run by a dedicated user"
+    )
+    service.add_argument(
+        "--user", default="nightowl", help="the dedicated user of --system (default nightowl)"
+    )
+    service.add_argument("--output", help="write the unit here instead of the systemd directory")
+    service.add_argument("--force", action="store_true", help="overwrite an existing unit")
+    service.add_argument(
+        "--no-notify",
+        action="store_true",
+        help="Type=simple without the watchdog (default: Type=notify with WatchdogSec)",
+    )
+    service.add_argument(
+        "--shutdown-timeout", type=_seconds, default=DEFAULT_DRAIN_SECONDS, metavar="SECONDS"
+    )
+    service.set_defaults(handler=cmd_install_service)
+
+
+def cmd_install_service(config: Config, args: argparse.Namespace) -> int:
+    from gateway.service import install_service
+
+    return install_service(config, args)
+
+
+def add_replay_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    replay = commands.add_parser(
+        "replay",
+        parents=[common],
+        help="feed a recorded chat (JSONL) through the turn runner; chart tokens per turn",
+    )
+    replay.add_argument("file", help="JSONL: one {text, sender?, addressed?, chat?} per line")
+    replay.add_argument(
+        "--provider",
+        choices=["configured", "scripted"],
+        default="configured",
+        help="the configured model, or an instant scripted one (default configured)",
+    )
+    replay.add_argument("--window", type=int, help="pretend the model's window is N tokens")
+    replay.add_argument("--chart", help="SVG to write (default: FILE with .svg)")
+    replay.add_argument(
+        "--keep-data", help="keep the replay's database in this directory (default: discard)"
+    )
+    replay.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    replay.set_defaults(handler=cmd_replay)
+
+
+def cmd_replay(config: Config, args: argparse.Namespace) -> int:
+    from gateway.replay import run_replay_command
+
+    if args.provider == "configured" and not _require_llm_key(config):
+        return EXIT_CONFIG
+    if not args.verbose:
+        logging.getLogger().setLevel(max(logging.WARNING, logging.getLogger().level))
+    return asyncio.run(run_replay_command(config, args))
 
 
 def _require_llm_key(config: Config) -> bool:
@@ -78,14 +219,14 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     if config.console_enabled:
         console = ConsoleAdapter(config.platforms.console.name)
         adapters.append(console)
-    return asyncio.run(serve(config, adapters, console))
+    return asyncio.run(serve(config, adapters, console, drain_seconds=args.shutdown_timeout))
 
 
 def cmd_chat(config: Config, args: argparse.Namespace) -> int:
     if not _require_llm_key(config):
         return EXIT_CONFIG
     console = ConsoleAdapter(args.name or config.platforms.console.name)
-    return asyncio.run(serve(config, [console], console))
+    return asyncio.run(serve(config, [console], console, drain_seconds=args.shutdown_timeout))
 
 
 def build_platform_adapters(config: Config) -> list[Adapter]:
@@ -102,25 +243,65 @@ def build_platform_adapters(config: Config) -> list[Adapter]:
     return adapters
 
 
-async def serve(config: Config, adapters: list[Adapter], console: ConsoleAdapter | None) -> int:
-    """Run until SIGTERM/SIGINT (or the console's input ends); a second signal exits at once."""
+async def serve(
+    config: Config,
+    adapters: list[Adapter],
+    console: ConsoleAdapter | None,
+    *,
+    drain_seconds: float = DEFAULT_DRAIN_SECONDS,
+    notifier: Notifier | None = None,
+) -> int:
+    """Run until SIGTERM/SIGINT (or the console's input ends), then stop cleanly; returns 0.
+
+    The first signal stops taking updates and gives replies in progress up to
+    ``drain_seconds`` to finish; then adapters stop and the database closes. A second
+    signal exits at once (every store write is one transaction, so nothing is left
+    half-written; an unanswered message waits in the inbox for the next start). Under
+    systemd it reports READY=1 / STOPPING=1 and feeds the watchdog (SPEC F7).
+    """
+    notifier = notifier or Notifier()
     gateway = Gateway(config, adapters)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = 0
 
-    def on_signal() -> None:
+    def on_signal(signum: int) -> None:
         nonlocal signals
         signals += 1
         if signals > 1:
             log.warning("second signal: exiting now")
-            os._exit(1)
-        log.info("shutting down: finishing replies in progress (signal again to exit now)")
+            _flush_output()
+            os._exit(128 + signum)
+        log.info(
+            "shutting down: finishing replies in progress (up to %gs; signal again to exit now)",
+            drain_seconds,
+        )
+        notifier.stopping("finishing replies in progress")
         stop.set()
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal)
-    await gateway.start()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
+    watchdog = loop.create_task(notifier.feed_watchdog(), name="watchdog")
+    started = False
+    try:
+        await gateway.start()
+        started = True
+        notifier.ready(f"serving {', '.join(sorted(gateway.adapters)) or 'no platform'}")
+        await _until_stopped(stop, console)
+    finally:
+        if started:
+            await gateway.stop(drain_seconds)
+        watchdog.cancel()
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+    log.info("stopped")
+    return 0
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+async def _until_stopped(stop: asyncio.Event, console: ConsoleAdapter | None) -> None:
     waiters = [asyncio.ensure_future(stop.wait())]
     if console is not None:
         waiters.append(asyncio.ensure_future(console.closed.wait()))
@@ -129,10 +310,12 @@ async def serve(config: Config, adapters: list[Adapter], console: ConsoleAdapter
     finally:
         for waiter in waiters:
             waiter.cancel()
-        await gateway.stop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-    return 0
+
+
+def _flush_output() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe must not block the exit
+            stream.flush()
 
 
 if __name__ == "__main__":  # pragma: no cover

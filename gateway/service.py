@@ -26,6 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +125,9 @@ def render_unit(spec: UnitSpec, template: str | None = None) -> str:
 
 def _backoff_block(version: int | None) -> str:
     if version is not None and version >= BACKOFF_SINCE_SYSTEMD:
-        return "# Each restart waits longer, up to 5 minutes.\nRestartSteps=5\nRestartMaxDelaySec=300"
+        return (
+            "# Each restart waits longer, up to 5 minutes.\nRestartSteps=5\nRestartMaxDelaySec=300"
+        )
     return "# (systemd 254+ would also grow the restart delay: RestartSteps=, RestartMaxDelaySec=)"
 
 
@@ -179,13 +185,29 @@ def next_steps(spec: UnitSpec, unit_path: Path, data_dir: Path) -> list[str]:
             f"journalctl --user -u {name} -f",
         ]
     user = spec.user
-    return [
+    config = _shell_quote(str(spec.config_path.absolute()))
+    steps = [
         f"sudo useradd --system --home-dir /var/lib/{name} --shell /usr/sbin/nologin {user}"
-        "   # once; skip if the user exists",
-        f"sudo chown {user}: {_shell_quote(str(spec.config_path.absolute()))}"
-        "   # the service user must read its config (and .env beside it)",
-        f"sudo chmod 600 {_shell_quote(str(spec.config_path.absolute()))}",
-        f"# data_dir in the config is {data_dir}; /var/lib/{name} is made for {user} by the unit",
+        "   # once",
+        f"sudo chown {user}: {config} && sudo chmod 600 {config}"
+        "   # and the same for a .env beside it",
+    ]
+    if spec.config_path.absolute().is_relative_to(Path.home()):
+        steps.append(
+            f"# {user} cannot read your home directory: keep the config in /etc/{name}/ instead"
+        )
+    if Path(spec.command[0]).is_relative_to(Path.home()):
+        steps.append(
+            f"# {user} cannot run a virtualenv in your home directory: install nightowl in"
+            f" e.g. /opt/{name}/venv and run install-service from there"
+        )
+    if data_dir != Path("/var/lib") / name:
+        steps.append(
+            f"# set data_dir: /var/lib/{name} in the config (the unit creates it for {user}),"
+            f" or: sudo chown -R {user}: {_shell_quote(str(data_dir))}"
+        )
+    return [
+        *steps,
         "sudo systemctl daemon-reload",
         f"sudo systemctl enable --now {UNIT_NAME}",
         f"systemctl status {name}",
@@ -211,6 +233,55 @@ def write_unit(path: Path, text: str, *, force: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     path.chmod(0o644)
+
+
+def install_service(config: Config, args: Any) -> int:
+    """``nightowl install-service``: write the unit, print what to run next."""
+    if config.source is None:
+        print(
+            "nightowl: install-service needs a config file (-c PATH); start from "
+            "config.yaml.example and keep secrets in a .env beside it",
+            file=sys.stderr,
+        )
+        return 2
+    spec = UnitSpec(
+        config_path=config.source.absolute(),
+        command=nightowl_command(),
+        system=args.system,
+        user=args.user,
+        notify=not args.no_notify,
+        drain_seconds=args.shutdown_timeout,
+        systemd_version=systemd_version(),
+    )
+    target = default_unit_path(spec.system)
+    path = Path(args.output).expanduser() if args.output else target
+    try:
+        write_unit(path, render_unit(spec), force=args.force)
+    except FileExistsError as exc:
+        print(f"nightowl: {exc}", file=sys.stderr)
+        return 1
+    except PermissionError:
+        print(
+            f"nightowl: cannot write {path} (permission denied). Run it with sudo, or write "
+            f"it elsewhere with --output ./{UNIT_NAME} and copy it to {target}.",
+            file=sys.stderr,
+        )
+        return 1
+    kind = f"Type=notify, watchdog {WATCHDOG_SECONDS} s" if spec.notify else "Type=simple"
+    print(f"Wrote {path} ({'system' if spec.system else 'user'} unit, {kind}).")
+    steps = next_steps(spec, path, config.data_dir)
+    if path.absolute() != target:
+        sudo = "sudo " if spec.system else ""
+        steps.insert(0, f"{sudo}install -D -m 644 {_shell_quote(str(path))} {target}")
+    print("Next:")
+    for step in steps:
+        print(f"  {step}")
+    doctor = " ".join(_shell_quote(part) for part in spec.command)
+    doctor += f" doctor -c {_shell_quote(str(spec.config_path))}"
+    if spec.system:
+        doctor = f"sudo -u {spec.user} {doctor}"
+    print(f"Check the setup first with: {doctor}")
+    return 0
 
 
 # -- sd_notify -----------------------------------------------------------------------------
