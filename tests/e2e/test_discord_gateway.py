@@ -10,6 +10,8 @@ import base64
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.discord_stack import (
     BOB,
     add_role,
@@ -291,6 +293,32 @@ async def test_slash_status_and_new_answer_through_the_interaction(
     assert new_answer.content.startswith("Started a new conversation")
     assert user_texts(fake_llm.requests[-1]) == ["new topic"]
     assert len(fake_llm.requests) == 2  # commands never reach the model
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an unauthorized slash command in a guild channel is deferred by the adapter "
+    "(Discord shows 'thinking…') and then left unanswered: the router's group refusal is "
+    "silence, which an interaction cannot be",
+)
+async def test_a_slash_command_from_an_unknown_place_gets_an_answer(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with running_stack(
+        tmp_path, fake_llm, allowed_users=[ALICE["id"]], allowed_channels=[str(CHANNEL_ID)]
+    ) as stack:
+        fake = stack.fake
+        refused = await fake.dispatch_interaction("status", channel_id=FREE_CHANNEL_ID, user=BOB)
+        await fake.wait_until(lambda: len(fake.interaction_callbacks) == 1)
+        # Alice's command takes two round trips more than Bob's needed after his deferral.
+        await fake.dispatch_interaction("help", channel_id=CHANNEL_ID)
+        await fake.wait_until(lambda: any(s.channel_id == CHANNEL_ID for s in fake.sent))
+
+    assert fake.interaction_callbacks[0]["interaction_id"] == refused["id"]
+    assert fake_llm.requests == []
+    # Every deferred interaction must be answered, or Discord shows "thinking…" for 15
+    # minutes and then "The application did not respond".
+    assert len([s for s in fake.sent if s.route == "followup"]) == 2
 
 
 async def test_a_provider_error_is_explained_while_typing_was_shown(
