@@ -1,13 +1,24 @@
-"""Logging: human-readable lines by default, JSON for log shippers; secrets never printed."""
+"""Logging: human-readable lines by default, JSON for log shippers; secrets never printed.
+
+Every line logged while a session's work runs carries that session's key: as
+``[telegram:42]`` in text lines and as ``"session_key"`` in JSON. The key comes from, in
+order: ``extra={"session_key": ...}`` (or :func:`session_logger`), the :data:`SESSION_KEY`
+context variable (set it where a session's work starts; tasks started from there inherit
+it), or the name of the session's lane task (``lane:<key>``, see gateway.lanes).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import os
 import re
 import sys
 import time
 from collections.abc import Iterable
+from contextvars import ContextVar
+from typing import Any
 
 from gateway.config import Config, resolve_api_key
 
@@ -46,6 +57,53 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+#: The session whose work is running in this task (and the tasks it starts).
+SESSION_KEY: ContextVar[str | None] = ContextVar("nightowl_session_key", default=None)
+_LANE_TASK_PREFIX = "lane:"
+
+
+def current_session_key() -> str | None:
+    """The session key of the work running now, if any."""
+    key = SESSION_KEY.get()
+    if key:
+        return key
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # a thread without an event loop (stdin reader, sqlite worker)
+        return None
+    name = task.get_name() if task is not None else ""
+    return name.removeprefix(_LANE_TASK_PREFIX) if name.startswith(_LANE_TASK_PREFIX) else None
+
+
+class SessionKeyFilter(logging.Filter):
+    """Puts the current session key on records that do not name one already."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not getattr(record, "session_key", None):
+            key = current_session_key()
+            if key:
+                record.session_key = key
+        return True
+
+
+def session_logger(logger: logging.Logger, session_key: str) -> logging.LoggerAdapter[Any]:
+    """A logger whose every line names ``session_key``."""
+    return logging.LoggerAdapter(logger, {"session_key": session_key})
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger [session]: message``; no time under journald, which adds its own."""
+
+    def __init__(self, *, timestamps: bool = True) -> None:
+        prefix = "%(asctime)s " if timestamps else ""
+        super().__init__(prefix + "%(levelname)-7s %(name)s%(session)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        key = getattr(record, "session_key", None)
+        record.session = f" [{key}]" if key else ""
+        return super().format(record)
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -77,10 +135,12 @@ def config_secrets(config: Config) -> list[str]:
 def setup_logging(config: Config, fmt: str | None = None) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(RedactingFilter(config_secrets(config)))
+    handler.addFilter(SessionKeyFilter())
     if (fmt or config.logging.format) == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+        # systemd sets JOURNAL_STREAM when stderr goes to the journal, which timestamps lines.
+        handler.setFormatter(TextFormatter(timestamps="JOURNAL_STREAM" not in os.environ))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(config.logging.level)

@@ -19,6 +19,7 @@ Invariants kept here (SPEC S1–S5):
 from gateway.store.records import (
     KEEP,
     AnchorRecord,
+    DatabaseReport,
     IdleSession,
     InboxEntry,
     NewMessage,
@@ -37,6 +38,7 @@ from gateway.store.sqlite import SQLiteStore
 __all__ = [
     "KEEP",
     "AnchorRecord",
+    "DatabaseReport",
     "IdleSession",
     "InboxEntry",
     "NewMessage",

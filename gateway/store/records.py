@@ -111,6 +111,7 @@ class PendingDelivery:
     chat_id: str | None
     thread_id: str | None
     text: str
+    reply_to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,21 @@ class IdleSession:
     active_messages: int
     active_tokens: int
     updated_at: float
+
+
+@dataclass(frozen=True)
+class DatabaseReport:
+    """A read-only look at a database file (``nightowl doctor``)."""
+
+    schema_version: int
+    #: The version this nightowl writes; an older file is upgraded at the next start.
+    current_version: int
+    #: ``PRAGMA integrity_check`` output: ``["ok"]`` when the file is sound.
+    integrity: list[str]
+
+    @property
+    def sound(self) -> bool:
+        return self.integrity == ["ok"]
 
 
 KEEP = object()  # "leave the anchor as it is" for commit_turn
@@ -209,7 +225,8 @@ class Store(Protocol):
     async def end_session(self, session_id: str, reason: str) -> None: ...
     async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]: ...
     async def mark_delivered(self, message_ids: Sequence[int]) -> None: ...
-    async def pending_deliveries(self) -> list[PendingDelivery]: ...
+    async def pending_deliveries(self, session_key: str | None = None) -> list[PendingDelivery]: ...
+    async def remember_inbound(self, dedupe_key: str) -> bool: ...
     async def add_reminder(self, reminder: Reminder) -> Reminder: ...
     async def get_reminder(self, reminder_id: int) -> Reminder | None: ...
     async def pending_reminders(self, session_key: str | None = None) -> list[Reminder]: ...

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import secrets
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import aiosqlite
 from gateway.store.records import (
     KEEP,
     AnchorRecord,
+    DatabaseReport,
     IdleSession,
     InboxEntry,
     NewMessage,
@@ -164,6 +167,15 @@ class SQLiteStore:
                 ),
             )
         return True
+
+    async def remember_inbound(self, dedupe_key: str) -> bool:
+        """Record an event handled without an inbox row (a command); False if seen before."""
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "INSERT OR IGNORE INTO inbound_seen(dedupe_key, seen_at) VALUES (?, ?)",
+                (dedupe_key, time.time()),
+            )
+        return cursor.rowcount == 1
 
     async def inbox(self, session_key: str) -> list[InboxEntry]:
         async with self._read() as db:
@@ -450,12 +462,21 @@ class SQLiteStore:
                 "UPDATE messages SET pending_delivery = 0 WHERE id = ?", [(i,) for i in message_ids]
             )
 
-    async def pending_deliveries(self) -> list[PendingDelivery]:
+    async def pending_deliveries(self, session_key: str | None = None) -> list[PendingDelivery]:
+        """Replies stored but not yet handed to their platform, oldest first.
+
+        Each carries the platform id of the user message it answers, to thread it.
+        """
+        where = "m.pending_delivery = 1" + (" AND s.session_key = ?" if session_key else "")
         async with self._read() as db:
             rows = await db.execute_fetchall(
-                "SELECT m.id, m.content, s.session_key, s.platform, s.chat_id, s.thread_id"
+                "SELECT m.id, m.content, s.session_key, s.platform, s.chat_id, s.thread_id,"
+                " (SELECT u.platform_message_id FROM messages u WHERE u.session_id = m.session_id"
+                "   AND u.role = 'user' AND u.id < m.id AND u.platform_message_id IS NOT NULL"
+                "   ORDER BY u.id DESC LIMIT 1) AS reply_to"
                 " FROM messages m JOIN sessions s ON s.id = m.session_id"
-                " WHERE m.pending_delivery = 1 ORDER BY m.id"
+                f" WHERE {where} ORDER BY m.id",
+                (session_key,) if session_key else (),
             )
         return [
             PendingDelivery(
@@ -465,6 +486,7 @@ class SQLiteStore:
                 chat_id=row["chat_id"],
                 thread_id=row["thread_id"],
                 text=row["content"] or "",
+                reply_to=row["reply_to"],
             )
             for row in rows
         ]
@@ -634,6 +656,34 @@ class SQLiteStore:
         async with self._read() as db:
             rows = await db.execute_fetchall("PRAGMA integrity_check")
         return rows[0][0]
+
+    async def scrub(self) -> None:
+        """Make erased rows unrecoverable from the file: after :meth:`forget`.
+
+        Deleted rows linger in free pages, the WAL and the full-text index's segments
+        (FTS5 only marks them deleted) until those are rewritten: merge the index, rebuild
+        the file, and truncate the WAL.
+        """
+        async with self._read() as db:
+            await db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+            await db.execute("VACUUM")
+            await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    @staticmethod
+    async def inspect(path: str | Path) -> DatabaseReport:
+        """Schema version and integrity of the file at ``path``, opened read-only.
+
+        Nothing is created or migrated (an operator may run this beside a live gateway).
+        Raises ``sqlite3.Error`` when the file cannot be opened or is not a database.
+        """
+        async with aiosqlite.connect(_read_only_uri(path), uri=True) as db:
+            version = await _user_version(db)
+            rows = await db.execute_fetchall("PRAGMA integrity_check(20)")
+        return DatabaseReport(version, SCHEMA_VERSION, [str(row[0]) for row in rows])
+
+
+def _read_only_uri(path: str | Path) -> str:
+    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
 
 
 # -- row helpers -------------------------------------------------------------------------

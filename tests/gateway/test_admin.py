@@ -1,0 +1,183 @@
+"""`nightowl sessions`: list, show, export (archived rows included), forget (only that one)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import main
+from gateway.store import InboxEntry, NewMessage, SessionOrigin, SQLiteStore
+
+SUMMARY = "[CONTEXT COMPACTION] Earlier turns were compacted.\n## Goal\nPlan the trip to Oslo."
+
+
+def row(role: str, content: str) -> NewMessage:
+    return NewMessage({"role": role, "content": content}, len(content) // 4 + 1)
+
+
+async def fill(database: Path) -> None:
+    """Two chats: Ada's (compacted once: archived rows + a summary) and Bob's (short)."""
+    async with SQLiteStore(database) as store:
+        ada = await store.start_session(
+            SessionOrigin("telegram:100", "telegram", "100"), "m", row("system", "be kind")
+        )
+        await store.commit_turn(
+            ada.id,
+            [
+                row("user", "my passport number is X1234567"),
+                row("assistant", "noted"),
+                row("user", "we fly to Oslo on May 2"),
+                row("assistant", "have a good trip"),
+            ],
+        )
+        await store.archive_and_compact(
+            ada.id,
+            [row("system", "be kind"), row("user", SUMMARY), row("assistant", "ok")],
+        )
+        bob = await store.start_session(
+            SessionOrigin("discord:200", "discord", "200"), "m", row("system", "be kind")
+        )
+        await store.commit_turn(bob.id, [row("user", "bob's own note"), row("assistant", "ok")])
+        await store.enqueue(
+            InboxEntry(
+                session_key="telegram:100",
+                platform="telegram",
+                chat_id="100",
+                message={"role": "user", "content": "a message still waiting"},
+                token_count=5,
+                addressed=True,
+            )
+        )
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(f"data_dir: {tmp_path / 'data'}\n")
+    asyncio.run(fill(tmp_path / "data" / "state.db"))
+    return path
+
+
+def sessions(capsys: pytest.CaptureFixture[str], config: Path, *args: str) -> tuple[int, str, str]:
+    code = main(["sessions", *args, "-c", str(config)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_shows_every_session_with_its_counts(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = sessions(capsys, config, "list")
+    assert code == 0
+    header, *rows = out.splitlines()
+    assert header.split() == ["KEY", "PLATFORM", "ACTIVE", "ARCHIVED", "TOKENS", "LAST", "ACTIVITY"]
+    by_key = {line.split()[0]: line.split()[1:5] for line in rows}
+    assert by_key["telegram:100"][:3] == ["telegram", "3", "5"]
+    assert by_key["discord:200"][:3] == ["discord", "3", "0"]
+
+
+def test_show_prints_the_current_summary_and_the_active_context(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = sessions(capsys, config, "show", "telegram:100")
+    assert code == 0
+    summary_part, context_part = out.split("── active context ──")
+    assert "── current summary ──\n" + SUMMARY in summary_part
+    assert "3 messages" in summary_part and "5 archived" in summary_part
+    context = context_part.strip().splitlines()
+    assert [line.split()[1] for line in context] == ["system", "user", "assistant"]
+    assert "passport" not in out  # archived rows are not part of the active context
+
+
+def test_export_includes_archived_rows(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = sessions(capsys, config, "export", "telegram:100")
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["role"], r["active"], r["compacted"]) for r in rows] == [
+        ("system", False, True),
+        ("user", False, True),
+        ("assistant", False, True),
+        ("user", False, True),
+        ("assistant", False, True),
+        ("system", True, False),
+        ("user", True, False),
+        ("assistant", True, False),
+    ]
+    assert rows[1]["content"] == "my passport number is X1234567"
+    assert len({r["session_id"] for r in rows}) == 1 and all(r["id"] for r in rows)
+    assert "exported 8 rows (5 archived)" in err
+
+
+def test_export_to_a_file_is_private(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "ada.jsonl"
+    code, out, _ = sessions(capsys, config, "export", "telegram:100", "--output", str(target))
+    assert code == 0 and out == ""
+    assert len(target.read_text().splitlines()) == 8
+    assert target.stat().st_mode & 0o777 == 0o600
+
+
+def test_forget_removes_only_that_session_and_scrubs_the_file(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = sessions(capsys, config, "forget", "telegram:100", "--yes")
+    assert code == 0
+    assert "Forgot telegram:100: 8 messages erased." in out
+    code, out, _ = sessions(capsys, config, "list")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["discord:200"]
+    assert sessions(capsys, config, "export", "telegram:100")[0] == 1
+    code, out, _ = sessions(capsys, config, "export", "discord:200")
+    assert [json.loads(line)["content"] for line in out.splitlines()][1] == "bob's own note"
+    data = b"".join(path.read_bytes() for path in (tmp_path / "data").iterdir())
+    for erased in (b"X1234567", b"x1234567", b"Oslo", b"oslo", b"passport", b"still waiting"):
+        assert erased not in data  # not in free pages, the WAL or the search index
+    assert b"bob's own note" in data
+
+
+async def test_forget_asks_first_and_keeps_everything_without_the_key(tmp_path: Path) -> None:
+    from argparse import Namespace
+    from io import StringIO
+
+    from gateway.admin import run_sessions_command
+    from gateway.config import load_config
+
+    (tmp_path / "config.yaml").write_text(f"data_dir: {tmp_path / 'data'}\n")
+    await fill(tmp_path / "data" / "state.db")
+    config = load_config(tmp_path / "config.yaml")
+    asked: list[str] = []
+
+    def answer(text: str):
+        def confirm(prompt: str) -> str:
+            asked.append(prompt)
+            return text
+
+        return confirm
+
+    args = Namespace(action="forget", key="telegram:100", yes=False)
+    out = StringIO()
+    assert await run_sessions_command(config, args, out=out, confirm=answer("y")) == 1
+    assert "Nothing erased." in out.getvalue()
+    assert asked == ["Type telegram:100 to confirm: "]
+    async with SQLiteStore(config.database_path) as store:
+        assert len(await store.export_rows("telegram:100")) == 8
+    assert await run_sessions_command(config, args, out=out, confirm=answer("telegram:100")) == 0
+    async with SQLiteStore(config.database_path) as store:
+        assert await store.export_rows("telegram:100") == []
+
+
+def test_unknown_keys_and_no_database_are_explained(
+    tmp_path: Path, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = sessions(capsys, config, "show", "telegram:999")
+    assert code == 1 and "no current session 'telegram:999'" in err
+    code, _, err = sessions(capsys, config, "forget", "telegram:999", "--yes")
+    assert code == 1 and "nothing stored under 'telegram:999'" in err
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(f"data_dir: {tmp_path / 'nothing'}\n")
+    code, out, _ = sessions(capsys, empty, "list")
+    assert code == 0 and "No sessions yet" in out
+    assert not (tmp_path / "nothing").exists()

@@ -1,0 +1,227 @@
+"""`nightowl doctor`: one line per check, exit 1 on any failure, every failure explained."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gateway.cli import main
+from gateway.doctor import run_doctor
+from gateway.store import SQLiteStore
+from tests.fakes.discord_server import running_fake_discord
+from tests.fakes.llm_server import FakeLLM
+from tests.fakes.telegram_server import FakeTelegram
+
+KEY = "sk-doctor-test-0123456789abcdef"
+
+
+def write_config(tmp_path: Path, base_url: str, **extra: Any) -> Path:
+    raw: dict[str, Any] = {
+        "data_dir": str(tmp_path / "data"),
+        "model": {"base_url": base_url, "name": "fake-model", "api_key": KEY},
+    }
+    raw.update(extra)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    path.chmod(0o600)
+    return path
+
+
+async def doctor(config: Path, **options: Any) -> tuple[int, list[str]]:
+    out = io.StringIO()
+    code = await run_doctor(str(config), timeout=3, out=out, **options)
+    return code, out.getvalue().splitlines()
+
+
+def line(lines: list[str], check: str) -> str:
+    found = [entry for entry in lines if entry[2:].startswith(f"{check}:")]
+    assert len(found) == 1, lines
+    return found[0]
+
+
+async def make_database(config_dir: Path) -> Path:
+    path = config_dir / "data" / "state.db"
+    async with SQLiteStore(path):
+        pass
+    return path
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def test_all_good_against_the_fakes_exits_0(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    telegram = FakeTelegram(token="123456:doctor-token")
+    await telegram.start()
+    try:
+        async with running_fake_discord():
+            config = write_config(
+                tmp_path,
+                fake_llm.openai_base_url,
+                platforms={
+                    "telegram": {
+                        "enabled": True,
+                        "token": "123456:doctor-token",
+                        "base_url": telegram.base_url,
+                    },
+                    "discord": {"enabled": True, "token": "discord-doctor-token"},
+                },
+            )
+            await make_database(tmp_path)
+            code, lines = await doctor(config)
+    finally:
+        await telegram.stop()
+    assert code == 0, lines
+    assert all(entry.startswith("✓ ") for entry in lines), lines
+    assert [entry[2:].split(":")[0] for entry in lines] == [
+        "config",
+        "secrets",
+        "provider",
+        "telegram",
+        "discord",
+        "database",
+        "permissions",
+    ]
+    assert "fake-model at http" in line(lines, "provider")
+    assert "@NightowlBot" in line(lines, "telegram")
+    assert "integrity ok, schema v" in line(lines, "database")
+    assert fake_llm.requests[-1].max_tokens == 1  # the check costs a handful of tokens
+
+
+def test_a_broken_config_is_reported_with_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("compression:\n  threshold: high\n")
+    assert main(["doctor", "-c", str(config)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        '✗ config: compression.threshold: expected a number between 0 and 1, got "high"'
+        " — fix that key (see config.yaml.example)"
+    ]
+
+
+async def test_an_unreachable_provider_is_reported(tmp_path: Path) -> None:
+    port = closed_port()
+    code, lines = await doctor(write_config(tmp_path, f"http://127.0.0.1:{port}/v1"))
+    assert code == 1
+    failure = line(lines, "provider")
+    assert failure.startswith(f"✗ provider: http://127.0.0.1:{port}/v1: cannot connect")
+    assert "check model.base_url" in failure
+    assert line(lines, "config").startswith("✓")
+
+
+async def test_a_refused_key_is_reported_without_printing_it(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.api_key = "the-right-key"
+    code, lines = await doctor(write_config(tmp_path, fake_llm.openai_base_url))
+    assert code == 1
+    assert "Incorrect API key provided. — the API key was rejected" in line(lines, "provider")
+    assert KEY not in "\n".join(lines)
+
+
+async def test_a_model_the_server_does_not_serve_is_reported(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.models = ("llama3.1:8b", "qwen2.5:7b")
+    code, lines = await doctor(write_config(tmp_path, fake_llm.openai_base_url))
+    assert code == 1
+    assert "does not list the model fake-model" in line(lines, "provider")
+    assert "llama3.1:8b" in line(lines, "provider")
+
+
+async def test_a_world_readable_database_fails_until_fixed(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    config = write_config(tmp_path, fake_llm.openai_base_url)
+    database = await make_database(tmp_path)
+    database.chmod(0o644)
+    code, lines = await doctor(config)
+    assert code == 1
+    failure = line(lines, "permissions")
+    assert failure.startswith(f"✗ permissions: readable by other users: {database} (0644)")
+    assert failure.endswith(" — run: nightowl doctor --fix (chmod 600)")
+    code, lines = await doctor(config, fix=True)
+    assert code == 0, lines
+    for private in database.parent.iterdir():  # the WAL files follow the database's mode
+        assert private.stat().st_mode & 0o777 == 0o600, private
+    code, _ = await doctor(config)
+    assert code == 0
+
+
+async def test_answering_yes_makes_a_readable_config_private(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    config = write_config(tmp_path, fake_llm.openai_base_url)
+    config.chmod(0o644)
+    asked: list[str] = []
+
+    def yes(question: str) -> str:
+        asked.append(question)
+        return "y"
+
+    code, lines = await doctor(config, confirm=yes)
+    assert code == 0, lines
+    assert str(config) in asked[0]
+    assert config.stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_corrupt_database_is_reported(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    config = write_config(tmp_path, fake_llm.openai_base_url)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "state.db").write_bytes(b"this is not a database" * 100)
+    (tmp_path / "data" / "state.db").chmod(0o600)
+    code, lines = await doctor(config)
+    assert code == 1
+    assert "cannot open" in line(lines, "database")
+    assert "restore state.db from a backup" in line(lines, "database")
+
+
+async def test_a_database_from_a_newer_nightowl_is_reported(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    config = write_config(tmp_path, fake_llm.openai_base_url)
+    database = await make_database(tmp_path)
+    await asyncio.to_thread(_set_user_version, database, 999)
+    code, lines = await doctor(config)
+    assert code == 1
+    assert "schema v999 is newer than this nightowl" in line(lines, "database")
+
+
+def _set_user_version(path: Path, version: int) -> None:
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version={version}")
+
+
+async def test_no_database_yet_is_fine_and_nothing_is_created(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    code, lines = await doctor(write_config(tmp_path, fake_llm.openai_base_url))
+    assert code == 0, lines
+    assert "the first run creates" in line(lines, "database")
+    assert not (tmp_path / "data").exists()
+
+
+async def test_a_missing_llm_key_says_what_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"data_dir: {tmp_path / 'data'}\n")
+    config.chmod(0o600)
+    code, lines = await doctor(config)
+    assert code == 1
+    assert "OPENAI_API_KEY" in line(lines, "secrets")
+    assert line(lines, "provider") == "✗ provider: skipped: no key — see the secrets line"

@@ -1,0 +1,109 @@
+"""Log lines name their session and never carry a secret, in text and in JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.config import parse_config
+from gateway.logs import SESSION_KEY, session_logger, setup_logging
+
+OPENAI_KEY = "sk-live-abcdefghijklmnopqrstuvwxyz012345"
+TELEGRAM_TOKEN = "7012345678:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
+log = logging.getLogger("nightowl.test")
+
+
+@pytest.fixture
+def logged(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+    """Set up logging as `nightowl run` does, into a buffer; restored afterwards."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    monkeypatch.delenv("JOURNAL_STREAM", raising=False)
+    yield io.StringIO()
+    root.handlers[:], level = saved
+    root.setLevel(level)
+
+
+def configure(fmt: str, buffer: io.StringIO) -> None:
+    config = parse_config(
+        {
+            "model": {"api_key": OPENAI_KEY},
+            "platforms": {"telegram": {"enabled": True, "token": TELEGRAM_TOKEN}},
+        },
+        {},
+    )
+    setup_logging(config, fmt=fmt)
+    (handler,) = logging.getLogger().handlers
+    handler.setStream(buffer)  # type: ignore[attr-defined]  # stderr, captured here
+
+
+def json_lines(buffer: io.StringIO) -> list[dict]:
+    return [json.loads(line) for line in buffer.getvalue().splitlines()]
+
+
+async def test_lines_logged_in_a_sessions_lane_carry_its_key(logged: io.StringIO) -> None:
+    configure("json", logged)
+
+    async def turn() -> None:
+        log.info("turn started")
+        await asyncio.sleep(0)
+        log.warning("still at %d tokens", 9000)
+
+    # The gateway's lanes run each session's work in a task named "lane:<key>".
+    await asyncio.get_running_loop().create_task(turn(), name="lane:telegram:42")
+    log.info("not about a session")
+    lines = json_lines(logged)
+    assert [(e["msg"], e.get("session_key")) for e in lines] == [
+        ("turn started", "telegram:42"),
+        ("still at 9000 tokens", "telegram:42"),
+        ("not about a session", None),
+    ]
+
+
+async def test_the_context_variable_and_explicit_keys_name_the_session(
+    logged: io.StringIO,
+) -> None:
+    configure("text", logged)
+
+    async def hook() -> None:
+        log.info("hook ran")
+
+    async def work() -> None:
+        SESSION_KEY.set("discord:dm:7")
+        await asyncio.create_task(hook())  # tasks started from a session's work inherit it
+
+    await asyncio.create_task(work())
+    session_logger(log, "console:local").info("compressed")
+    lines = logged.getvalue().splitlines()
+    assert lines[0].endswith("INFO    nightowl.test [discord:dm:7]: hook ran")
+    assert lines[1].endswith("INFO    nightowl.test [console:local]: compressed")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_secrets_are_redacted_in_messages_and_tracebacks(logged: io.StringIO, fmt: str) -> None:
+    configure(fmt, logged)
+    log.error("provider said: invalid key %s", OPENAI_KEY)
+    try:
+        raise RuntimeError(f"https://api.telegram.org/bot{TELEGRAM_TOKEN}/getMe failed")
+    except RuntimeError:
+        log.exception("polling failed")
+    log.warning("an unknown key shaped like one: sk-proj-ZZZZZZZZZZZZZZZZZZZZZZZZ")
+    text = logged.getvalue()
+    assert OPENAI_KEY not in text and TELEGRAM_TOKEN not in text
+    assert "sk-proj-ZZZZ" not in text
+    assert text.count("[redacted]") == 3
+    assert "polling failed" in text and "RuntimeError" in text  # the traceback is kept
+
+
+def test_under_journald_text_lines_have_no_timestamp(
+    logged: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOURNAL_STREAM", "8:12345")  # set by systemd for journal output
+    configure("text", logged)
+    log.warning("hello")
+    assert logged.getvalue() == "WARNING nightowl.test: hello\n"
