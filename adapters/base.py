@@ -59,6 +59,9 @@ class InboundMessage:
     parent_chat_id: str | None = None
     #: The sender's role ids where the platform has roles (Discord), for role allowlists.
     user_roles: tuple[str, ...] = ()
+    #: The platform shows this as pending until answered (a Discord slash command), so
+    #: even a refusal in a group must say something rather than stay silent.
+    needs_answer: bool = False
     is_edit: bool = False
     received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 

@@ -213,7 +213,6 @@ class Gateway:
         await self.scheduler.start()  # after the adapters: overdue reminders go out at once
         self._started = True
         self.events.emit("gateway:start", {"platforms": sorted(self.adapters)})
-        await self.runner.redeliver_pending()
         for key in await self.store.session_keys_with_inbox():
             self.lanes.notify(key)  # messages stored before a restart get their turn now
 
@@ -237,6 +236,8 @@ class Gateway:
         if not await self.lanes.wait_idle(drain_seconds):
             log.warning("turns still running after %.0fs; stopping them", drain_seconds)
             await self.lanes.cancel_all()
+        await self.router.background.wait(timeout=5.0)  # command answers on their way
+        await self.commands.background.wait(timeout=5.0)
         for adapter in self.adapters.values():
             await _quietly(adapter.stop(), f"stopping {adapter.platform}")
         self.events.emit("gateway:stop", {})

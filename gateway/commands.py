@@ -7,7 +7,6 @@ lane and answers when it is done — without holding up the adapter that deliver
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -15,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from adapters.base import InboundMessage
+from gateway.background import BackgroundTasks
 from gateway.hygiene import measure_tokens
 from gateway.lanes import Lanes
 from gateway.router import session_key
@@ -47,6 +47,8 @@ COMMAND_LIST: tuple[tuple[str, str], ...] = (
     ("help", "List the commands"),
 )
 
+KNOWN_COMMANDS = frozenset({name for name, _ in COMMAND_LIST} | {"reset", "start"})
+
 Reply = Callable[[InboundMessage, str], Awaitable[None]]
 
 
@@ -62,7 +64,10 @@ class Commands:
         self.sessions = sessions
         self.lanes = lanes
         self.reply = reply
-        self._background: set[asyncio.Task[None]] = set()
+        self.background = BackgroundTasks("commands")
+
+    def handles(self, name: str) -> bool:
+        return name in KNOWN_COMMANDS
 
     async def __call__(self, message: InboundMessage, name: str, argument: str) -> str | None:
         """The immediate answer; "" when it comes later; None when ``name`` is not ours."""
@@ -94,9 +99,7 @@ class Commands:
                 text = "That didn't work — something went wrong on my side. Nothing was changed."
             await self.reply(message, text)
 
-        task = asyncio.get_running_loop().create_task(run())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self.background.spawn(run())
 
     async def compress(self, key: str, focus: str | None) -> str:
         async def job() -> str:

@@ -12,18 +12,36 @@ import base64
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from adapters.base import InboundMessage, OutboundMessage
 from agent.tokens import TokenCounter
+from gateway.background import BackgroundTasks
 from gateway.config import Config
 from gateway.events import EventBus
 from gateway.store import InboxEntry, SQLiteStore
 
 log = logging.getLogger(__name__)
 
-CommandHandler = Callable[[InboundMessage, str, str], Awaitable[str | None]]
+
+class CommandHandler(Protocol):
+    def handles(self, name: str) -> bool: ...
+
+    async def __call__(self, message: InboundMessage, name: str, argument: str) -> str | None: ...
+
+
 Send = Callable[[OutboundMessage], Awaitable[Any]]
+
+
+NOT_HERE = "I don't answer here. Ask the bot's owner to allow this channel."
+
+
+def parse_command(message: InboundMessage) -> tuple[str, str] | None:
+    """``("status", "args")`` for an addressed "/status@bot args"; None for anything else."""
+    if not message.addressed or message.is_edit or not message.text.startswith("/"):
+        return None
+    name, _, argument = message.text[1:].partition(" ")
+    return name.split("@", 1)[0].lower(), argument.strip()
 
 
 def session_key(message: InboundMessage) -> str:
@@ -76,8 +94,11 @@ def authorize(config: Config, message: InboundMessage) -> Verdict:
             f"to add it to platforms.{message.platform}.allowed_users.",
         )
     # Groups, channels, threads: the place must be allowed, or an allowed user must be
-    # talking to the bot there. Unknown places are ignored silently.
-    return Verdict(place_ok or (user_ok and message.addressed))
+    # talking to the bot there. Unknown places are ignored silently — unless the platform
+    # would otherwise show the user a request hanging forever.
+    if place_ok or (user_ok and message.addressed):
+        return Verdict(True)
+    return Verdict(False, NOT_HERE if message.needs_answer else None)
 
 
 def user_row(message: InboundMessage, *, vision: bool) -> dict[str, Any]:
@@ -125,21 +146,22 @@ class Router:
         self.notify_lane = notify_lane
         self.send = send
         self.commands = commands
+        self.background = BackgroundTasks("replies")
 
     async def receive(self, message: InboundMessage) -> None:
         verdict = authorize(self.config, message)
         if not verdict.allowed:
-            if verdict.refusal and message.addressed:
-                await self.reply(message, verdict.refusal)
+            if verdict.refusal and message.addressed and await self._first_time(message):
+                self.answer(message, verdict.refusal)
             return
         key = session_key(message)
-        if message.addressed and message.text.startswith("/") and not message.is_edit:
-            name, _, argument = message.text[1:].partition(" ")
-            answer = await self.commands(message, name.split("@", 1)[0].lower(), argument.strip())
-            if answer is not None:  # "" means the command answers later by itself
-                if answer:
-                    await self.reply(message, answer)
-                return
+        command = parse_command(message)
+        if command is not None and self.commands.handles(command[0]):
+            if await self._first_time(message):  # a redelivered /new must not run twice
+                answer = await self.commands(message, *command)
+                if answer:  # "" means the command answers later by itself
+                    self.answer(message, answer)
+            return
         if not message.addressed and not self.config.groups.observe:
             return
         if not message.text.strip() and not message.attachments:
@@ -165,6 +187,16 @@ class Router:
             {"session_key": key, "platform": message.platform, "addressed": message.addressed},
         )
         self.notify_lane(key)
+
+    async def _first_time(self, message: InboundMessage) -> bool:
+        """Whether this platform event is new (events without a dedupe key always are)."""
+        if message.dedupe_key is None:
+            return True
+        return await self.store.remember_inbound(message.dedupe_key)
+
+    def answer(self, message: InboundMessage, text: str) -> None:
+        """Send ``text`` without holding up the adapter (flood control can wait minutes)."""
+        self.background.spawn(self.reply(message, text))
 
     async def reply(self, message: InboundMessage, text: str) -> None:
         await self.send(

@@ -138,6 +138,15 @@ class Scheduler:
                 max_instances=1,
                 coalesce=True,
             )
+        self._apscheduler.add_job(
+            self.retry_deliveries,
+            IntervalTrigger(seconds=self.retry_seconds, timezone=UTC),
+            id="delivery-retry",
+            name="retry undelivered replies",
+            max_instances=1,
+            coalesce=True,
+        )
+        await self.retry_deliveries()  # replies a crash or an outage kept from their chat
         pending = await self.store.pending_reminders()
         for reminder in pending:
             self._arm(reminder)
@@ -154,6 +163,13 @@ class Scheduler:
         # AsyncIOScheduler.shutdown only queues the real shutdown on the loop (call_soon);
         # one turn of the loop lets it run before the caller closes the store.
         await asyncio.sleep(0)
+
+    async def retry_deliveries(self) -> None:
+        """Hand every session with undelivered replies to its lane to send them."""
+        keys = {p.session_key for p in await self.store.pending_deliveries()}
+        for key in sorted(keys):
+            if not self.lanes.busy(key):  # a running lane delivers them itself next time
+                self.lanes.submit(key, lambda key=key: self.runner.redeliver_pending(key))
 
     @property
     def running(self) -> bool:

@@ -60,6 +60,7 @@ class TurnRunner:
         self.on_turn_done: Callable[[TurnTiming], None] | None = None
 
     async def drain(self, key: str) -> None:
+        await self.redeliver_pending(key)  # an answer lost to an outage goes before the next
         entries = await self.store.inbox(key)
         if not entries:
             return
@@ -181,19 +182,26 @@ class TurnRunner:
         )
         return True
 
-    async def redeliver_pending(self) -> int:
-        """Send replies that were stored but not delivered before a crash (SPEC F7)."""
+    async def redeliver_pending(self, session_key: str) -> int:
+        """Send replies stored but not delivered (a crash, a platform outage), in order.
+
+        Runs in the session's lane, so it never races the turn that wrote them.
+        """
         sent = 0
-        for pending in await self.store.pending_deliveries():
+        for pending in await self.store.pending_deliveries(session_key):
             target = OutboundMessage(
                 platform=pending.platform,
                 chat_id=pending.chat_id or "",
                 thread_id=pending.thread_id,
                 text=pending.text,
+                reply_to_message_id=pending.reply_to,
             )
-            if pending.platform in self.adapters and await self.deliver(target, pending.text):
-                await self.store.mark_delivered([pending.message_id])
-                sent += 1
+            if pending.platform not in self.adapters or not await self.deliver(
+                target, pending.text
+            ):
+                break  # keep the order: later replies wait behind this one
+            await self.store.mark_delivered([pending.message_id])
+            sent += 1
         return sent
 
     def _payload(self, runtime: SessionRuntime, **extra: Any) -> dict[str, Any]:

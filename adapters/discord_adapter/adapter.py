@@ -257,11 +257,19 @@ class DiscordAdapter(Adapter):
     ) -> None:
         if not self._seen.add(("interaction", interaction.id)) or not self._receiving:
             return
+        task = asyncio.current_task()
+        if task is not None:  # stop_receiving() waits for it from here on, defer included
+            self._in_flight.add(task)
         try:
             # Discord wants an answer within 3 s; a turn takes longer. Shows "thinking…".
             await interaction.response.defer(thinking=True)
         except (discord.HTTPException, *NETWORK_ERRORS) as error:
             log.warning("Could not acknowledge /%s in %s: %s", name, interaction.channel_id, error)
+        finally:
+            if task is not None:
+                self._in_flight.discard(task)
+        if not self._receiving:
+            return
         key = f"{INTERACTION_PREFIX}{interaction.id}"
         self._interactions[key] = interaction
         while len(self._interactions) > _MAX_LIVE_INTERACTIONS:

@@ -87,6 +87,7 @@ def inbound_from_interaction(
         addressed=True,
         platform_message_id=key,
         dedupe_key=f"discord:interaction:{interaction.id}",
+        needs_answer=True,
         parent_chat_id=parent_id(interaction.channel),
         user_roles=role_ids(user),
     )

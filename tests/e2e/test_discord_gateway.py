@@ -10,8 +10,6 @@ import base64
 import re
 from pathlib import Path
 
-import pytest
-
 from tests.e2e.discord_stack import (
     BOB,
     add_role,
@@ -295,12 +293,6 @@ async def test_slash_status_and_new_answer_through_the_interaction(
     assert len(fake_llm.requests) == 2  # commands never reach the model
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an unauthorized slash command in a guild channel is deferred by the adapter "
-    "(Discord shows 'thinking…') and then left unanswered: the router's group refusal is "
-    "silence, which an interaction cannot be",
-)
 async def test_a_slash_command_from_an_unknown_place_gets_an_answer(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

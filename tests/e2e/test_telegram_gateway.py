@@ -289,11 +289,6 @@ async def test_group_commands_with_the_bot_name_and_new_starts_a_new_session(
     assert registered[:2] == ["new", "compress"] and "status" in registered
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="commands are not deduplicated: Router.receive answers them before "
-    "store.enqueue records the update's dedupe key",
-)
 async def test_a_redelivered_command_after_a_restart_is_not_run_again(
     tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
 ) -> None:
@@ -351,11 +346,6 @@ async def test_a_reply_telegram_refused_is_delivered_after_a_restart(
     assert fake_llm.request_count == 1  # the stored reply, not a second turn
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an undelivered turn reply stays pending_delivery until the next restart "
-    "(only Gateway.start calls TurnRunner.redeliver_pending)",
-)
 async def test_a_reply_lost_to_an_outage_arrives_without_a_restart(
     tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
 ) -> None:
@@ -405,11 +395,6 @@ async def test_a_photo_reaches_a_vision_model_as_an_image(
     assert image["image_url"]["url"] == f"data:image/jpeg;base64,{encoded}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Router.receive awaits a command's answer (with its flood-control retries) "
-    "inside the adapter's sink, so no update of any chat is taken meanwhile",
-)
 async def test_flood_control_on_a_command_answer_does_not_hold_up_other_chats(
     tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
 ) -> None:

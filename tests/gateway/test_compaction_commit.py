@@ -119,7 +119,9 @@ async def test_context_and_usage_describe_the_session(tmp_path: Path, fake_llm: 
         await adapter.say("/context summary")
         summary = (await adapter.wait_sent(33))[-1]
         assert (
-            "summary " in summary and "## Critical Context" in summary and "fact: item 1 is" in summary
+            "summary " in summary
+            and "## Critical Context" in summary
+            and "fact: item 1 is" in summary
         )
         await adapter.say("/usage")
         usage = (await adapter.wait_sent(34))[-1]
