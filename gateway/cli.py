@@ -152,7 +152,9 @@ def add_service_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     service.add_argument(
         "--user", default="nightowl", help="the dedicated user of --system (default nightowl)"
     )
-    service.add_argument("--output", help="write the unit here instead of the systemd directory")
+    service.add_argument(
+        "--output", metavar="PATH", help="write the unit here instead of the systemd directory"
+    )
     service.add_argument("--force", action="store_true", help="overwrite an existing unit")
     service.add_argument(
         "--no-notify",
@@ -184,10 +186,14 @@ def add_replay_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         default="configured",
         help="the configured model, or an instant scripted one (default configured)",
     )
-    replay.add_argument("--window", type=int, help="pretend the model's window is N tokens")
-    replay.add_argument("--chart", help="SVG to write (default: FILE with .svg)")
     replay.add_argument(
-        "--keep-data", help="keep the replay's database in this directory (default: discard)"
+        "--window", type=int, metavar="N", help="pretend the model's window is N tokens"
+    )
+    replay.add_argument("--chart", metavar="PATH", help="SVG to write (default: FILE with .svg)")
+    replay.add_argument(
+        "--keep-data",
+        metavar="DIR",
+        help="keep the replay's database in this empty directory (default: discard it)",
     )
     replay.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     replay.set_defaults(handler=cmd_replay)

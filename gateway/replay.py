@@ -293,6 +293,13 @@ async def run_replay_command(config: Config, args: Any) -> int:
     if args.window is not None and args.window < 512:
         print("nightowl: --window must be at least 512 tokens", file=sys.stderr)
         return 2
+    if args.keep_data and (Path(args.keep_data) / "state.db").exists():
+        print(
+            f"nightowl: {args.keep_data} already holds a database; give --keep-data an empty "
+            "directory (a replay never writes into an existing one)",
+            file=sys.stderr,
+        )
+        return 2
     chart = Path(args.chart) if args.chart else source.with_suffix(".svg")
     with tempfile.TemporaryDirectory(prefix="nightowl-replay-") as scratch:
         data_dir = Path(args.keep_data) if args.keep_data else Path(scratch)

@@ -91,3 +91,20 @@ def test_a_bad_line_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     config.write_text(f"data_dir: {tmp_path / 'data'}\n")
     assert main(["replay", str(chat), "-c", str(config), "--provider", "scripted"]) == 1
     assert 'line 3: expected an object with a "text" string' in capsys.readouterr().err
+
+
+def test_a_replay_never_writes_into_an_existing_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = recorded_chat(tmp_path / "chat.jsonl", 4)
+    live = tmp_path / "live"
+    live.mkdir()
+    (live / "state.db").write_bytes(b"the live database")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"data_dir: {live}\n")
+    args = ["replay", str(chat), "-c", str(config), "--provider", "scripted"]
+    assert main([*args, "--keep-data", str(live)]) == 2
+    assert "already holds a database" in capsys.readouterr().err
+    assert (live / "state.db").read_bytes() == b"the live database"
+    assert main([*args, "--keep-data", str(tmp_path / "kept")]) == 0
+    assert (tmp_path / "kept" / "state.db").exists()
