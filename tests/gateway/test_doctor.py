@@ -225,3 +225,17 @@ async def test_a_missing_llm_key_says_what_to_set(
     assert code == 1
     assert "OPENAI_API_KEY" in line(lines, "secrets")
     assert line(lines, "provider") == "✗ provider: skipped: no key — see the secrets line"
+
+
+async def test_an_anthropic_provider_is_checked_through_its_own_api(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.models = ("claude-test-4-5-20250929",)
+    config = write_config(tmp_path, fake_llm.anthropic_base_url)
+    raw = yaml.safe_load(config.read_text())
+    raw["model"].update(provider="anthropic", name="claude-test-4-5")  # an undated alias
+    config.write_text(yaml.safe_dump(raw))
+    code, lines = await doctor(config)
+    assert code == 0, lines
+    assert "claude-test-4-5 at http" in line(lines, "provider")
+    assert fake_llm.requests[-1].api == "anthropic"
