@@ -117,6 +117,8 @@ def user_row(message: InboundMessage, *, vision: bool) -> dict[str, Any]:
     images = [a for a in message.attachments if a.kind == "image" and a.data]
     if images and not vision:
         text += f"\n[{len(images)} image(s) attached; this model cannot see images]"
+    for other in (a for a in message.attachments if a.kind != "image" or not a.data):
+        text += f"\n[attached: {other.name or 'a file'} ({other.mime_type}), not readable here]"
     if not images or not vision:
         return {"role": "user", "content": text}
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}]

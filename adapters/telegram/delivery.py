@@ -22,7 +22,11 @@ from telegram.error import BadRequest, RetryAfter, TelegramError
 from adapters.base import OutboundMessage
 from adapters.chunking import split_message, utf16_length
 from adapters.telegram.calls import ApiCaller, is_bad_request, redact, retry_after_seconds
-from adapters.telegram.formatting import markdown_to_telegram_html, visible_length
+from adapters.telegram.formatting import (
+    markdown_to_telegram_html,
+    visible_length,
+    visible_text,
+)
 from adapters.telegram.settings import TelegramSettings
 
 log = logging.getLogger(__name__)
@@ -87,7 +91,8 @@ class Sender:
                 "Telegram rejected formatting in chat %s; sending plain text", target.chat_id
             )
             try:
-                sent = await self._send_text(target.chat_id, chunk, None, placement)
+                plain = visible_text(html_text)
+                sent = await self._send_text(target.chat_id, plain, None, placement)
             except BadRequest as plain_error:
                 raise self._caller.failure("sendMessage", target.chat_id, plain_error) from None
         return str(sent.message_id)
@@ -179,7 +184,7 @@ class Sender:
     async def edit_formatted(self, chat_id: str, message_id: int, chunk: str) -> None:
         """The final edit: formatted, plain text if the entities are rejected."""
         html_text = markdown_to_telegram_html(chunk)
-        for text, parse_mode in ((html_text, ParseMode.HTML), (chunk, None)):
+        for text, parse_mode in ((html_text, ParseMode.HTML), (visible_text(html_text), None)):
             try:
                 await self._caller.call(
                     "editMessageText",

@@ -14,7 +14,7 @@ import re
 
 from adapters.chunking import find_code_fences, utf16_length
 
-__all__ = ["markdown_to_telegram_html", "visible_length"]
+__all__ = ["markdown_to_telegram_html", "visible_length", "visible_text"]
 
 _INLINE = re.compile(
     r"""
@@ -56,7 +56,15 @@ def markdown_to_telegram_html(text: str) -> str:
 
 def visible_length(telegram_html: str) -> int:
     """The length Telegram counts against its 4096 limit: text after entity parsing."""
-    return utf16_length(html.unescape(_TAG.sub("", telegram_html)))
+    return utf16_length(visible_text(telegram_html))
+
+
+def visible_text(telegram_html: str) -> str:
+    """What a reader sees of the HTML: the text without tags or markup characters.
+
+    This is the plain-text fallback too, so a rejected message never shows raw ``**``.
+    """
+    return html.unescape(_TAG.sub("", telegram_html))
 
 
 def _code_block(body: str, language: str) -> str:

@@ -234,3 +234,22 @@ async def test_group_chatter_is_stored_one_row_per_message(
         "Ann: chatter 2",
         "Cy: what did Bob say?",
     ]
+
+
+async def test_attachments_the_model_cannot_read_are_mentioned(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from adapters.base import Attachment
+
+    adapter = RecordingAdapter()
+    async with running_gateway(make_config(tmp_path, fake_llm), adapter):
+        await adapter.say(
+            "see attached",
+            attachments=(
+                Attachment("file", "application/pdf", name="report.pdf"),
+                Attachment("image", "image/png", data=b"png"),
+            ),
+        )
+        await adapter.wait_sent(1)
+    (text,) = user_texts(fake_llm.requests[-1])
+    assert "report.pdf (application/pdf)" in text and "cannot see images" in text
