@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sqlite3
 import stat
 import sys
@@ -131,7 +132,26 @@ def check_secrets(config: Config) -> Check:
     for name in ("telegram", "discord"):
         if getattr(config.platforms, name).enabled:
             found.append(f"{name} token set")  # load_config refused it if missing
-    return Check("secrets", True, ", ".join(found))
+    detail = ", ".join(found)
+    from_shell = shell_only_variables(config)
+    if from_shell:
+        dotenv = config.source.parent / ".env" if config.source else Path(".env")
+        detail += (
+            f" (note: {', '.join(from_shell)} came from this shell's environment, which a "
+            f"systemd service does not have; put them in {dotenv})"
+        )
+    return Check("secrets", True, detail)
+
+
+def shell_only_variables(config: Config) -> list[str]:
+    """Environment variables holding a secret in use that the config's ``.env`` lacks."""
+    secrets = set(config_secrets(config))
+    dotenv = config.source.parent / ".env" if config.source else None
+    defined = dotenv.read_text(encoding="utf-8") if dotenv and dotenv.is_file() else ""
+    names = {m.group(1) for m in re.finditer(r"^\s*(?:export\s+)?(\w+)\s*=", defined, re.M)}
+    return sorted(
+        name for name, value in os.environ.items() if value in secrets and name not in names
+    )
 
 
 # -- the model provider --------------------------------------------------------------------

@@ -239,3 +239,23 @@ async def test_an_anthropic_provider_is_checked_through_its_own_api(
     assert code == 0, lines
     assert "claude-test-4-5 at http" in line(lines, "provider")
     assert fake_llm.requests[-1].api == "anthropic"
+
+
+async def test_a_key_only_in_the_shell_environment_is_pointed_out(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    config = write_config(tmp_path, fake_llm.openai_base_url)
+    raw = yaml.safe_load(config.read_text())
+    del raw["model"]["api_key"]
+    config.write_text(yaml.safe_dump(raw))
+    code, lines = await doctor(config)
+    assert code == 0, lines
+    assert "OPENAI_API_KEY came from this shell's environment" in line(lines, "secrets")
+    assert str(tmp_path / ".env") in line(lines, "secrets")
+
+    (tmp_path / ".env").write_text(f"OPENAI_API_KEY={KEY}\n")
+    (tmp_path / ".env").chmod(0o600)
+    code, lines = await doctor(config)
+    assert code == 0, lines
+    assert line(lines, "secrets") == "✓ secrets: LLM key found"
