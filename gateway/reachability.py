@@ -1,0 +1,216 @@
+"""Can nightowl reach its model provider and chat platforms with these credentials?
+
+The network half of ``nightowl doctor``: each check returns one :class:`Check`. The
+provider check lists the server's models (a wrong ``model.name`` is caught with the names
+the server does serve) and sends a 1-token request (the key and the model work
+together); Telegram answers getMe and Discord a REST login, through their own libraries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from agent.providers import ProviderError, ProviderSettings, make_provider
+from gateway.config import Config, resolve_api_key
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of ``nightowl doctor``: what was checked, whether it passed, and why."""
+
+    name: str
+    ok: bool
+    detail: str
+    #: What to do about a failure (shown after the detail).
+    hint: str = ""
+
+
+# -- the model provider --------------------------------------------------------------------
+
+
+async def check_providers(config: Config, timeout: float) -> list[Check]:
+    model = config.model
+    checks = [
+        await check_provider(
+            "provider", model.provider, model.name, model.base_url, model.api_key, timeout
+        )
+    ]
+    aux = config.auxiliary.compression
+    if aux.model or aux.provider or aux.base_url:
+        provider = aux.provider or model.provider
+        base_url = aux.base_url or (model.base_url if provider == model.provider else None)
+        checks.append(
+            await check_provider(
+                "summary model",
+                provider,
+                aux.model or model.name,
+                base_url,
+                aux.api_key or model.api_key,
+                timeout,
+            )
+        )
+    return checks
+
+
+async def check_provider(
+    label: str,
+    provider: str,
+    model: str,
+    base_url: str | None,
+    configured_key: str | None,
+    timeout: float,
+) -> Check:
+    """The server lists the model (where it has a listing) and answers a 1-token request.
+
+    The listing catches a wrong model name with the names it does serve; the request
+    proves the key and the model work together (it costs a handful of tokens).
+    """
+    key = resolve_api_key(provider, configured_key, base_url)
+    if key is None:
+        return Check(label, False, "skipped: no key", "see the secrets line")
+    where = base_url or ("api.anthropic.com" if provider == "anthropic" else "api.openai.com")
+    try:
+        async with asyncio.timeout(timeout):
+            models = await list_models(provider, key, base_url, timeout)
+            if models and not _model_listed(model, models):
+                return Check(
+                    label,
+                    False,
+                    f"{where} answers, but does not list the model {model}",
+                    f"set model.name to one it serves (e.g. {', '.join(models[:5])})",
+                )
+            await one_token_request(provider, model, key, base_url, timeout)
+    except TimeoutError:
+        return Check(label, False, f"{where} did not answer within {timeout:g} s", _REACH_HINT)
+    except ProviderError as exc:
+        return Check(label, False, f"{where}: {exc}", _provider_hint(exc.kind))
+    return Check(label, True, f"{model} at {where} answered a 1-token request")
+
+
+_REACH_HINT = "check model.base_url, the network, and that the server is running"
+
+
+def _provider_hint(kind: str) -> str:
+    return {
+        "auth": "the API key was rejected: check it (and its quota) with the provider",
+        "network": _REACH_HINT,
+        "timeout": _REACH_HINT,
+        "rate_limit": "rate-limited right now: try again in a minute",
+    }.get(kind, "see the provider's status page")
+
+
+def _model_listed(model: str, models: list[str]) -> bool:
+    # Anthropic lists dated ids and accepts the undated alias.
+    return any(m == model or m.startswith(model + "-") for m in models)
+
+
+async def list_models(
+    provider: str, key: str, base_url: str | None, timeout: float
+) -> list[str] | None:
+    """The model ids the server lists; None when it has no listing endpoint."""
+    if provider == "anthropic":
+        import anthropic
+
+        client = anthropic.AsyncAnthropic(
+            api_key=key, base_url=base_url, timeout=timeout, max_retries=0
+        )
+        sdk_errors: tuple[type[Exception], ...] = (anthropic.APIError,)
+    else:
+        import openai
+
+        client = openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+        sdk_errors = (openai.APIError,)
+    try:
+        page = await client.models.list()
+        return [m.id for m in page.data]
+    except sdk_errors as exc:
+        status = getattr(exc, "status_code", None)
+        if status in (404, 405):
+            return None
+        raise _as_provider_error(provider, exc, status) from exc
+    finally:
+        await client.close()
+
+
+def _as_provider_error(provider: str, exc: Exception, status: int | None) -> ProviderError:
+    name = type(exc).__name__
+    if status in (401, 403):
+        return ProviderError("auth", f"the key was refused (HTTP {status})", status=status)
+    if "Timeout" in name:
+        return ProviderError("timeout", "the request timed out")
+    if "Connection" in name:
+        cause = exc.__cause__ or exc
+        return ProviderError("network", f"cannot connect ({cause})")
+    return ProviderError("other", f"HTTP {status}: {exc}" if status else str(exc), status=status)
+
+
+async def one_token_request(
+    provider: str, model: str, key: str, base_url: str | None, timeout: float
+) -> None:
+    client = make_provider(
+        ProviderSettings(
+            provider=provider,
+            model=model,
+            api_key=key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=0,
+        )
+    )
+    try:
+        await client.complete([{"role": "user", "content": "ping"}], max_tokens=1)
+    finally:
+        await client.aclose()
+
+
+# -- chat platforms ------------------------------------------------------------------------
+
+
+async def check_telegram(config: Config, timeout: float) -> Check:
+    """getMe with the configured token, through python-telegram-bot."""
+    import telegram
+    from telegram.request import HTTPXRequest
+
+    from adapters.telegram import TelegramSettings
+
+    settings = TelegramSettings(
+        token=config.platforms.telegram.token or "", base_url=config.platforms.telegram.base_url
+    )
+    request = HTTPXRequest(connect_timeout=timeout, read_timeout=timeout)
+    bot = telegram.Bot(settings.token, base_url=settings.api_base_url, request=request)
+    try:
+        async with asyncio.timeout(timeout):
+            me = await bot.get_me()
+    except telegram.error.InvalidToken:
+        return Check("telegram", False, "the bot token was refused", _TOKEN_HINT["telegram"])
+    except (telegram.error.TelegramError, TimeoutError) as exc:
+        return Check("telegram", False, f"getMe failed: {exc}", "check the network / base_url")
+    finally:
+        await request.shutdown()
+    return Check("telegram", True, f"bot @{me.username} (id {me.id}) answers getMe")
+
+
+async def check_discord(config: Config, timeout: float) -> Check:
+    """Log in over REST (GET /users/@me) with discord.py's HTTP client; no gateway socket."""
+    import aiohttp
+    import discord
+    from discord.http import HTTPClient
+
+    http = HTTPClient(asyncio.get_running_loop())
+    try:
+        async with asyncio.timeout(timeout):
+            me = await http.static_login(config.platforms.discord.token or "")
+    except discord.LoginFailure:
+        return Check("discord", False, "the bot token was refused", _TOKEN_HINT["discord"])
+    except (discord.HTTPException, aiohttp.ClientError, TimeoutError) as exc:
+        return Check("discord", False, f"login failed: {exc}", "check the network")
+    finally:
+        await http.close()
+    return Check("discord", True, f"bot {me['username']} (id {me['id']}) logged in")
+
+
+_TOKEN_HINT = {
+    "telegram": "check platforms.telegram.token (from @BotFather)",
+    "discord": "check platforms.discord.token (Developer Portal → Bot → Reset Token)",
+}
