@@ -144,5 +144,14 @@ def setup_logging(config: Config, fmt: str | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(config.logging.level)
-    for noisy in ("httpx", "httpx2", "httpcore", "telegram.ext", "discord", "apscheduler"):
+    # aiosqlite logs every statement with its parameters (message text) at DEBUG.
+    for noisy in (
+        "httpx",
+        "httpx2",
+        "httpcore",
+        "telegram.ext",
+        "discord",
+        "apscheduler",
+        "aiosqlite",
+    ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
