@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from contextlib import nullcontext
 from typing import Any
 
 from adapters.base import Adapter, DeliveryError, OutboundMessage
@@ -29,13 +29,6 @@ log = logging.getLogger(__name__)
 HygieneStep = Callable[
     [SessionRuntime, SessionTranscript, UsageAnchor | None], Awaitable[HygieneOutcome]
 ]
-
-
-@dataclass(frozen=True)
-class TurnTiming:
-    session_key: str
-    seconds: float
-    requests: int
 
 
 class TurnRunner:
@@ -57,7 +50,6 @@ class TurnRunner:
         self.cache_ttl = cache_ttl
         self.hygiene = hygiene
         self.timezone = timezone
-        self.on_turn_done: Callable[[TurnTiming], None] | None = None
 
     async def drain(self, key: str) -> None:
         await self.redeliver_pending(key)  # an answer lost to an outage goes before the next
@@ -96,11 +88,9 @@ class TurnRunner:
             reply_to_message_id=target.platform_message_id,
         )
         stream = adapter.open_stream(outbound) if adapter else None
+        typing = adapter.typing(target.chat_id, target.thread_id) if adapter else nullcontext()
         try:
-            if adapter is not None:
-                async with adapter.typing(target.chat_id, target.thread_id):
-                    result = await self._run_agent(runtime, transcript, anchor, context, stream)
-            else:
+            async with typing:
                 result = await self._run_agent(runtime, transcript, anchor, context, stream)
         except Exception:
             # A bug, not a provider failure: keep the user's rows, tell them, re-raise so
@@ -114,8 +104,8 @@ class TurnRunner:
             raise
         ids = await transcript.commit_turn(result, reply_pending=result.reply is not None)
         runtime.turns += 1
-        if result.anchor is not None:
-            runtime.last_prompt_tokens = result.anchor.prompt_tokens
+        if result.anchor is not None:  # the context's size now, reply included (SPEC H3a)
+            runtime.last_prompt_tokens = result.anchor.total_tokens
             runtime.last_prompt_rows = len(result.messages)
         for notice in notices + result.notices:
             await self.deliver(outbound, notice)
@@ -132,8 +122,6 @@ class TurnRunner:
             "agent:turn_end",
             self._payload(runtime, requests=result.requests, seconds=round(elapsed, 3)),
         )
-        if self.on_turn_done is not None:
-            self.on_turn_done(TurnTiming(runtime.key, elapsed, result.requests))
         return result
 
     async def _run_agent(
