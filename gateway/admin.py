@@ -213,7 +213,7 @@ async def forget_session(
     if not yes:
         print(
             f"This erases every message of {key} ({len(rows):,} rows, archived included) "
-            "for good. Stop the gateway first if it is running.",
+            "for good. A running gateway starts that chat afresh with its next message.",
             file=out,
         )
         try:

@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from gateway.logs import SESSION_KEY
+
 log = logging.getLogger(__name__)
 
 Job = Callable[[], Awaitable[Any]]
@@ -54,6 +56,7 @@ class Lanes:
             self._tasks[key] = loop.create_task(self._run(key), name=f"lane:{key}")
 
     async def _run(self, key: str) -> None:
+        SESSION_KEY.set(key)  # every log line of this lane, hooks it starts included
         try:
             while True:
                 jobs = self._jobs.get(key)

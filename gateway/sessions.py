@@ -86,10 +86,15 @@ class SessionRegistry:
         return self._open.get(key)
 
     async def open(self, origin: SessionOrigin) -> SessionRuntime:
-        runtime = self._open.get(origin.session_key)
-        if runtime is not None:
-            return runtime
+        """The runtime of the key's current session, opening (or starting) it if needed.
+
+        The store decides which session is current, so a session ended or erased from
+        outside (``nightowl sessions forget`` on a live gateway) is never written to again.
+        """
         record = await self.store.current_session(origin.session_key)
+        runtime = self._open.get(origin.session_key)
+        if runtime is not None and record is not None and runtime.id == record.id:
+            return runtime
         created = record is None
         if record is None:
             system = {"role": "system", "content": self.system_prompt}
@@ -124,11 +129,9 @@ class SessionRegistry:
 
     async def existing(self, key: str) -> SessionRuntime | None:
         """The runtime of ``key``'s current session, without creating a session."""
-        runtime = self._open.get(key)
-        if runtime is not None:
-            return runtime
         record = await self.store.current_session(key)
         if record is None:
+            self._open.pop(key, None)
             return None
         return await self.open(
             SessionOrigin(key, record.platform, record.chat_id, record.thread_id, record.user_id)

@@ -181,3 +181,21 @@ def test_unknown_keys_and_no_database_are_explained(
     code, out, _ = sessions(capsys, empty, "list")
     assert code == 0 and "No sessions yet" in out
     assert not (tmp_path / "nothing").exists()
+
+
+async def test_a_session_forgotten_while_the_gateway_runs_starts_fresh(tmp_path, fake_llm) -> None:
+    from gateway.store import SQLiteStore
+    from tests.harness import RecordingAdapter, make_config, running_gateway
+
+    adapter = RecordingAdapter()
+    config = make_config(tmp_path, fake_llm)
+    async with running_gateway(config, adapter) as gateway:
+        await adapter.say("remember me")
+        await adapter.wait_sent(1)
+        await gateway.lanes.wait_idle(5)
+        async with SQLiteStore(config.database_path) as other:  # `nightowl sessions forget`
+            assert await other.forget("console:t") > 0
+        await adapter.say("hello again")
+        assert (await adapter.wait_sent(2))[-1] == "echo: hello again"
+    users = [m["content"] for m in fake_llm.requests[-1].messages if m["role"] == "user"]
+    assert users == ["hello again"]
