@@ -51,11 +51,15 @@ def users(request: Recorded) -> list[str]:
 async def test_chat_survives_a_restart(tmp_path: Path, fake_llm: FakeLLM) -> None:
     config = write_config(tmp_path, fake_llm)
     fake_llm.script(Reply("Hello Ada!"), Reply("Your name is Ada."))
-    code, out, err = await nightowl("chat", "-c", str(config), stdin="My name is Ada.\n", cwd=tmp_path)
+    code, out, err = await nightowl(
+        "chat", "-c", str(config), stdin="My name is Ada.\n", cwd=tmp_path
+    )
     assert code == 0, err
     assert "owl › Hello Ada!" in out
 
-    code, out, err = await nightowl("chat", "-c", str(config), stdin="What is my name?\n", cwd=tmp_path)
+    code, out, err = await nightowl(
+        "chat", "-c", str(config), stdin="What is my name?\n", cwd=tmp_path
+    )
     assert code == 0, err
     assert "owl › Your name is Ada." in out
     assert users(fake_llm.requests[-1]) == ["My name is Ada.", "What is my name?"]
