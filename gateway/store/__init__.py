@@ -1,4 +1,4 @@
-"""Session storage: the only module that speaks SQL.
+"""Session storage: the only package that speaks SQL.
 
 :class:`Store` is the interface the gateway uses (a PostgreSQL backend would implement
 the same methods); :class:`SQLiteStore` implements it with aiosqlite in WAL mode.

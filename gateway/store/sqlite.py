@@ -5,11 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import re
 import secrets
 import time
-import urllib.parse
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +28,20 @@ from gateway.store.records import (
     SessionSummary,
     StoredMessage,
     UsageTotals,
+)
+from gateway.store.rows import (
+    MESSAGE_COLUMNS,
+    anchor_at,
+    delete_inbox,
+    fts_query,
+    insert_messages,
+    read_only_uri,
+    reminder_record,
+    save_engine_state,
+    session_record,
+    set_anchor,
+    stored_message,
+    user_version,
 )
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -87,12 +98,12 @@ class SQLiteStore:
 
     async def schema_version(self) -> int:
         async with self._read() as db:
-            return await _user_version(db)
+            return await user_version(db)
 
     async def _migrate(self) -> None:
         db = self._conn()
         async with self._lock:
-            version = await _user_version(db)
+            version = await user_version(db)
             if version > SCHEMA_VERSION:
                 raise RuntimeError(
                     f"{self.path} was written by a newer nightowl (schema {version});"
@@ -213,12 +224,12 @@ class SQLiteStore:
             rows = await db.execute_fetchall(
                 "SELECT * FROM sessions WHERE session_key = ? AND ended_at IS NULL", (session_key,)
             )
-        return _session(rows[0]) if rows else None
+        return session_record(rows[0]) if rows else None
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async with self._read() as db:
             rows = await db.execute_fetchall("SELECT * FROM sessions WHERE id = ?", (session_id,))
-        return _session(rows[0]) if rows else None
+        return session_record(rows[0]) if rows else None
 
     async def start_session(
         self,
@@ -249,7 +260,7 @@ class SQLiteStore:
                     now,
                 ),
             )
-            await _insert_messages(db, session_id, [system], now)
+            await insert_messages(db, session_id, [system], now)
         record = await self.get_session(session_id)
         assert record is not None
         return record
@@ -266,11 +277,11 @@ class SQLiteStore:
 
     async def save_engine_state(self, session_id: str, state: dict[str, Any]) -> None:
         async with self._transaction() as db:
-            await _save_engine_state(db, session_id, state)
+            await save_engine_state(db, session_id, state)
 
     async def set_anchor(self, session_id: str, anchor: AnchorRecord | None) -> None:
         async with self._transaction() as db:
-            await _set_anchor(db, session_id, anchor)
+            await set_anchor(db, session_id, anchor)
 
     # -- messages ------------------------------------------------------------------------
 
@@ -292,11 +303,11 @@ class SQLiteStore:
                 if next(iter(found))[0] != len(rows):
                     last_id, rows = 0, []
             fetched = await db.execute_fetchall(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages m INDEXED BY messages_active"
+                f"SELECT {MESSAGE_COLUMNS} FROM messages m INDEXED BY messages_active"
                 " WHERE session_id = ? AND active = 1 AND id > ? ORDER BY id",
                 (session_id, last_id),
             )
-            rows = rows + [_stored(row) for row in fetched]
+            rows = rows + [stored_message(row) for row in fetched]
             if rows:
                 self._active_cache[session_id] = (rows[-1].id, rows)
                 while len(self._active_cache) > ACTIVE_CACHE_SESSIONS:
@@ -320,12 +331,12 @@ class SQLiteStore:
         """
         now = time.time()
         async with self._transaction() as db:
-            ids = await _insert_messages(db, session_id, new, now)
-            await _delete_inbox(db, consumed_inbox)
+            ids = await insert_messages(db, session_id, new, now)
+            await delete_inbox(db, consumed_inbox)
             if isinstance(anchor, AnchorRecord):
-                anchor = _anchor_at(anchor, ids)
+                anchor = anchor_at(anchor, ids)
             if anchor is not KEEP:
-                await _set_anchor(db, session_id, anchor)
+                await set_anchor(db, session_id, anchor)
             if usage is not None:
                 await db.execute(
                     "UPDATE sessions SET usage_prompt = usage_prompt + ?,"
@@ -364,16 +375,16 @@ class SQLiteStore:
                 "UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ? AND active = 1",
                 (session_id,),
             )
-            ids = await _insert_messages(db, session_id, compacted, now)
-            await _delete_inbox(db, consumed_inbox)
-            await _set_anchor(db, session_id, None)
+            ids = await insert_messages(db, session_id, compacted, now)
+            await delete_inbox(db, consumed_inbox)
+            await set_anchor(db, session_id, None)
             await db.execute(
                 "UPDATE sessions SET compression_count = compression_count + 1, updated_at = ?"
                 " WHERE id = ?",
                 (now, session_id),
             )
             if engine_state is not None:
-                await _save_engine_state(db, session_id, engine_state)
+                await save_engine_state(db, session_id, engine_state)
         return ids
 
     async def rotate(
@@ -414,8 +425,8 @@ class SQLiteStore:
                     json.dumps(engine_state if engine_state is not None else old.engine_state),
                 ),
             )
-            ids = await _insert_messages(db, child_id, compacted, now)
-            await _delete_inbox(db, consumed_inbox)
+            ids = await insert_messages(db, child_id, compacted, now)
+            await delete_inbox(db, consumed_inbox)
         child = await self.get_session(child_id)
         assert child is not None
         return child, ids
@@ -425,7 +436,7 @@ class SQLiteStore:
 
         Sessions it was rotated from (S3b) count as the same conversation.
         """
-        match = _fts_query(query)
+        match = fts_query(query)
         if not match:
             return []
         async with self._read() as db:
@@ -517,7 +528,7 @@ class SQLiteStore:
     async def get_reminder(self, reminder_id: int) -> Reminder | None:
         async with self._read() as db:
             rows = await db.execute_fetchall("SELECT * FROM reminders WHERE id = ?", (reminder_id,))
-        return _reminder(rows[0]) if rows else None
+        return reminder_record(rows[0]) if rows else None
 
     async def pending_reminders(self, session_key: str | None = None) -> list[Reminder]:
         """Reminders not delivered yet (all chats, or one), soonest first."""
@@ -527,7 +538,7 @@ class SQLiteStore:
                 f"SELECT * FROM reminders WHERE {where} ORDER BY due_at, id",
                 () if session_key is None else (session_key,),
             )
-        return [_reminder(row) for row in rows]
+        return [reminder_record(row) for row in rows]
 
     async def mark_reminder_sent(
         self, reminder_id: int, *, session_id: str | None = None, row: NewMessage | None = None
@@ -546,7 +557,7 @@ class SQLiteStore:
             if cursor.rowcount == 0:
                 return False
             if session_id is not None and row is not None:
-                await _insert_messages(db, session_id, [row], now)
+                await insert_messages(db, session_id, [row], now)
                 await db.execute(
                     "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
                 )
@@ -624,12 +635,12 @@ class SQLiteStore:
         """Every row of every session ever held under ``session_key``, archived included."""
         async with self._read() as db:
             rows = await db.execute_fetchall(
-                f"SELECT {_MESSAGE_COLUMNS}, m.session_id FROM messages m"
+                f"SELECT {MESSAGE_COLUMNS}, m.session_id FROM messages m"
                 " JOIN sessions s ON s.id = m.session_id"
                 " WHERE s.session_key = ? ORDER BY m.id",
                 (session_key,),
             )
-        return [(row["session_id"], _stored(row)) for row in rows]
+        return [(row["session_id"], stored_message(row)) for row in rows]
 
     async def forget(self, session_key: str) -> int:
         """Erase everything stored under ``session_key`` — the only deletion in nightowl."""
@@ -676,181 +687,7 @@ class SQLiteStore:
         Nothing is created or migrated (an operator may run this beside a live gateway).
         Raises ``sqlite3.Error`` when the file cannot be opened or is not a database.
         """
-        async with aiosqlite.connect(_read_only_uri(path), uri=True) as db:
-            version = await _user_version(db)
+        async with aiosqlite.connect(read_only_uri(path), uri=True) as db:
+            version = await user_version(db)
             rows = await db.execute_fetchall("PRAGMA integrity_check(20)")
         return DatabaseReport(version, SCHEMA_VERSION, [str(row[0]) for row in rows])
-
-
-def _read_only_uri(path: str | Path) -> str:
-    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
-
-
-# -- row helpers -------------------------------------------------------------------------
-
-
-async def _user_version(db: aiosqlite.Connection) -> int:
-    rows = await db.execute_fetchall("PRAGMA user_version")
-    return int(next(iter(rows))[0])
-
-
-async def _insert_messages(
-    db: aiosqlite.Connection, session_id: str, new: Sequence[NewMessage], now: float
-) -> list[int]:
-    ids = []
-    for row in new:
-        message = row.message
-        content = message.get("content")
-        parts = None
-        if isinstance(content, list):
-            parts = json.dumps(content, ensure_ascii=False)
-            content = "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
-        tool_calls = message.get("tool_calls")
-        cursor = await db.execute(
-            "INSERT INTO messages(session_id, role, content, parts, tool_calls, tool_call_id,"
-            " tool_name, created_at, token_count, platform_message_id, pending_delivery)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                session_id,
-                message["role"],
-                content,
-                parts,
-                json.dumps(tool_calls, ensure_ascii=False) if tool_calls else None,
-                message.get("tool_call_id"),
-                message.get("name"),
-                now,
-                row.token_count,
-                row.platform_message_id,
-                int(row.pending_delivery),
-            ),
-        )
-        ids.append(cursor.lastrowid)
-    return ids
-
-
-async def _delete_inbox(db: aiosqlite.Connection, ids: Sequence[int]) -> None:
-    if ids:
-        await db.executemany("DELETE FROM inbox WHERE id = ?", [(i,) for i in ids])
-
-
-async def _set_anchor(
-    db: aiosqlite.Connection, session_id: str, anchor: AnchorRecord | None
-) -> None:
-    values = (
-        (
-            anchor.prompt_tokens,
-            anchor.completion_tokens,
-            anchor.message_id,
-            anchor.fingerprint,
-            anchor.route,
-        )
-        if anchor is not None
-        else (None, None, None, None, None)
-    )
-    await db.execute(
-        "UPDATE sessions SET anchor_prompt_tokens = ?, anchor_completion_tokens = ?,"
-        " anchor_message_id = ?, anchor_fingerprint = ?, anchor_route = ? WHERE id = ?",
-        (*values, session_id),
-    )
-
-
-async def _save_engine_state(
-    db: aiosqlite.Connection, session_id: str, state: dict[str, Any]
-) -> None:
-    await db.execute(
-        "UPDATE sessions SET engine_state = ? WHERE id = ?", (json.dumps(state), session_id)
-    )
-
-
-def _anchor_at(anchor: AnchorRecord, ids: list[int]) -> AnchorRecord | None:
-    """Resolve a negative ``message_id`` (an index into the rows just inserted) to a row id."""
-    index = anchor.message_id
-    if index >= 0:
-        return anchor
-    if -len(ids) <= index:
-        return AnchorRecord(
-            anchor.prompt_tokens,
-            anchor.completion_tokens,
-            ids[index],
-            anchor.fingerprint,
-            anchor.route,
-        )
-    return None
-
-
-def _session(row: aiosqlite.Row) -> SessionRecord:
-    anchor = None
-    if row["anchor_message_id"] is not None:
-        anchor = AnchorRecord(
-            prompt_tokens=row["anchor_prompt_tokens"],
-            completion_tokens=row["anchor_completion_tokens"],
-            message_id=row["anchor_message_id"],
-            fingerprint=row["anchor_fingerprint"],
-            route=row["anchor_route"],
-        )
-    return SessionRecord(
-        id=row["id"],
-        session_key=row["session_key"],
-        platform=row["platform"],
-        chat_id=row["chat_id"],
-        thread_id=row["thread_id"],
-        user_id=row["user_id"],
-        model=row["model"],
-        parent_session_id=row["parent_session_id"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        ended_at=row["ended_at"],
-        end_reason=row["end_reason"],
-        anchor=anchor,
-        engine_state=json.loads(row["engine_state"] or "{}"),
-        compression_count=row["compression_count"],
-        usage=UsageTotals(
-            prompt_tokens=row["usage_prompt"],
-            completion_tokens=row["usage_completion"],
-            cache_read_tokens=row["usage_cache_read"],
-            cache_write_tokens=row["usage_cache_write"],
-            requests=row["usage_requests"],
-        ),
-    )
-
-
-def _reminder(row: aiosqlite.Row) -> Reminder:
-    return Reminder(
-        id=row["id"],
-        session_key=row["session_key"],
-        platform=row["platform"],
-        chat_id=row["chat_id"],
-        thread_id=row["thread_id"],
-        text=row["text"],
-        due_at=row["due_at"],
-        created_at=row["created_at"],
-        sent_at=row["sent_at"],
-    )
-
-
-def _stored(row: aiosqlite.Row) -> StoredMessage:
-    # Positional access: this runs for every active row of every turn.
-    (row_id, role, content, parts, tool_calls, call_id, tool_name, tokens, created, pmid) = row[:10]
-    message: dict[str, Any] = {"role": role, "content": json.loads(parts) if parts else content}
-    if tool_calls:
-        message["tool_calls"] = json.loads(tool_calls)
-    if call_id is not None:
-        message["tool_call_id"] = call_id
-    if tool_name is not None:
-        message["name"] = tool_name
-    return StoredMessage(row_id, message, tokens, created, pmid, bool(row[10]), bool(row[11]))
-
-
-#: The columns :func:`_stored` reads, in its order.
-_MESSAGE_COLUMNS = (
-    "m.id, m.role, m.content, m.parts, m.tool_calls, m.tool_call_id, m.tool_name,"
-    " m.token_count, m.created_at, m.platform_message_id, m.active, m.compacted"
-)
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def _fts_query(query: str) -> str:
-    """User text → an FTS5 query that cannot be a syntax error: quoted words, OR-ed."""
-    words = _WORD.findall(query)
-    return " OR ".join(f'"{w}"' for w in words[:16])

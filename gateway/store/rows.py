@@ -1,0 +1,197 @@
+"""Row helpers of the SQLite store: statements shared by its transactions, and the
+conversions between rows and the records in :mod:`gateway.store.records`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.parse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from gateway.store.records import (
+    AnchorRecord,
+    NewMessage,
+    Reminder,
+    SessionRecord,
+    StoredMessage,
+    UsageTotals,
+)
+
+
+def read_only_uri(path: str | Path) -> str:
+    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+
+
+# -- row helpers -------------------------------------------------------------------------
+
+
+async def user_version(db: aiosqlite.Connection) -> int:
+    rows = await db.execute_fetchall("PRAGMA user_version")
+    return int(next(iter(rows))[0])
+
+
+async def insert_messages(
+    db: aiosqlite.Connection, session_id: str, new: Sequence[NewMessage], now: float
+) -> list[int]:
+    ids = []
+    for row in new:
+        message = row.message
+        content = message.get("content")
+        parts = None
+        if isinstance(content, list):
+            parts = json.dumps(content, ensure_ascii=False)
+            content = "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
+        tool_calls = message.get("tool_calls")
+        cursor = await db.execute(
+            "INSERT INTO messages(session_id, role, content, parts, tool_calls, tool_call_id,"
+            " tool_name, created_at, token_count, platform_message_id, pending_delivery)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                session_id,
+                message["role"],
+                content,
+                parts,
+                json.dumps(tool_calls, ensure_ascii=False) if tool_calls else None,
+                message.get("tool_call_id"),
+                message.get("name"),
+                now,
+                row.token_count,
+                row.platform_message_id,
+                int(row.pending_delivery),
+            ),
+        )
+        ids.append(cursor.lastrowid)
+    return ids
+
+
+async def delete_inbox(db: aiosqlite.Connection, ids: Sequence[int]) -> None:
+    if ids:
+        await db.executemany("DELETE FROM inbox WHERE id = ?", [(i,) for i in ids])
+
+
+async def set_anchor(
+    db: aiosqlite.Connection, session_id: str, anchor: AnchorRecord | None
+) -> None:
+    values = (
+        (
+            anchor.prompt_tokens,
+            anchor.completion_tokens,
+            anchor.message_id,
+            anchor.fingerprint,
+            anchor.route,
+        )
+        if anchor is not None
+        else (None, None, None, None, None)
+    )
+    await db.execute(
+        "UPDATE sessions SET anchor_prompt_tokens = ?, anchor_completion_tokens = ?,"
+        " anchor_message_id = ?, anchor_fingerprint = ?, anchor_route = ? WHERE id = ?",
+        (*values, session_id),
+    )
+
+
+async def save_engine_state(
+    db: aiosqlite.Connection, session_id: str, state: dict[str, Any]
+) -> None:
+    await db.execute(
+        "UPDATE sessions SET engine_state = ? WHERE id = ?", (json.dumps(state), session_id)
+    )
+
+
+def anchor_at(anchor: AnchorRecord, ids: list[int]) -> AnchorRecord | None:
+    """Resolve a negative ``message_id`` (an index into the rows just inserted) to a row id."""
+    index = anchor.message_id
+    if index >= 0:
+        return anchor
+    if -len(ids) <= index:
+        return AnchorRecord(
+            anchor.prompt_tokens,
+            anchor.completion_tokens,
+            ids[index],
+            anchor.fingerprint,
+            anchor.route,
+        )
+    return None
+
+
+def session_record(row: aiosqlite.Row) -> SessionRecord:
+    anchor = None
+    if row["anchor_message_id"] is not None:
+        anchor = AnchorRecord(
+            prompt_tokens=row["anchor_prompt_tokens"],
+            completion_tokens=row["anchor_completion_tokens"],
+            message_id=row["anchor_message_id"],
+            fingerprint=row["anchor_fingerprint"],
+            route=row["anchor_route"],
+        )
+    return SessionRecord(
+        id=row["id"],
+        session_key=row["session_key"],
+        platform=row["platform"],
+        chat_id=row["chat_id"],
+        thread_id=row["thread_id"],
+        user_id=row["user_id"],
+        model=row["model"],
+        parent_session_id=row["parent_session_id"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        ended_at=row["ended_at"],
+        end_reason=row["end_reason"],
+        anchor=anchor,
+        engine_state=json.loads(row["engine_state"] or "{}"),
+        compression_count=row["compression_count"],
+        usage=UsageTotals(
+            prompt_tokens=row["usage_prompt"],
+            completion_tokens=row["usage_completion"],
+            cache_read_tokens=row["usage_cache_read"],
+            cache_write_tokens=row["usage_cache_write"],
+            requests=row["usage_requests"],
+        ),
+    )
+
+
+def reminder_record(row: aiosqlite.Row) -> Reminder:
+    return Reminder(
+        id=row["id"],
+        session_key=row["session_key"],
+        platform=row["platform"],
+        chat_id=row["chat_id"],
+        thread_id=row["thread_id"],
+        text=row["text"],
+        due_at=row["due_at"],
+        created_at=row["created_at"],
+        sent_at=row["sent_at"],
+    )
+
+
+def stored_message(row: aiosqlite.Row) -> StoredMessage:
+    # Positional access: this runs for every active row of every turn.
+    (row_id, role, content, parts, tool_calls, call_id, tool_name, tokens, created, pmid) = row[:10]
+    message: dict[str, Any] = {"role": role, "content": json.loads(parts) if parts else content}
+    if tool_calls:
+        message["tool_calls"] = json.loads(tool_calls)
+    if call_id is not None:
+        message["tool_call_id"] = call_id
+    if tool_name is not None:
+        message["name"] = tool_name
+    return StoredMessage(row_id, message, tokens, created, pmid, bool(row[10]), bool(row[11]))
+
+
+#: The columns :func:`stored_message` reads, in its order.
+MESSAGE_COLUMNS = (
+    "m.id, m.role, m.content, m.parts, m.tool_calls, m.tool_call_id, m.tool_name,"
+    " m.token_count, m.created_at, m.platform_message_id, m.active, m.compacted"
+)
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def fts_query(query: str) -> str:
+    """User text → an FTS5 query that cannot be a syntax error: quoted words, OR-ed."""
+    words = _WORD.findall(query)
+    return " OR ".join(f'"{w}"' for w in words[:16])
