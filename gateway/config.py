@@ -9,15 +9,16 @@ wrong types are refused with the key path and the reason, e.g.
 from __future__ import annotations
 
 import os
-import re
-import types
-import typing
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
+
+from gateway.typed_yaml import ConfigError, Unset, build, read_dotenv
+
+__all__ = ["Config", "ConfigError", "load_config", "parse_config"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are nightowl, a helpful assistant in a chat. Conversations can be long and span "
@@ -25,10 +26,6 @@ DEFAULT_SYSTEM_PROMPT = (
     "to look up details from earlier in this conversation when you need them. In group "
     "chats, lines from other people are prefixed with their name. Answer concisely."
 )
-
-
-class ConfigError(Exception):
-    """The configuration cannot be used; the message names the key path and the reason."""
 
 
 def _range(lo: float, hi: float) -> dict[str, Any]:
@@ -226,7 +223,7 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
             text = source.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{source}: cannot read the config file ({exc.strerror})") from exc
-        for key, value in _read_dotenv(source.parent / ".env").items():
+        for key, value in read_dotenv(source.parent / ".env").items():
             env.setdefault(key, value)
         try:
             raw = yaml.safe_load(text) or {}
@@ -244,147 +241,8 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
 def parse_config(raw: dict[str, Any], environ: dict[str, str] | None = None) -> Config:
     """Build a :class:`Config` from already-parsed YAML (used by tests and tools)."""
     env = dict(os.environ if environ is None else environ)
-    config = _build(Config, raw, "", env)
+    config = build(Config, raw, "", env)
     return _check_semantics(config, env)
-
-
-def _read_dotenv(path: Path) -> dict[str, str]:
-    if not path.is_file():
-        return {}
-    values: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.removeprefix("export ").partition("=")
-        values[key.strip()] = value.strip().strip("'\"")
-    return values
-
-
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-class _Unset(str):
-    """A ``${VAR}`` whose variable is not set; an error only where the value is needed."""
-
-    variable: str
-
-
-def _interpolate(value: str, path: str, env: dict[str, str]) -> str:
-    missing = [name for name in _VAR.findall(value) if name not in env]
-    if missing:
-        unset = _Unset("")
-        unset.variable = missing[0]
-        return unset
-    return _VAR.sub(lambda m: env[m.group(1)], value)
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, str):
-        return f'"{value}"'
-    if value is None:
-        return "nothing"
-    return repr(value) if not isinstance(value, dict | list) else type(value).__name__
-
-
-def _build(cls: type, raw: Any, path: str, env: dict[str, str]) -> Any:
-    where = path or "config"
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {_describe(raw)}")
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in fields(cls) if not f.metadata.get("internal")}
-    for key in raw:
-        if key not in known:
-            close = [k for k in known if k.startswith(str(key)[:3])]
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"{_join(path, str(key))}: unknown key{hint}")
-    values: dict[str, Any] = {}
-    for name, spec in known.items():
-        key_path = _join(path, name)
-        if name in raw:
-            values[name] = _coerce(hints[name], raw[name], key_path, env, spec.metadata)
-        elif spec.default is MISSING and spec.default_factory is MISSING:
-            raise ConfigError(f"{key_path}: required")
-    return cls(**values)
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _coerce(hint: Any, value: Any, path: str, env: dict[str, str], meta: Any) -> Any:
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if isinstance(value, str) and not isinstance(value, _Unset):
-        value = _interpolate(value, path, env)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        options = [a for a in args if a is not type(None)]
-        errors = []
-        for option in options:
-            try:
-                return _coerce(option, value, path, env, meta)
-            except ConfigError as exc:
-                errors.append(str(exc).split(": ", 1)[1])
-        raise ConfigError(f"{path}: {' or '.join(dict.fromkeys(errors))}")
-    if origin is Literal:
-        if value in args:
-            return value
-        choices = ", ".join(str(a) for a in args)
-        raise ConfigError(f"{path}: expected one of {choices}, got {_describe(value)}")
-    if origin is tuple:
-        if value is None:
-            return ()
-        if not isinstance(value, list | tuple):
-            value = [value]
-        return tuple(
-            _coerce(args[0], item, f"{path}[{i}]", env, meta) for i, item in enumerate(value)
-        )
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{path}: expected a mapping, got {_describe(value)}")
-        return {str(k): _coerce(args[1], v, f"{path}.{k}", env, meta) for k, v in value.items()}
-    if is_dataclass(hint):
-        return _build(hint, value, path, env)
-    return _coerce_scalar(hint, value, path, meta)
-
-
-def _coerce_scalar(hint: Any, value: Any, path: str, meta: Any) -> Any:
-    lo, hi = meta.get("range", (None, None))
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{path}: expected true or false, got {_describe(value)}")
-    if hint in (int, float):
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if ok and hint is int and not float(value).is_integer():
-            ok = False
-        if ok and (lo is None or value >= lo) and (hi is None or value <= hi):
-            return hint(value)
-        noun = "a whole number" if hint is int else "a number"
-        if lo is not None and hi is not None:
-            noun += f" between {_fmt(lo)} and {_fmt(hi)}"
-        elif lo is not None:
-            noun += f" of at least {_fmt(lo)}"
-        raise ConfigError(f"{path}: expected {noun}, got {_describe(value)}")
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return str(value)  # ids written as numbers in YAML
-        raise ConfigError(f"{path}: expected text, got {_describe(value)}")
-    if hint is Path:
-        if isinstance(value, str) and value:
-            return Path(value).expanduser()
-        raise ConfigError(f"{path}: expected a path, got {_describe(value)}")
-    raise ConfigError(f"{path}: unsupported setting type {hint!r}")  # a bug in this module
-
-
-def _fmt(number: float) -> str:
-    return str(int(number)) if float(number).is_integer() else str(number)
 
 
 def _replace(config: Any, **changes: Any) -> Any:
@@ -394,7 +252,7 @@ def _replace(config: Any, **changes: Any) -> Any:
 
 
 def _unset_var(value: Any) -> str | None:
-    return value.variable if isinstance(value, _Unset) else None
+    return value.variable if isinstance(value, Unset) else None
 
 
 def _check_semantics(config: Config, env: dict[str, str]) -> Config:
