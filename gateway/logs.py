@@ -155,3 +155,7 @@ def setup_logging(config: Config, fmt: str | None = None) -> None:
         "aiosqlite",
     ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    # A chat bot never joins voice; discord.py warns about its missing voice libraries.
+    logging.getLogger("discord.client").addFilter(
+        lambda record: "voice will NOT be supported" not in record.getMessage()
+    )
