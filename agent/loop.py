@@ -178,7 +178,7 @@ class _Turn:
         await self.transcript.save_engine_state(self.engine.export_state())
         if not result.committed:
             return False
-        self.result.messages = await self.transcript.commit_compaction(result)
+        self.result.messages = await self.transcript.commit_compaction(result, self.messages)
         self.anchor = self.result.anchor = None
         return True
 
@@ -212,6 +212,8 @@ class _Turn:
     async def call(self, *, tools: bool) -> Completion:
         tokens, _ = self.prompt_tokens()
         request = fit_newest_user_message(self.messages, self.engine.context_length, tokens)
+        if request is not self.messages:  # size the reply for what is actually sent
+            tokens = estimate_messages_tokens_rough(request) + self.schema_tokens
         completion = await self.agent.provider.complete(
             request,
             max_tokens=self.agent.max_tokens_for(tokens),

@@ -91,7 +91,9 @@ async def _current_time(arguments: dict[str, Any], context: ToolContext) -> str:
     try:
         zone: Any = ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ToolInputError(f"unknown time zone {name!r}; use an IANA name like Europe/Berlin") from None
+        raise ToolInputError(
+            f"unknown time zone {name!r}; use an IANA name like Europe/Berlin"
+        ) from None
     now = datetime.now(UTC).astimezone(zone)
     return now.strftime(f"%A, %Y-%m-%d %H:%M:%S ({name}, UTC%z)")
 

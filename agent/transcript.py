@@ -24,11 +24,14 @@ class Transcript(Protocol):
     @property
     def session_id(self) -> str: ...
 
-    async def commit_compaction(self, result: CompressionResult) -> list[dict[str, Any]]:
+    async def commit_compaction(
+        self, result: CompressionResult, original: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         """Make ``result.messages`` the active conversation, in one transaction.
 
-        Every row it replaces is archived (kept and searchable), never deleted. Returns
-        the list to continue the turn with (the same messages).
+        ``original`` is the list that was compressed. Every message of it is kept —
+        archived and searchable — including ones not stored yet (the turn's own rows),
+        never deleted. Returns the list to continue the turn with (the same messages).
         """
         ...
 

@@ -196,6 +196,8 @@ class Gateway:
 
     async def start(self) -> None:
         await self.store.open()
+        # Loading the tokenizer can take a second (or a download); not on the event loop.
+        await asyncio.to_thread(self.counter.preload)
         self._subscribe_hooks()
         main = self.providers.main
         if caching_enabled(main.name, main.model, main.base_url):

@@ -73,10 +73,8 @@ class Commands:
         """The immediate answer; "" when it comes later; None when ``name`` is not ours."""
         key = session_key(message)
         if name in ("new", "reset"):
-            ended = await self.sessions.reset(key)
-            if ended is None:
-                return "Starting fresh."
-            return "Started a new conversation. The previous one is archived, not deleted."
+            self._in_background(message, self.reset(key))
+            return ""
         if name in ("help", "start"):
             return HELP
         if name == "status":
@@ -100,6 +98,16 @@ class Commands:
             await self.reply(message, text)
 
         self.background.spawn(run())
+
+    async def reset(self, key: str) -> str:
+        """``/new`` in the session's lane: a reply being written finishes in the old one."""
+
+        async def job() -> str:
+            if await self.sessions.reset(key) is None:
+                return "Starting fresh."
+            return "Started a new conversation. The previous one is archived, not deleted."
+
+        return await self.lanes.submit(key, job)
 
     async def compress(self, key: str, focus: str | None) -> str:
         async def job() -> str:

@@ -73,7 +73,8 @@ class Lanes:
                     return
         finally:
             del self._tasks[key]
-            self._jobs.pop(key, None)
+            for _, future in self._jobs.pop(key, ()):
+                future.cancel()  # the lane was cancelled: nobody waits forever on its jobs
             if not self._tasks:
                 self._idle.set()
 

@@ -169,14 +169,25 @@ class SessionTranscript:
         self.counter = counter
         self.events = events
         self.in_place = in_place
+        waiting = [entry for entry in entries if not entry.in_history]
         self.messages: list[dict[str, Any]] = [row.message for row in history]
-        self.messages += [entry.message for entry in entries]
-        # Counts of rows we already know, by object identity: unchanged rows carried into
-        # a compacted list are not re-tokenized.
-        self._counts = {id(row.message): row.token_count for row in history}
-        self._counts.update({id(entry.message): entry.token_count for entry in entries})
+        self.messages += [entry.message for entry in waiting]
+        # What we know of each message object (its stored count, its platform id), so
+        # rows carried unchanged into a compacted list are not re-tokenized. The object
+        # is kept in the value: an id() is only unique while its object lives.
+        self._known: dict[int, tuple[dict[str, Any], int, str | None]] = {
+            id(row.message): (row.message, row.token_count, row.platform_message_id)
+            for row in history
+        }
+        for entry in waiting:
+            self._known[id(entry.message)] = (
+                entry.message,
+                entry.token_count,
+                entry.platform_message_id,
+            )
         self._row_ids: list[int] = [row.id for row in history]
         self._persisted = len(history)
+        # Every entry is owed its turn; all leave the inbox when the turn is stored.
         self._inbox_ids = [entry.id for entry in entries]
 
     # -- agent.transcript.Transcript --------------------------------------------------------
@@ -185,21 +196,33 @@ class SessionTranscript:
     def session_id(self) -> str:
         return self.runtime.record.id
 
-    async def commit_compaction(self, result: CompressionResult) -> list[dict[str, Any]]:
-        rows = [NewMessage(m, self.count(m)) for m in result.messages]
+    async def commit_compaction(
+        self, result: CompressionResult, original: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        rows = [self.row(m) for m in result.messages]
+        # Messages of the compressed list not stored yet (queued ones, the turn's own)
+        # are stored as archived originals: the summary is never their only copy.
+        unstored = [self.row(m) for m in original[self._persisted :]]
         state = self.runtime.engine.export_state()
         old = self.runtime.record
         if self.in_place:
             ids = await self.store.archive_and_compact(
-                old.id, rows, consumed_inbox=self._inbox_ids, engine_state=state
+                old.id,
+                rows,
+                originals=unstored,
+                absorbed_inbox=self._inbox_ids,
+                engine_state=state,
             )
         else:
             child, ids = await self.store.rotate(
-                old.id, rows, consumed_inbox=self._inbox_ids, engine_state=state
+                old.id,
+                rows,
+                originals=unstored,
+                absorbed_inbox=self._inbox_ids,
+                engine_state=state,
             )
             self.runtime.record = child
             self.runtime.engine.on_session_start(child.id)
-        self._inbox_ids = []
         self._row_ids = ids
         self._persisted = len(ids)
         self.messages = list(result.messages)
@@ -239,7 +262,7 @@ class SessionTranscript:
         )
         await self.save_engine_state(engine.export_state())
         if result.committed:
-            await self.commit_compaction(result)
+            await self.commit_compaction(result, self.messages)
             self.runtime.hygiene_notice_sent = False
         return result
 
@@ -250,8 +273,15 @@ class SessionTranscript:
     # -- the gateway's side -----------------------------------------------------------------
 
     def count(self, message: dict[str, Any]) -> int:
-        known = self._counts.get(id(message))
-        return known if known is not None else self.counter.count(message)
+        known = self._known.get(id(message))
+        return known[1] if known is not None else self.counter.count(message)
+
+    def row(self, message: dict[str, Any], *, pending_delivery: bool = False) -> NewMessage:
+        """``message`` as a row to store, with its known count and platform id."""
+        known = self._known.get(id(message))
+        if known is None:
+            return NewMessage(message, self.counter.count(message), None, pending_delivery)
+        return NewMessage(message, known[1], known[2], pending_delivery)
 
     def token_total(self) -> int:
         """Sum of the stored per-row counts: no re-tokenizing (SPEC H3c)."""
@@ -278,9 +308,9 @@ class SessionTranscript:
         """Store the turn's rows, take its inbox entries, move the anchor: one transaction."""
         self.messages = result.messages
         new = result.messages[self._persisted :]
-        rows = [NewMessage(m, self.count(m)) for m in new]
+        rows = [self.row(m) for m in new]
         if reply_pending and rows and rows[-1].message.get("role") == "assistant":
-            rows[-1] = NewMessage(rows[-1].message, rows[-1].token_count, pending_delivery=True)
+            rows[-1] = self.row(rows[-1].message, pending_delivery=True)
         anchor = self._anchor_record(result.anchor, len(new))
         ids = await self.store.commit_turn(
             self.session_id,

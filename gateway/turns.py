@@ -61,7 +61,11 @@ class TurnRunner:
             # Observed group chatter: stored one row per message, no turn (SPEC F3, F3b).
             await self.store.commit_turn(
                 runtime.id,
-                [NewMessage(e.message, e.token_count, e.platform_message_id) for e in entries],
+                [
+                    NewMessage(e.message, e.token_count, e.platform_message_id)
+                    for e in entries
+                    if not e.in_history
+                ],
                 consumed_inbox=[e.id for e in entries],
             )
             return
@@ -106,7 +110,7 @@ class TurnRunner:
         runtime.turns += 1
         if result.anchor is not None:  # the context's size now, reply included (SPEC H3a)
             runtime.last_prompt_tokens = result.anchor.total_tokens
-            runtime.last_prompt_rows = len(result.messages)
+            runtime.last_prompt_rows = result.anchor.covered
         for notice in notices + result.notices:
             await self.deliver(outbound, notice)
         if result.error is not None:

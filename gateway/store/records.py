@@ -75,6 +75,11 @@ class StoredMessage(NamedTuple):
 
 
 @dataclass(frozen=True)
+class SessionEnded(RuntimeError):
+    """The session was ended (``/new``, erased) while something still wrote to it."""
+
+
+@dataclass(frozen=True)
 class SessionOrigin:
     """Where a session's messages come from and its replies go."""
 
@@ -101,6 +106,8 @@ class InboxEntry:
     dedupe_key: str | None = None
     id: int = 0
     created_at: float = 0.0
+    #: A compaction already wrote this message into the history; only its turn is owed.
+    in_history: bool = False
 
 
 @dataclass(frozen=True)
@@ -209,7 +216,8 @@ class Store(Protocol):
         session_id: str,
         compacted: Sequence[NewMessage],
         *,
-        consumed_inbox: Sequence[int] = (),
+        originals: Sequence[NewMessage] = (),
+        absorbed_inbox: Sequence[int] = (),
         engine_state: dict[str, Any] | None = None,
     ) -> list[int]: ...
     async def rotate(
@@ -217,7 +225,8 @@ class Store(Protocol):
         session_id: str,
         compacted: Sequence[NewMessage],
         *,
-        consumed_inbox: Sequence[int] = (),
+        originals: Sequence[NewMessage] = (),
+        absorbed_inbox: Sequence[int] = (),
         engine_state: dict[str, Any] | None = None,
     ) -> tuple[SessionRecord, list[int]]: ...
     async def save_engine_state(self, session_id: str, state: dict[str, Any]) -> None: ...

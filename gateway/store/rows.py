@@ -36,8 +36,14 @@ async def user_version(db: aiosqlite.Connection) -> int:
 
 
 async def insert_messages(
-    db: aiosqlite.Connection, session_id: str, new: Sequence[NewMessage], now: float
+    db: aiosqlite.Connection,
+    session_id: str,
+    new: Sequence[NewMessage],
+    now: float,
+    *,
+    archived: bool = False,
 ) -> list[int]:
+    """Insert rows (``archived``: as ``active=0, compacted=1`` originals); returns ids."""
     ids = []
     for row in new:
         message = row.message
@@ -49,8 +55,8 @@ async def insert_messages(
         tool_calls = message.get("tool_calls")
         cursor = await db.execute(
             "INSERT INTO messages(session_id, role, content, parts, tool_calls, tool_call_id,"
-            " tool_name, created_at, token_count, platform_message_id, pending_delivery)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " tool_name, created_at, token_count, platform_message_id, pending_delivery,"
+            " active, compacted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session_id,
                 message["role"],
@@ -63,10 +69,17 @@ async def insert_messages(
                 row.token_count,
                 row.platform_message_id,
                 int(row.pending_delivery),
+                int(not archived),
+                int(archived),
             ),
         )
         ids.append(cursor.lastrowid)
     return ids
+
+
+async def mark_inbox_in_history(db: aiosqlite.Connection, ids: Sequence[int]) -> None:
+    if ids:
+        await db.executemany("UPDATE inbox SET in_history = 1 WHERE id = ?", [(i,) for i in ids])
 
 
 async def delete_inbox(db: aiosqlite.Connection, ids: Sequence[int]) -> None:

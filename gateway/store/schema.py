@@ -110,5 +110,11 @@ CREATE INDEX reminders_pending ON reminders(due_at) WHERE sent_at IS NULL;
 ALTER TABLE sessions ADD COLUMN idle_compressed_through INTEGER;
 """
 
-MIGRATIONS: list[tuple[int, str]] = [(1, _V1), (2, _V2), (3, _V3)]
+# 4: an inbox entry a compaction already wrote into the history stays in the inbox until
+# its turn is answered, marked, so a crash in between re-runs the turn without a duplicate.
+_V4 = """
+ALTER TABLE inbox ADD COLUMN in_history INTEGER NOT NULL DEFAULT 0;
+"""
+
+MIGRATIONS: list[tuple[int, str]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -23,6 +23,7 @@ from gateway.store.records import (
     PendingDelivery,
     Reminder,
     SearchHit,
+    SessionEnded,
     SessionOrigin,
     SessionRecord,
     SessionSummary,
@@ -35,6 +36,7 @@ from gateway.store.rows import (
     delete_inbox,
     fts_query,
     insert_messages,
+    mark_inbox_in_history,
     read_only_uri,
     reminder_record,
     save_engine_state,
@@ -44,6 +46,9 @@ from gateway.store.rows import (
     user_version,
 )
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+#: How long a handled event's dedupe key is remembered.
+SEEN_KEYS_SECONDS = 30 * 24 * 3600
 
 #: Sessions whose active rows are kept between turns (least recently used go first).
 ACTIVE_CACHE_SESSIONS = 256
@@ -72,11 +77,17 @@ class SQLiteStore:
         self._db = await aiosqlite.connect(self.path, isolation_level=None)
         self._db.row_factory = aiosqlite.Row
         await self._db.execute("PRAGMA journal_mode=WAL")
-        await self._db.execute("PRAGMA synchronous=NORMAL")
+        # FULL: a message is acknowledged to its platform once stored; a power cut must
+        # not take back a commit (NORMAL could, in WAL mode). One fsync per chat message.
+        await self._db.execute("PRAGMA synchronous=FULL")
         await self._db.execute("PRAGMA foreign_keys=ON")
         await self._db.execute("PRAGMA busy_timeout=5000")
         try:
             await self._migrate()
+            # Platforms redeliver within a day; a month of keys is plenty to dedupe.
+            await self._db.execute(
+                "DELETE FROM inbound_seen WHERE seen_at < ?", (time.time() - SEEN_KEYS_SECONDS,)
+            )
         except BaseException:
             await self.close()  # aiosqlite's worker thread would keep the process alive
             raise
@@ -127,13 +138,14 @@ class SQLiteStore:
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         db = self._conn()
         async with self._lock:
-            await db.execute("BEGIN IMMEDIATE")
+            # Everything shielded: a cancelled caller must still leave the connection
+            # outside a transaction, or every later write would fail.
+            begin = asyncio.ensure_future(db.execute("BEGIN IMMEDIATE"))
             try:
+                await asyncio.shield(begin)
                 yield db
             except BaseException:
-                # Shielded: a cancelled turn must still roll back, or the connection
-                # would be left inside a transaction.
-                await asyncio.shield(db.execute("ROLLBACK"))
+                await asyncio.shield(_roll_back(db, begin))
                 raise
             await asyncio.shield(db.execute("COMMIT"))
 
@@ -206,6 +218,7 @@ class SQLiteStore:
                 addressed=bool(row["addressed"]),
                 platform_message_id=row["platform_message_id"],
                 created_at=row["created_at"],
+                in_history=bool(row["in_history"]),
             )
             for row in rows
         ]
@@ -360,14 +373,18 @@ class SQLiteStore:
         session_id: str,
         compacted: Sequence[NewMessage],
         *,
-        consumed_inbox: Sequence[int] = (),
+        originals: Sequence[NewMessage] = (),
+        absorbed_inbox: Sequence[int] = (),
         engine_state: dict[str, Any] | None = None,
     ) -> list[int]:
         """Replace the active list with ``compacted`` in one transaction (SPEC S3).
 
-        Every active row becomes ``active=0, compacted=1`` (kept, still searchable); the
-        compacted list is inserted as the new active rows; the usage anchor is cleared and
-        the compression counted.
+        Every active row becomes ``active=0, compacted=1`` (kept, still searchable), and
+        so do ``originals``: messages of the compressed list that were not stored yet (a
+        queued message, the turn's own rows), which are inserted archived so their full
+        text is kept too. The compacted list becomes the new active rows; inbox entries
+        it absorbed are marked, not deleted (their turn is still owed); the usage anchor
+        is cleared and the compression counted.
         """
         now = time.time()
         async with self._transaction() as db:
@@ -375,8 +392,9 @@ class SQLiteStore:
                 "UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ? AND active = 1",
                 (session_id,),
             )
+            await insert_messages(db, session_id, originals, now, archived=True)
             ids = await insert_messages(db, session_id, compacted, now)
-            await delete_inbox(db, consumed_inbox)
+            await mark_inbox_in_history(db, absorbed_inbox)
             await set_anchor(db, session_id, None)
             await db.execute(
                 "UPDATE sessions SET compression_count = compression_count + 1, updated_at = ?"
@@ -392,20 +410,29 @@ class SQLiteStore:
         session_id: str,
         compacted: Sequence[NewMessage],
         *,
-        consumed_inbox: Sequence[int] = (),
+        originals: Sequence[NewMessage] = (),
+        absorbed_inbox: Sequence[int] = (),
         engine_state: dict[str, Any] | None = None,
     ) -> tuple[SessionRecord, list[int]]:
-        """Legacy compaction (SPEC S3b): a child session carries ``compacted`` forward."""
+        """Legacy compaction (SPEC S3b): a child session carries ``compacted`` forward.
+
+        ``originals`` (not stored yet) complete the parent's transcript. Raises
+        :class:`SessionEnded` if the session ended meanwhile: it is never revived.
+        """
         now = time.time()
         old = await self.get_session(session_id)
-        assert old is not None, session_id
+        if old is None:
+            raise SessionEnded(session_id)
         child_id = new_session_id()
         async with self._transaction() as db:
-            await db.execute(
+            ended = await db.execute(
                 "UPDATE sessions SET ended_at = ?, end_reason = 'compression', updated_at = ?"
-                " WHERE id = ?",
+                " WHERE id = ? AND ended_at IS NULL",
                 (now, now, session_id),
             )
+            if ended.rowcount == 0:
+                raise SessionEnded(session_id)
+            await insert_messages(db, session_id, originals, now)
             await db.execute(
                 "INSERT INTO sessions(id, session_key, platform, chat_id, thread_id, user_id, model,"
                 " parent_session_id, created_at, updated_at, compression_count, engine_state)"
@@ -426,7 +453,7 @@ class SQLiteStore:
                 ),
             )
             ids = await insert_messages(db, child_id, compacted, now)
-            await delete_inbox(db, consumed_inbox)
+            await mark_inbox_in_history(db, absorbed_inbox)
         child = await self.get_session(child_id)
         assert child is not None
         return child, ids
@@ -691,3 +718,10 @@ class SQLiteStore:
             version = await user_version(db)
             rows = await db.execute_fetchall("PRAGMA integrity_check(20)")
         return DatabaseReport(version, SCHEMA_VERSION, [str(row[0]) for row in rows])
+
+
+async def _roll_back(db: aiosqlite.Connection, begin: asyncio.Future[Any]) -> None:
+    with contextlib.suppress(Exception):  # BEGIN itself failed: nothing to roll back
+        await begin
+    if db.in_transaction:
+        await db.execute("ROLLBACK")

@@ -29,7 +29,9 @@ class MemoryTranscript:
         self.commits: list[CompressionResult] = []
         self.states: list[dict[str, Any]] = []
 
-    async def commit_compaction(self, result: CompressionResult) -> list[dict[str, Any]]:
+    async def commit_compaction(
+        self, result: CompressionResult, original: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         self.commits.append(result)
         return list(result.messages)
 

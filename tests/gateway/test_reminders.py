@@ -218,7 +218,7 @@ async def test_opening_a_version_2_database_adds_the_reminders(tmp_path: Path) -
             " VALUES ('s1', 'user', 'old words', 0, 40)"
         )
     async with SQLiteStore(path) as store:
-        assert await store.schema_version() == SCHEMA_VERSION == 3
+        assert await store.schema_version() == SCHEMA_VERSION
         assert [m.message["content"] for m in await store.load_active("s1")] == ["old words"]
         [idle] = await store.idle_sessions(idle_since=10, min_tokens=40)
         assert (idle.session_key, idle.active_tokens) == ("console:t", 40)
