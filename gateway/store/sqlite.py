@@ -1,32 +1,29 @@
-"""The SQLite implementation of :class:`~gateway.store.records.Store` (aiosqlite, WAL)."""
+"""The SQLite implementation of :class:`~gateway.store.records.Store` (aiosqlite, WAL).
+
+The conversation's own statements live here; the scheduler's and the operator's are in
+:mod:`gateway.store.scheduling` and :mod:`gateway.store.operator`, on the same connection.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
+from gateway.store.connection import Connection, new_session_id
+from gateway.store.operator import OperatorQueries
 from gateway.store.records import (
     KEEP,
     AnchorRecord,
-    DatabaseReport,
-    IdleSession,
     InboxEntry,
     NewMessage,
     PendingDelivery,
-    Reminder,
     SearchHit,
     SessionEnded,
     SessionOrigin,
     SessionRecord,
-    SessionSummary,
     StoredMessage,
     UsageTotals,
 )
@@ -37,127 +34,24 @@ from gateway.store.rows import (
     fts_query,
     insert_messages,
     mark_inbox_in_history,
-    read_only_uri,
-    reminder_record,
     save_engine_state,
     session_record,
     set_anchor,
     stored_message,
-    user_version,
 )
-from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
-
-#: How long a handled event's dedupe key is remembered.
-SEEN_KEYS_SECONDS = 30 * 24 * 3600
+from gateway.store.scheduling import SchedulingQueries
 
 #: Sessions whose active rows are kept between turns (least recently used go first).
 ACTIVE_CACHE_SESSIONS = 256
 
 
-def new_session_id() -> str:
-    return time.strftime("%Y%m%d") + "-" + secrets.token_hex(6)
-
-
-class SQLiteStore:
+class SQLiteStore(SchedulingQueries, OperatorQueries, Connection):
     """:class:`Store` on SQLite (WAL) through aiosqlite; the file is ``<data_dir>/state.db``."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._db: aiosqlite.Connection | None = None
-        # One connection, one lock: a transaction never interleaves with another
-        # coroutine's statements, and a read never sees a half-done transaction.
-        self._lock = asyncio.Lock()
+        super().__init__(path)
         # session id -> (last row id, active rows): see load_active.
         self._active_cache: dict[str, tuple[int, list[StoredMessage]]] = {}
-
-    # -- lifecycle -----------------------------------------------------------------------
-
-    async def open(self) -> SQLiteStore:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = await aiosqlite.connect(self.path, isolation_level=None)
-        self._db.row_factory = aiosqlite.Row
-        await self._db.execute("PRAGMA journal_mode=WAL")
-        # FULL: a message is acknowledged to its platform once stored; a power cut must
-        # not take back a commit (NORMAL could, in WAL mode). One fsync per chat message.
-        await self._db.execute("PRAGMA synchronous=FULL")
-        await self._db.execute("PRAGMA foreign_keys=ON")
-        await self._db.execute("PRAGMA busy_timeout=5000")
-        try:
-            await self._migrate()
-            # Platforms redeliver within a day; a month of keys is plenty to dedupe.
-            await self._db.execute(
-                "DELETE FROM inbound_seen WHERE seen_at < ?", (time.time() - SEEN_KEYS_SECONDS,)
-            )
-        except BaseException:
-            await self.close()  # aiosqlite's worker thread would keep the process alive
-            raise
-        with contextlib.suppress(OSError):
-            self.path.chmod(0o600)  # transcripts are private
-        return self
-
-    async def close(self) -> None:
-        if self._db is not None:
-            async with self._lock:
-                await self._db.close()
-            self._db = None
-
-    async def __aenter__(self) -> SQLiteStore:
-        return await self.open()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def schema_version(self) -> int:
-        async with self._read() as db:
-            return await user_version(db)
-
-    async def _migrate(self) -> None:
-        db = self._conn()
-        async with self._lock:
-            version = await user_version(db)
-            if version > SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"{self.path} was written by a newer nightowl (schema {version});"
-                    " upgrade nightowl to open it"
-                )
-            for target, script in MIGRATIONS:
-                if target <= version:
-                    continue
-                # One script per migration, inside its own transaction: a crash leaves
-                # the database at the previous version, never half-migrated.
-                try:
-                    await db.executescript(
-                        f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version={target};\nCOMMIT;"
-                    )
-                except BaseException:
-                    if db.in_transaction:
-                        await db.execute("ROLLBACK")
-                    raise
-
-    @contextlib.asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        db = self._conn()
-        async with self._lock:
-            # Everything shielded: a cancelled caller must still leave the connection
-            # outside a transaction, or every later write would fail.
-            begin = asyncio.ensure_future(db.execute("BEGIN IMMEDIATE"))
-            try:
-                await asyncio.shield(begin)
-                yield db
-            except BaseException:
-                await asyncio.shield(_roll_back(db, begin))
-                raise
-            await asyncio.shield(db.execute("COMMIT"))
-
-    @contextlib.asynccontextmanager
-    async def _read(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            yield self._conn()
-
-    def _conn(self) -> aiosqlite.Connection:
-        if self._db is None:
-            raise RuntimeError("store is not open")
-        return self._db
 
     # -- inbox ---------------------------------------------------------------------------
 
@@ -528,200 +422,3 @@ class SQLiteStore:
             )
             for row in rows
         ]
-
-    # -- reminders (SPEC A1) -------------------------------------------------------------
-
-    async def add_reminder(self, reminder: Reminder) -> Reminder:
-        """Store a pending reminder; returns it with its id and creation time."""
-        now = time.time()
-        async with self._transaction() as db:
-            cursor = await db.execute(
-                "INSERT INTO reminders(session_key, platform, chat_id, thread_id, text, due_at,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    reminder.session_key,
-                    reminder.platform,
-                    reminder.chat_id,
-                    reminder.thread_id,
-                    reminder.text,
-                    reminder.due_at,
-                    now,
-                ),
-            )
-        stored = await self.get_reminder(int(cursor.lastrowid or 0))
-        assert stored is not None
-        return stored
-
-    async def get_reminder(self, reminder_id: int) -> Reminder | None:
-        async with self._read() as db:
-            rows = await db.execute_fetchall("SELECT * FROM reminders WHERE id = ?", (reminder_id,))
-        return reminder_record(rows[0]) if rows else None
-
-    async def pending_reminders(self, session_key: str | None = None) -> list[Reminder]:
-        """Reminders not delivered yet (all chats, or one), soonest first."""
-        where = "sent_at IS NULL" + (" AND session_key = ?" if session_key is not None else "")
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                f"SELECT * FROM reminders WHERE {where} ORDER BY due_at, id",
-                () if session_key is None else (session_key,),
-            )
-        return [reminder_record(row) for row in rows]
-
-    async def mark_reminder_sent(
-        self, reminder_id: int, *, session_id: str | None = None, row: NewMessage | None = None
-    ) -> bool:
-        """Mark a reminder delivered and append ``row`` to ``session_id``: one transaction.
-
-        False (and nothing appended) when it was not pending any more, so a reminder is
-        recorded in a transcript at most once.
-        """
-        now = time.time()
-        async with self._transaction() as db:
-            cursor = await db.execute(
-                "UPDATE reminders SET sent_at = ? WHERE id = ? AND sent_at IS NULL",
-                (now, reminder_id),
-            )
-            if cursor.rowcount == 0:
-                return False
-            if session_id is not None and row is not None:
-                await insert_messages(db, session_id, [row], now)
-                await db.execute(
-                    "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
-                )
-        return True
-
-    # -- idle compression (SPEC C13) -----------------------------------------------------
-
-    async def idle_sessions(self, idle_since: float, min_tokens: int = 0) -> list[IdleSession]:
-        """Current sessions untouched since ``idle_since`` holding >= ``min_tokens`` active.
-
-        Left out: sessions with messages waiting in the inbox (their turn comes first) and
-        sessions with no new row since :meth:`mark_idle_compressed` (C13's own cooldown).
-        Tokens are the stored per-row counts of active rows, read through the index.
-        """
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT s.id, s.session_key, s.updated_at, COUNT(m.id) AS messages,"
-                " COALESCE(SUM(m.token_count), 0) AS tokens"
-                " FROM sessions s JOIN messages m INDEXED BY messages_active"
-                "  ON m.session_id = s.id AND m.active = 1"
-                " WHERE s.ended_at IS NULL AND s.updated_at <= ?"
-                "  AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.session_key = s.session_key)"
-                " GROUP BY s.id"
-                " HAVING SUM(m.token_count) >= ?"
-                "  AND (s.idle_compressed_through IS NULL OR MAX(m.id) > s.idle_compressed_through)"
-                " ORDER BY s.updated_at",
-                (idle_since, min_tokens),
-            )
-        return [
-            IdleSession(
-                session_id=row["id"],
-                session_key=row["session_key"],
-                active_messages=row["messages"],
-                active_tokens=row["tokens"],
-                updated_at=row["updated_at"],
-            )
-            for row in rows
-        ]
-
-    async def mark_idle_compressed(self, session_id: str) -> None:
-        """Idle compression looked at every row ``session_id`` has now; skip it until more."""
-        async with self._transaction() as db:
-            await db.execute(
-                "UPDATE sessions SET idle_compressed_through ="
-                " (SELECT MAX(id) FROM messages WHERE session_id = ?) WHERE id = ?",
-                (session_id, session_id),
-            )
-
-    # -- operator tools ------------------------------------------------------------------
-
-    async def list_sessions(self) -> list[SessionSummary]:
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT s.session_key, s.id, s.platform, s.updated_at,"
-                " COALESCE(SUM(m.active), 0) AS active,"
-                " COALESCE(SUM(CASE WHEN m.active = 0 THEN 1 ELSE 0 END), 0) AS archived,"
-                " COALESCE(SUM(CASE WHEN m.active = 1 THEN m.token_count ELSE 0 END), 0) AS tokens"
-                " FROM sessions s LEFT JOIN messages m ON m.session_id = s.id"
-                " WHERE s.ended_at IS NULL GROUP BY s.id ORDER BY s.updated_at DESC"
-            )
-        return [
-            SessionSummary(
-                session_key=row["session_key"],
-                session_id=row["id"],
-                platform=row["platform"],
-                active_messages=row["active"],
-                archived_messages=row["archived"],
-                active_tokens=row["tokens"],
-                updated_at=row["updated_at"],
-            )
-            for row in rows
-        ]
-
-    async def export_rows(self, session_key: str) -> list[tuple[str, StoredMessage]]:
-        """Every row of every session ever held under ``session_key``, archived included."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                f"SELECT {MESSAGE_COLUMNS}, m.session_id FROM messages m"
-                " JOIN sessions s ON s.id = m.session_id"
-                " WHERE s.session_key = ? ORDER BY m.id",
-                (session_key,),
-            )
-        return [(row["session_id"], stored_message(row)) for row in rows]
-
-    async def forget(self, session_key: str) -> int:
-        """Erase everything stored under ``session_key`` — the only deletion in nightowl."""
-        async with self._transaction() as db:
-            ids = [
-                r[0]
-                for r in await db.execute_fetchall(
-                    "SELECT id FROM sessions WHERE session_key = ?", (session_key,)
-                )
-            ]
-            marks = ",".join("?" * len(ids))
-            cursor = await db.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", ids)
-            deleted = cursor.rowcount
-            await db.execute(
-                "UPDATE sessions SET parent_session_id = NULL"
-                f" WHERE parent_session_id IN ({marks})",
-                ids,
-            )
-            await db.execute(f"DELETE FROM sessions WHERE id IN ({marks})", ids)
-            await db.execute("DELETE FROM inbox WHERE session_key = ?", (session_key,))
-        return deleted
-
-    async def integrity_check(self) -> str:
-        async with self._read() as db:
-            rows = await db.execute_fetchall("PRAGMA integrity_check")
-        return rows[0][0]
-
-    async def scrub(self) -> None:
-        """Make erased rows unrecoverable from the file: after :meth:`forget`.
-
-        Deleted rows linger in free pages, the WAL and the full-text index's segments
-        (FTS5 only marks them deleted) until those are rewritten: merge the index, rebuild
-        the file, and truncate the WAL.
-        """
-        async with self._read() as db:
-            await db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
-            await db.execute("VACUUM")
-            await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    @staticmethod
-    async def inspect(path: str | Path) -> DatabaseReport:
-        """Schema version and integrity of the file at ``path``, opened read-only.
-
-        Nothing is created or migrated (an operator may run this beside a live gateway).
-        Raises ``sqlite3.Error`` when the file cannot be opened or is not a database.
-        """
-        async with aiosqlite.connect(read_only_uri(path), uri=True) as db:
-            version = await user_version(db)
-            rows = await db.execute_fetchall("PRAGMA integrity_check(20)")
-        return DatabaseReport(version, SCHEMA_VERSION, [str(row[0]) for row in rows])
-
-
-async def _roll_back(db: aiosqlite.Connection, begin: asyncio.Future[Any]) -> None:
-    with contextlib.suppress(Exception):  # BEGIN itself failed: nothing to roll back
-        await begin
-    if db.in_transaction:
-        await db.execute("ROLLBACK")

@@ -1,0 +1,110 @@
+"""The operator's view of the SQLite store: list, export, erase, check (``nightowl sessions``,
+``nightowl doctor``). ``forget`` is the only deletion in nightowl."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aiosqlite
+
+from gateway.store.connection import Connection
+from gateway.store.records import (
+    DatabaseReport,
+    SessionSummary,
+    StoredMessage,
+)
+from gateway.store.rows import (
+    MESSAGE_COLUMNS,
+    read_only_uri,
+    stored_message,
+    user_version,
+)
+from gateway.store.schema import SCHEMA_VERSION
+
+
+class OperatorQueries(Connection):
+    # -- operator tools ------------------------------------------------------------------
+
+    async def list_sessions(self) -> list[SessionSummary]:
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT s.session_key, s.id, s.platform, s.updated_at,"
+                " COALESCE(SUM(m.active), 0) AS active,"
+                " COALESCE(SUM(CASE WHEN m.active = 0 THEN 1 ELSE 0 END), 0) AS archived,"
+                " COALESCE(SUM(CASE WHEN m.active = 1 THEN m.token_count ELSE 0 END), 0) AS tokens"
+                " FROM sessions s LEFT JOIN messages m ON m.session_id = s.id"
+                " WHERE s.ended_at IS NULL GROUP BY s.id ORDER BY s.updated_at DESC"
+            )
+        return [
+            SessionSummary(
+                session_key=row["session_key"],
+                session_id=row["id"],
+                platform=row["platform"],
+                active_messages=row["active"],
+                archived_messages=row["archived"],
+                active_tokens=row["tokens"],
+                updated_at=row["updated_at"],
+            )
+            for row in rows
+        ]
+
+    async def export_rows(self, session_key: str) -> list[tuple[str, StoredMessage]]:
+        """Every row of every session ever held under ``session_key``, archived included."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                f"SELECT {MESSAGE_COLUMNS}, m.session_id FROM messages m"
+                " JOIN sessions s ON s.id = m.session_id"
+                " WHERE s.session_key = ? ORDER BY m.id",
+                (session_key,),
+            )
+        return [(row["session_id"], stored_message(row)) for row in rows]
+
+    async def forget(self, session_key: str) -> int:
+        """Erase everything stored under ``session_key`` — the only deletion in nightowl."""
+        async with self._transaction() as db:
+            ids = [
+                r[0]
+                for r in await db.execute_fetchall(
+                    "SELECT id FROM sessions WHERE session_key = ?", (session_key,)
+                )
+            ]
+            marks = ",".join("?" * len(ids))
+            cursor = await db.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", ids)
+            deleted = cursor.rowcount
+            await db.execute(
+                "UPDATE sessions SET parent_session_id = NULL"
+                f" WHERE parent_session_id IN ({marks})",
+                ids,
+            )
+            await db.execute(f"DELETE FROM sessions WHERE id IN ({marks})", ids)
+            await db.execute("DELETE FROM inbox WHERE session_key = ?", (session_key,))
+        return deleted
+
+    async def integrity_check(self) -> str:
+        async with self._read() as db:
+            rows = await db.execute_fetchall("PRAGMA integrity_check")
+        return rows[0][0]
+
+    async def scrub(self) -> None:
+        """Make erased rows unrecoverable from the file: after :meth:`forget`.
+
+        Deleted rows linger in free pages, the WAL and the full-text index's segments
+        (FTS5 only marks them deleted) until those are rewritten: merge the index, rebuild
+        the file, and truncate the WAL.
+        """
+        async with self._read() as db:
+            await db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+            await db.execute("VACUUM")
+            await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    @staticmethod
+    async def inspect(path: str | Path) -> DatabaseReport:
+        """Schema version and integrity of the file at ``path``, opened read-only.
+
+        Nothing is created or migrated (an operator may run this beside a live gateway).
+        Raises ``sqlite3.Error`` when the file cannot be opened or is not a database.
+        """
+        async with aiosqlite.connect(read_only_uri(path), uri=True) as db:
+            version = await user_version(db)
+            rows = await db.execute_fetchall("PRAGMA integrity_check(20)")
+        return DatabaseReport(version, SCHEMA_VERSION, [str(row[0]) for row in rows])

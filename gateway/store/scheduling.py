@@ -1,0 +1,122 @@
+"""The scheduler's data in the SQLite store: reminders (SPEC A1) and idle sessions (C13)."""
+
+from __future__ import annotations
+
+import time
+
+from gateway.store.connection import Connection
+from gateway.store.records import (
+    IdleSession,
+    NewMessage,
+    Reminder,
+)
+from gateway.store.rows import (
+    insert_messages,
+    reminder_record,
+)
+
+
+class SchedulingQueries(Connection):
+    # -- reminders (SPEC A1) -------------------------------------------------------------
+
+    async def add_reminder(self, reminder: Reminder) -> Reminder:
+        """Store a pending reminder; returns it with its id and creation time."""
+        now = time.time()
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "INSERT INTO reminders(session_key, platform, chat_id, thread_id, text, due_at,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    reminder.session_key,
+                    reminder.platform,
+                    reminder.chat_id,
+                    reminder.thread_id,
+                    reminder.text,
+                    reminder.due_at,
+                    now,
+                ),
+            )
+        stored = await self.get_reminder(int(cursor.lastrowid or 0))
+        assert stored is not None
+        return stored
+
+    async def get_reminder(self, reminder_id: int) -> Reminder | None:
+        async with self._read() as db:
+            rows = await db.execute_fetchall("SELECT * FROM reminders WHERE id = ?", (reminder_id,))
+        return reminder_record(rows[0]) if rows else None
+
+    async def pending_reminders(self, session_key: str | None = None) -> list[Reminder]:
+        """Reminders not delivered yet (all chats, or one), soonest first."""
+        where = "sent_at IS NULL" + (" AND session_key = ?" if session_key is not None else "")
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                f"SELECT * FROM reminders WHERE {where} ORDER BY due_at, id",
+                () if session_key is None else (session_key,),
+            )
+        return [reminder_record(row) for row in rows]
+
+    async def mark_reminder_sent(
+        self, reminder_id: int, *, session_id: str | None = None, row: NewMessage | None = None
+    ) -> bool:
+        """Mark a reminder delivered and append ``row`` to ``session_id``: one transaction.
+
+        False (and nothing appended) when it was not pending any more, so a reminder is
+        recorded in a transcript at most once.
+        """
+        now = time.time()
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "UPDATE reminders SET sent_at = ? WHERE id = ? AND sent_at IS NULL",
+                (now, reminder_id),
+            )
+            if cursor.rowcount == 0:
+                return False
+            if session_id is not None and row is not None:
+                await insert_messages(db, session_id, [row], now)
+                await db.execute(
+                    "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
+                )
+        return True
+
+    # -- idle compression (SPEC C13) -----------------------------------------------------
+
+    async def idle_sessions(self, idle_since: float, min_tokens: int = 0) -> list[IdleSession]:
+        """Current sessions untouched since ``idle_since`` holding >= ``min_tokens`` active.
+
+        Left out: sessions with messages waiting in the inbox (their turn comes first) and
+        sessions with no new row since :meth:`mark_idle_compressed` (C13's own cooldown).
+        Tokens are the stored per-row counts of active rows, read through the index.
+        """
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT s.id, s.session_key, s.updated_at, COUNT(m.id) AS messages,"
+                " COALESCE(SUM(m.token_count), 0) AS tokens"
+                " FROM sessions s JOIN messages m INDEXED BY messages_active"
+                "  ON m.session_id = s.id AND m.active = 1"
+                " WHERE s.ended_at IS NULL AND s.updated_at <= ?"
+                "  AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.session_key = s.session_key)"
+                " GROUP BY s.id"
+                " HAVING SUM(m.token_count) >= ?"
+                "  AND (s.idle_compressed_through IS NULL OR MAX(m.id) > s.idle_compressed_through)"
+                " ORDER BY s.updated_at",
+                (idle_since, min_tokens),
+            )
+        return [
+            IdleSession(
+                session_id=row["id"],
+                session_key=row["session_key"],
+                active_messages=row["messages"],
+                active_tokens=row["tokens"],
+                updated_at=row["updated_at"],
+            )
+            for row in rows
+        ]
+
+    async def mark_idle_compressed(self, session_id: str) -> None:
+        """Idle compression looked at every row ``session_id`` has now; skip it until more."""
+        async with self._transaction() as db:
+            await db.execute(
+                "UPDATE sessions SET idle_compressed_through ="
+                " (SELECT MAX(id) FROM messages WHERE session_id = ?) WHERE id = ?",
+                (session_id, session_id),
+            )
