@@ -40,6 +40,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from support import percentile  # bench/support.py (the script's own folder)
+
 from adapters.base import InboundMessage, OutboundMessage
 from adapters.chunking import split_message
 from adapters.discord_adapter import MESSAGE_LIMIT, DiscordAdapter, DiscordSettings
@@ -49,10 +51,6 @@ from tests.fakes.llm_server import FakeLLM
 
 TOKEN = "bench-token"
 FIRST_CHANNEL = 3_100_000_000_000_001
-
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
 
 
 # -- 1. adapter alone -------------------------------------------------------------------

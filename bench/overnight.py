@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
+from support import SignalAdapter, percentile  # bench/support.py (the script's own folder)
+
+from adapters.base import InboundMessage
 from agent.providers.base import Completion, Provider, Usage
 from agent.tokens import estimate_messages_tokens_rough
 from gateway.app import Gateway, Providers
@@ -56,21 +58,9 @@ class InstantModel(Provider):
         return Completion(text, usage=Usage(prompt_tokens=prompt, completion_tokens=8))
 
 
-class GroupChat(Adapter):
-    platform = "telegram"
-
+class GroupChat(SignalAdapter):
     def __init__(self) -> None:
-        self.replied = asyncio.Event()
-
-    async def start(self, sink: InboundSink) -> None:
-        self.sink = sink
-
-    async def stop(self) -> None:
-        pass
-
-    async def send(self, message: OutboundMessage) -> list[str]:
-        self.replied.set()
-        return []
+        super().__init__("telegram")
 
     async def post(self, text: str, *, name: str, addressed: bool) -> None:
         await self.sink(
@@ -152,7 +142,7 @@ async def overnight(observed: int, addressed: int, window: int) -> None:
 
     def stats(values: list[float]) -> tuple[float, float]:
         ms = sorted(v * 1000 for v in values)
-        return statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+        return statistics.median(ms), percentile(ms, 0.99)
 
     median, p99 = stats(turns)
     base_median, base_p99 = stats(baseline)

@@ -42,17 +42,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from support import percentile  # bench/support.py (the script's own folder)
+
 from adapters.base import InboundMessage, OutboundMessage
 from adapters.telegram import TelegramAdapter, TelegramSettings
 from adapters.telegram.delivery import Sender
 from adapters.telegram.formatting import markdown_to_telegram_html
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.telegram_server import FakeTelegram
-
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
-
 
 # -- 1. adapter alone -------------------------------------------------------------------
 

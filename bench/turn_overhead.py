@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
+from support import SignalAdapter, percentile  # bench/support.py (the script's own folder)
+
+from adapters.base import InboundMessage
 from agent.providers.base import Completion, Provider, Usage
 from gateway.app import Gateway, Providers
 from gateway.config import parse_config
@@ -35,23 +37,6 @@ class InstantProvider(Provider):
         return Completion(
             "Noted.", usage=Usage(prompt_tokens=60 * len(messages), completion_tokens=3)
         )
-
-
-class BenchAdapter(Adapter):
-    platform = "console"
-
-    def __init__(self) -> None:
-        self.replied = asyncio.Event()
-
-    async def start(self, sink: InboundSink) -> None:
-        self.sink = sink
-
-    async def stop(self) -> None:
-        pass
-
-    async def send(self, message: OutboundMessage) -> list[str]:
-        self.replied.set()
-        return []
 
 
 async def prepare_archive(data_dir: Path, archived: int, active: int) -> None:
@@ -88,7 +73,7 @@ async def measure(data_dir: Path, turns: int) -> list[float]:
         {"data_dir": str(data_dir), "model": {"name": "bench-model", "context_length": 1_000_000}},
         {},
     )
-    adapter = BenchAdapter()
+    adapter = SignalAdapter()
     gateway = Gateway(config, [adapter], providers=Providers(InstantProvider()))
     await gateway.start()
     timings = []
@@ -116,7 +101,7 @@ async def measure(data_dir: Path, turns: int) -> list[float]:
 def report(label: str, timings: list[float]) -> float:
     ms = sorted(t * 1000 for t in timings)
     median = statistics.median(ms)
-    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+    p99 = percentile(ms, 0.99)
     print(f"{label:<44} median {median:6.2f} ms   p99 {p99:6.2f} ms   ({len(ms)} turns)")
     return median
 
