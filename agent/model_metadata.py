@@ -2,7 +2,8 @@
 
 Resolution, highest first:
 
-1. an explicit ``model.context_length`` from config;
+1. an explicit ``model.context_length`` from config — unless the provider confirmed a
+   smaller window: a request the server refuses helps nobody, so the smaller one wins;
 2. a limit the provider confirmed — a successful probe, or the window stated in an
    overflow error — kept in ``<data_dir>/context_length_cache.yaml``. It is authoritative
    even when it is below the static table: the server we talk to is the one that counts;
@@ -191,9 +192,9 @@ class ContextLengthResolver:
         self, model: str, provider: str, base_url: str | None = None, override: int | None = None
     ) -> ResolvedWindow:
         """Like :meth:`resolve`, and says which rule decided."""
-        if override:
-            return ResolvedWindow(int(override), "override")
         confirmed = self.confirmed_limit(model, provider, base_url)
+        if override and (confirmed is None or confirmed >= override):
+            return ResolvedWindow(int(override), "override")
         if confirmed is not None:
             return ResolvedWindow(confirmed, "confirmed")
         table = static_context_length(model)
@@ -214,16 +215,15 @@ class ContextLengthResolver:
         probe: Callable[[], Awaitable[int | None]],
         override: int | None = None,
     ) -> ResolvedWindow:
-        """Resolve, asking ``probe`` (e.g. a server's model-info endpoint) when nothing
-        confirmed is known and no probe of this endpoint failed in the last five minutes.
+        """Resolve, asking ``probe`` (e.g. a server's model-info endpoint) when no window
+        is configured, nothing confirmed is known and no probe of this endpoint failed in
+        the last five minutes.
 
         A probe that returns None or raises is not cached; the table (or default) answers.
         """
-        if override:
-            return ResolvedWindow(int(override), "override")
         known = self.confirmed_limit(model, provider, base_url)
-        if known is not None:
-            return ResolvedWindow(known, "confirmed")
+        if override or known is not None:
+            return self.resolve_with_source(model, provider, base_url, override)
         if self.probe_allowed(model, provider, base_url):
             try:
                 limit = await probe()

@@ -133,7 +133,13 @@ class Gateway:
             idle_after_minutes=config.compression.idle_after_minutes,
             idle_threshold=config.compression.idle_threshold,
         )
-        self.commands = Commands(self.store, self.sessions, self.lanes, self._reply)
+        self.commands = Commands(
+            self.store,
+            self.sessions,
+            self.lanes,
+            self._reply,
+            configured_window=config.model.context_length,
+        )
         self.router = Router(
             config,
             self.store,
@@ -149,7 +155,8 @@ class Gateway:
     # -- wiring ---------------------------------------------------------------------------
 
     def current_window(self) -> int:
-        """The main model's window now (a limit learned from an overflow counts at once)."""
+        """The main model's window now: a limit learned from an overflow counts at once,
+        and wins over ``model.context_length`` when it is smaller."""
         model = self.config.model
         return self.windows.resolve(
             model.name, model.provider, model.base_url, override=model.context_length

@@ -59,11 +59,15 @@ class Commands:
         sessions: SessionRegistry,
         lanes: Lanes,
         reply: Reply,
+        *,
+        configured_window: int | None = None,
     ) -> None:
         self.store = store
         self.sessions = sessions
         self.lanes = lanes
         self.reply = reply
+        #: ``model.context_length``; /status says when the provider's smaller limit won.
+        self.configured_window = configured_window
         self.background = BackgroundTasks("commands")
 
     def handles(self, name: str) -> bool:
@@ -149,9 +153,13 @@ class Commands:
         }[reading.source]
         provider = runtime.agent.provider
         busy = " · a reply is being written" if self.lanes.busy(key) else ""
+        learned = ""
+        if self.configured_window and window < self.configured_window:
+            # Only a limit the provider stated (an overflow or a probe) gets below config.
+            learned = f" (learned from the provider; config says {self.configured_window:,})"
         return "\n".join(
             [
-                f"Model: {provider.model} ({provider.name}) · window {window:,} tokens",
+                f"Model: {provider.model} ({provider.name}) · window {window:,} tokens{learned}",
                 f"Context: {reading.tokens:,} tokens ({share:.0f}%, {source}) · "
                 f"{len(transcript.messages)} messages active{busy}",
                 f"Compresses at {engine.threshold_tokens:,} tokens · "

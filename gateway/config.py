@@ -1,22 +1,32 @@
 """config.yaml → frozen dataclasses, parsed and checked once at start.
 
 Every key has a default here (mirrored in config.yaml.example). ``${VAR}`` in a string is
-replaced from the environment, or from a ``.env`` file beside the config. Unknown keys and
-wrong types are refused with the key path and the reason, e.g.
-``compression.threshold: expected a number between 0 and 1, got "high"``.
+replaced from the environment, or from a ``.env`` file beside the config; unset, it is an
+empty string — except in a secret-like key (``token``, ``api_key``, ``secret_token``,
+``dsn``...) that is in use, where it is an error. Unknown keys, wrong types and checks
+across keys are reported together, each with the file, line, key path and reason, e.g.
+``config.yaml:48: compression.threshold: expected a number between 0 and 1, got "high"``.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
-
-from gateway.typed_yaml import ConfigError, Unset, build, read_dotenv
+from gateway.typed_yaml import (
+    ConfigError,
+    Problem,
+    Unset,
+    build_partial,
+    locate,
+    read_dotenv,
+    read_text,
+    read_yaml,
+    unset_secrets,
+)
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_config"]
 
@@ -83,6 +93,9 @@ class DiscordConfig:
     require_mention: bool = True
     free_response_channels: tuple[str, ...] = ()
     allow_bots: bool = False
+    #: After every (re)connect, fetch what was missed in allowed chats with activity in
+    #: the last this many hours (at most that old); 0: off. Up to a week.
+    catch_up_hours: float = field(default=24.0, metadata=_range(0, 168))
 
 
 @dataclass(frozen=True)
@@ -148,10 +161,14 @@ class PromptCachingConfig:
     cache_ttl: Literal["5m", "1h", "auto"] = "5m"
 
 
+def _module_function(handler: str) -> str | None:
+    return None if ":" in handler else f"{handler!r} must look like 'module:function'"
+
+
 @dataclass(frozen=True)
 class HookConfig:
     events: tuple[str, ...]
-    handler: str  # "module:function"
+    handler: str = field(metadata={"check": _module_function})
     timeout_seconds: float = field(default=5.0, metadata=_min(0.01))
 
 
@@ -210,87 +227,101 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
 
     ``path=None`` looks for ./config.yaml, then ~/.nightowl/config.yaml; when neither
     exists the built-in defaults are used, so ``nightowl run`` works with only an API key
-    in the environment.
+    in the environment. :class:`ConfigError` lists every problem, each with its file and
+    line.
     """
     if path is None:
         path = next((p for p in default_config_paths() if p.is_file()), None)
     env = dict(os.environ if environ is None else environ)
-    raw: Any = {}
-    source: Path | None = None
-    if path is not None:
-        source = Path(path).expanduser()
-        try:
-            text = source.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{source}: cannot read the config file ({exc.strerror})") from exc
-        for key, value in read_dotenv(source.parent / ".env").items():
-            env.setdefault(key, value)
-        try:
-            raw = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{source}: not valid YAML ({exc})") from exc
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{source}: expected a mapping of keys at the top level")
-    config = parse_config(raw, env)
+    if path is None:
+        config = parse_config({}, env)
+        return replace(config, data_dir=config.data_dir.expanduser())
+    source = Path(path).expanduser()
+    text = read_text(source)
+    for key, value in read_dotenv(source.parent / ".env").items():
+        env.setdefault(key, value)
+    raw, lines = read_yaml(text, source)
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(Problem("", "expected a mapping of keys at the top level", source, 1))
+    config, problems = _parse(raw, env)
+    if problems:
+        raise ConfigError(locate(problems, lines, source))
     data_dir = config.data_dir.expanduser()
-    if source is not None and not data_dir.is_absolute():
+    if not data_dir.is_absolute():
         data_dir = (source.parent / data_dir).resolve()
-    return _replace(config, data_dir=data_dir, source=source)
+    return replace(config, data_dir=data_dir, source=source)
 
 
 def parse_config(raw: dict[str, Any], environ: dict[str, str] | None = None) -> Config:
     """Build a :class:`Config` from already-parsed YAML (used by tests and tools)."""
-    env = dict(os.environ if environ is None else environ)
-    config = build(Config, raw, "", env)
-    return _check_semantics(config, env)
+    config, problems = _parse(raw, dict(os.environ if environ is None else environ))
+    if problems:
+        raise ConfigError(problems)
+    return config
 
 
-def _replace(config: Any, **changes: Any) -> Any:
-    import dataclasses
+def _parse(raw: dict[str, Any], env: dict[str, str]) -> tuple[Config, list[Problem]]:
+    """The config and every problem: wrong keys fall back to their defaults, so the
+    checks across keys still run and all problems are reported together."""
+    config, problems = build_partial(Config, raw, "", env)
+    if config is None:  # not a mapping: nothing to check across keys
+        return Config(), problems
+    config, more = _check_semantics(config)
+    return config, problems + more
 
-    return dataclasses.replace(config, **changes)
 
-
-def _unset_var(value: Any) -> str | None:
-    return value.variable if isinstance(value, Unset) else None
-
-
-def _check_semantics(config: Config, env: dict[str, str]) -> Config:
-    """Checks across keys; ``${VAR}`` left unset is an error only where it is needed."""
-    telegram, discord = config.platforms.telegram, config.platforms.discord
-    for name, platform in (("telegram", telegram), ("discord", discord)):
-        if not platform.enabled:
-            continue
-        variable = _unset_var(platform.token)
-        if variable:
-            raise ConfigError(f"platforms.{name}.token: environment variable {variable} is not set")
-        if not platform.token:
-            raise ConfigError(f"platforms.{name}.token: required when {name} is enabled")
+def _check_semantics(config: Config) -> tuple[Config, list[Problem]]:
+    """Checks across keys. An unset ``${VAR}`` in a secret-like key is an error where
+    that key is in use; elsewhere an unset variable simply means "not configured"."""
+    problems = [
+        Problem(path, f"${{{variable}}} is not set")
+        for path, variable in unset_secrets(config, in_use=_in_use)
+        if variable != _usual_key_variable(config, path)
+    ]
+    for name in ("telegram", "discord"):
+        platform = getattr(config.platforms, name)
+        if platform.enabled and not platform.token and not isinstance(platform.token, Unset):
+            problems.append(Problem(f"platforms.{name}.token", f"required when {name} is enabled"))
     try:
         ZoneInfo(config.agent.timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(
-            f'agent.timezone: expected an IANA time zone like "Europe/Berlin", '
-            f'got "{config.agent.timezone}"'
-        ) from None
-    for hook in config.hooks:
-        if ":" not in hook.handler:
-            raise ConfigError(f"hooks: handler {hook.handler!r} must look like 'module:function'")
-    # Unset variables elsewhere (an optional key) simply mean "not configured".
-    model = config.model
-    api_key = model.api_key
-    if _unset_var(api_key) or api_key == "":
-        api_key = None
-    aux = config.auxiliary.compression
-    aux_key = None if _unset_var(aux.api_key) or aux.api_key == "" else aux.api_key
-    return _replace(
+        problems.append(
+            Problem(
+                "agent.timezone",
+                f'expected an IANA time zone like "Europe/Berlin", got "{config.agent.timezone}"',
+            )
+        )
+    model, aux = config.model, config.auxiliary.compression
+    config = replace(
         config,
-        model=_replace(model, api_key=api_key, base_url=model.base_url or None),
-        auxiliary=_replace(
+        model=replace(model, api_key=model.api_key or None, base_url=model.base_url or None),
+        auxiliary=replace(
             config.auxiliary,
-            compression=_replace(aux, api_key=aux_key, base_url=aux.base_url or None),
+            compression=replace(aux, api_key=aux.api_key or None, base_url=aux.base_url or None),
         ),
     )
+    return config, problems
+
+
+def _in_use(path: str, part: Any) -> bool:
+    """Whether a part's secrets are needed: not for a disabled platform, nor for a
+    summary model that is not configured (the main model writes the summaries)."""
+    if path == "auxiliary.compression":
+        return bool(part.model or part.provider or part.base_url)
+    return getattr(part, "enabled", True) is not False
+
+
+def _usual_key_variable(config: Config, path: str) -> str | None:
+    """``api_key: ${OPENAI_API_KEY}`` (the provider's own variable) means what null means:
+    unset, it ends in the one sentence about what to set, or no key for a local server."""
+    provider = {
+        "model.api_key": config.model.provider,
+        "auxiliary.compression.api_key": config.auxiliary.compression.provider
+        or config.model.provider,
+    }.get(path)
+    return _KEY_VARIABLES.get(provider) if provider else None
 
 
 _KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

@@ -55,6 +55,27 @@ def test_override_beats_everything(tmp_path):
     assert resolver.resolve("gpt-4o", "openai", override=50_000) == 50_000
 
 
+def test_a_smaller_learned_limit_beats_the_override_after_a_restart(tmp_path):
+    ContextLengthResolver(tmp_path).learn_limit("qwen3:8b", "openai", "http://box/v1", 3_000)
+    fresh = ContextLengthResolver(tmp_path)
+    window = fresh.resolve_with_source("qwen3:8b", "openai", "http://box/v1", override=4_096)
+    assert (window.tokens, window.source) == (3_000, "confirmed")
+    # Another endpoint serving the same name keeps the configured window.
+    assert fresh.resolve("qwen3:8b", "openai", "http://other/v1", override=4_096) == 4_096
+
+
+async def test_a_configured_window_is_not_probed_but_a_smaller_learned_one_wins(tmp_path):
+    ContextLengthResolver(tmp_path).learn_limit("m", "openai", "http://h/v1", 3_000)
+
+    async def probe() -> int:
+        raise AssertionError("a configured window needs no probe")
+
+    window = await ContextLengthResolver(tmp_path).resolve_with_probe(
+        "m", "openai", "http://h/v1", probe, override=4_096
+    )
+    assert (window.tokens, window.source) == (3_000, "confirmed")
+
+
 def test_learned_limit_is_authoritative_even_below_the_table(tmp_path):
     resolver = ContextLengthResolver(tmp_path)
     assert resolver.resolve("gpt-4o", "openai", "http://127.0.0.1:8000/v1") == 128_000

@@ -64,7 +64,9 @@ def test_nested_and_list_paths() -> None:
     assert refusal({"platforms": {"telegram": {"enabled": "yes"}}}) == (
         'platforms.telegram.enabled: expected true or false, got "yes"'
     )
-    assert refusal({"hooks": [{"events": ["x"], "handler": "no_colon"}]}).startswith("hooks:")
+    assert refusal({"hooks": [{"events": ["x"], "handler": "no_colon"}]}).startswith(
+        "hooks[0].handler:"
+    )
     assert refusal({"hooks": [{"handler": "m:f"}]}) == "hooks[0].events: required"
     assert "model_thresholds.glm" in refusal({"compression": {"model_thresholds": {"glm": "x"}}})
 
@@ -87,7 +89,7 @@ def test_a_missing_variable_for_an_enabled_platform_is_a_clear_error() -> None:
     message = refusal(
         {"platforms": {"telegram": {"enabled": True, "token": "${TELEGRAM_BOT_TOKEN}"}}}
     )
-    assert message == "platforms.telegram.token: environment variable TELEGRAM_BOT_TOKEN is not set"
+    assert message == "platforms.telegram.token: ${TELEGRAM_BOT_TOKEN} is not set"
 
 
 def test_a_missing_variable_for_a_disabled_platform_is_fine() -> None:
@@ -143,3 +145,116 @@ def test_time_zone_must_be_a_real_one() -> None:
     assert refusal({"agent": {"timezone": "Mars/Olympus"}}) == (
         'agent.timezone: expected an IANA time zone like "Europe/Berlin", got "Mars/Olympus"'
     )
+
+
+# -- what `nightowl run` prints for a config file with problems -----------------------------
+
+
+def run_with(config: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """`nightowl run -c config` as a user starts it; the lines it printed to stderr."""
+    from gateway.cli import main
+
+    assert main(["run", "-c", str(config)]) == 2
+    return capsys.readouterr().err.splitlines()
+
+
+def test_a_file_that_is_not_utf8_is_one_line_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_bytes(b"model:\n  name: caf\xe9\n")
+    assert run_with(config, capsys) == [
+        f"nightowl: {config}:2: not UTF-8 text (byte 0xe9); save the file as UTF-8"
+    ]
+    config.write_text("model:\n  name: m\n")
+    (tmp_path / ".env").write_bytes(b"OPENAI_API_KEY=sk-\xff\n")
+    assert run_with(config, capsys) == [
+        f"nightowl: {tmp_path / '.env'}:1: not UTF-8 text (byte 0xff); save the file as UTF-8"
+    ]
+
+
+def test_every_problem_is_reported_at_once_with_file_line_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "model:\n"
+        "  name: m\n"
+        "  context_length: 100\n"
+        "compresion: {}\n"
+        "compression:\n"
+        "  threshold: high\n"
+        "platforms:\n"
+        "  telegram:\n"
+        "    enabled: true\n"
+        "hooks:\n"
+        "  - events: [session:compress]\n"
+        "    handler: no_colon\n"
+        "  - handler: m:f\n"
+        "agent:\n"
+        "  timezone: Mars/Olympus\n"
+    )
+    assert run_with(config, capsys) == [
+        "nightowl: 7 problems in the configuration:",
+        f"{config}:3: model.context_length: expected a whole number of at least 512, got 100",
+        f"{config}:4: compresion: unknown key (did you mean 'compression'?)",
+        f'{config}:6: compression.threshold: expected a number between 0 and 1, got "high"',
+        f"{config}:8: platforms.telegram.token: required when telegram is enabled",
+        f"{config}:12: hooks[0].handler: 'no_colon' must look like 'module:function'",
+        f"{config}:13: hooks[1].events: required",
+        f'{config}:15: agent.timezone: expected an IANA time zone like "Europe/Berlin", '
+        'got "Mars/Olympus"',
+    ]
+    config.write_text("model:\n  name: [unclosed\n")
+    assert run_with(config, capsys) == [
+        f"nightowl: {config}:3: not valid YAML: expected ',' or ']', but got '<stream end>'"
+    ]
+
+
+def test_an_unset_variable_is_an_error_only_in_a_secret_key_in_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "DISCORD_BOT_TOKEN",
+        "TELEGRAM_BOT_TOKEN",
+    ):
+        monkeypatch.delenv(variable, raising=False)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "model:\n"
+        "  api_key: ${MY_KEY}\n"
+        "auxiliary:\n"
+        "  compression: {model: cheap, api_key: '${AUX_KEY}'}\n"
+        "platforms:\n"
+        "  telegram:\n"
+        "    enabled: true\n"
+        "    token: '1:x'\n"
+        "    webhook: {url: 'https://h/t', secret_token: '${HOOK_SECRET}'}\n"
+    )
+    assert run_with(config, capsys) == [
+        "nightowl: 3 problems in the configuration:",
+        f"{config}:2: model.api_key: ${{MY_KEY}} is not set",
+        f"{config}:4: auxiliary.compression.api_key: ${{AUX_KEY}} is not set",
+        f"{config}:9: platforms.telegram.webhook.secret_token: ${{HOOK_SECRET}} is not set",
+    ]
+
+    # Not secrets, or not in use: an unset variable is empty text, as before.
+    config.write_text(
+        "model:\n  base_url: ${LOCAL_URL}\n  system_prompt: ${PROMPT}\n"
+        "auxiliary:\n  compression: {api_key: '${AUX_KEY}'}\n"  # no summary model
+        "platforms:\n  discord: {enabled: false, token: '${DISCORD_BOT_TOKEN}'}\n"
+    )
+    loaded = load_config(config, environ={})
+    assert (loaded.model.base_url, loaded.model.system_prompt) == (None, "")
+    assert loaded.auxiliary.compression.api_key is None
+
+    # The example as shipped, with the provider's own variable spelled out (the same as
+    # null) and nothing set: still the one sentence about what to set.
+    example = (Path(__file__).parents[2] / "config.yaml.example").read_text()
+    assert "  api_key: null " in example
+    config.write_text(example.replace("  api_key: null ", "  api_key: ${OPENAI_API_KEY}", 1))
+    loaded = load_config(config)
+    assert loaded.model.api_key is None
+    assert run_with(config, capsys) == [f"nightowl: {missing_llm_key_message(loaded)}"]

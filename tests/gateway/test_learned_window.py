@@ -1,0 +1,43 @@
+"""A window the provider stated (smaller than ``model.context_length``) outlives a restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.fakes.llm_server import FakeLLM
+from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing
+
+LEARNED = "window 3,000 tokens (learned from the provider; config says 8,192)"
+
+
+async def status(adapter: RecordingAdapter) -> str:
+    count = len(adapter.sent)
+    await adapter.say("/status")
+    return (await adapter.wait_sent(count + 1))[-1]
+
+
+async def test_a_smaller_learned_window_beats_the_configured_one_after_a_restart(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.context_window = 3_000  # the server's real window; config claims 8,192
+    fake_llm.responder = summarizing()
+    config = make_config(
+        tmp_path, fake_llm, model={"context_length": 8_192, "max_output_tokens": 512}
+    )
+    first = RecordingAdapter()
+    async with running_gateway(config, first):
+        for i in range(3):
+            await first.say(f"part {i}: " + "lorem ipsum dolor " * 250)
+            await first.wait_sent(i + 1)
+        assert LEARNED in await status(first)
+
+    fake_llm.requests.clear()
+    restarted = RecordingAdapter()
+    async with running_gateway(config, restarted) as gateway:
+        assert gateway.current_window() == 3_000
+        assert LEARNED in await status(restarted)
+        await restarted.say("and now?")
+        (reply,) = (await restarted.wait_sent(2))[1:]
+    assert reply == "ok"
+    (sent,) = [r for r in fake_llm.requests if "and now?" in r.all_text][-1:]
+    assert sent.prompt_tokens + sent.max_tokens <= 3_000
