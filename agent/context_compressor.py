@@ -26,8 +26,9 @@ from agent.compression import boundaries
 from agent.compression.assembly import assemble, with_system_note
 from agent.compression.cooldown import CooldownState
 from agent.compression.settings import (
+    SAFETY_SHARE,
     CompressionSettings,
-    output_reserve,
+    fallback_max_chars,
     resolve_model_threshold,
     summary_token_budget,
     tail_token_budget,
@@ -45,11 +46,23 @@ from agent.compression.summary import SummaryFailure, SummaryRequest
 from agent.compression.telemetry import log_attempt
 from agent.context_engine import CompressionResult, ContextEngine
 from agent.providers.base import Provider, Usage
-from agent.tokens import estimate_message_tokens_rough, estimate_messages_tokens_rough
+from agent.tokens import estimate_message_tokens_rough
+from agent.window import Window, represented_tokens
 
 __all__ = ["CompressionSettings", "ContextCompressor", "resolve_model_threshold"]
 
 log = logging.getLogger(__name__)
+
+#: A ``/compress`` focus longer than this is cut: it steers the summary, it is not input.
+FOCUS_MAX_CHARS = 500
+
+
+def bound_focus(focus: str | None) -> str | None:
+    """The focus topic, stripped and at most :data:`FOCUS_MAX_CHARS` characters."""
+    focus = " ".join((focus or "").split())
+    if not focus:
+        return None
+    return focus if len(focus) <= FOCUS_MAX_CHARS else focus[: FOCUS_MAX_CHARS - 1] + "…"
 
 
 @dataclass
@@ -95,6 +108,8 @@ class ContextCompressor(ContextEngine):
         self._lock = asyncio.Lock()
         self.cooldown = CooldownState()
         self.aux_notice_sent = False
+        #: The user was told summaries are thinner; not again until a real summary lands.
+        self.fallback_notice_sent = False
         self._last_abort_class = ""
         self.last_completion_tokens = 0
         #: True until a response arrives after start, a model change or a compression (C3).
@@ -120,27 +135,27 @@ class ContextCompressor(ContextEngine):
         self.threshold_tokens = max(1, threshold)
 
     @property
+    def window(self) -> Window:
+        return Window(self.context_length, self.settings.max_output_tokens)
+
+    @property
     def output_reserve(self) -> int:
         """Tokens kept free for the reply (T5)."""
-        return output_reserve(self.context_length, self.settings.max_output_tokens)
+        return self.window.output_reserve
 
     @property
     def input_budget(self) -> int:
         """The window minus the output reserve: what thresholds are fractions of."""
-        return self.context_length - self.output_reserve
+        return self.window.input_budget
+
+    @property
+    def safety_tokens(self) -> int:
+        """Past this the conversation must shrink now, cooldown or not."""
+        return int(self.context_length * SAFETY_SHARE)
 
     @property
     def tail_token_budget(self) -> int:
         return tail_token_budget(self.settings, self.context_length, self.threshold_tokens)
-
-    def max_tokens_for(self, prompt_tokens: int) -> int:
-        """Output tokens a request with ``prompt_tokens`` may ask for (T5).
-
-        At most ``max_output_tokens`` and never so many that prompt + max_tokens exceeds
-        the window. 0 means there is no room: compress before sending.
-        """
-        room = self.context_length - max(0, int(prompt_tokens))
-        return max(0, min(self.settings.max_output_tokens, room))
 
     def cooldown_remaining(self) -> float:
         """Seconds until threshold compression may run again (0 when not paused)."""
@@ -190,6 +205,7 @@ class ContextCompressor(ContextEngine):
         self.compression_count = 0
         self.cooldown = CooldownState()
         self._last_abort_class = ""
+        self.fallback_notice_sent = False
         self.last_prompt_tokens = 0
         self.last_completion_tokens = 0
         self.awaiting_real_usage = True
@@ -200,6 +216,7 @@ class ContextCompressor(ContextEngine):
             "compression_count": self.compression_count,
             **self.cooldown.to_dict(),
             "aux_notice_sent": self.aux_notice_sent,
+            "fallback_notice_sent": self.fallback_notice_sent,
             "last_abort_class": self._last_abort_class,
         }
 
@@ -211,6 +228,7 @@ class ContextCompressor(ContextEngine):
             self.compression_count = 0
         self.cooldown = CooldownState.from_dict(state)
         self.aux_notice_sent = bool(state.get("aux_notice_sent", False))
+        self.fallback_notice_sent = bool(state.get("fallback_notice_sent", False))
         self._last_abort_class = str(state.get("last_abort_class") or "")
 
     # -- compress ------------------------------------------------------------------------
@@ -228,7 +246,7 @@ class ContextCompressor(ContextEngine):
             attempt_id=uuid.uuid4().hex[:12],
             trigger_source=trigger_source,
             messages=messages,
-            tokens_before=estimate_messages_tokens_rough(messages),
+            tokens_before=represented_tokens(messages, self.window),
         )
         if self._lock.locked():
             result = self._unchanged(attempt, "skipped", "skipped:in_progress")
@@ -249,10 +267,15 @@ class ContextCompressor(ContextEngine):
     ) -> CompressionResult:
         if not self.settings.enabled and not force:
             return self._unchanged(attempt, "skipped", "disabled")
+        fallback_only = False
         if force:
             self.cooldown.clear()
         elif self.cooldown.active(self._clock()) and attempt.trigger_source != "overflow":
-            return self._unchanged(attempt, "blocked", "blocked:cooldown")
+            if not self._must_shrink(attempt):
+                return self._unchanged(attempt, "blocked", "blocked:cooldown")
+            # The cooldown paces the summary model; it never decides whether the prompt
+            # fits (docs/design.md#cooldown).
+            fallback_only = True
         messages = attempt.messages
         tokens = [estimate_message_tokens_rough(m) for m in messages]
         plan = boundaries.plan_boundaries(
@@ -261,6 +284,7 @@ class ContextCompressor(ContextEngine):
             budget=self.tail_token_budget,
             protect_last_n=self.settings.protect_last_n,
             min_tail_user_messages=self.settings.min_tail_user_messages,
+            hard_ceiling=self.window.row_cap,
         )
         if not plan.has_middle:
             return self._unchanged(attempt, "skipped", "too_few_messages")
@@ -268,20 +292,33 @@ class ContextCompressor(ContextEngine):
             messages, plan.tail_start
         )
         request = self._summary_request(pruned, tokens, plan, focus)
+        if not request.turns:
+            # Only the previous summary lies between head and tail: nothing new to write.
+            return self._unchanged(attempt, "skipped", "nothing_new")
         summarizer = Summarizer(
             self.main,
             self.auxiliary,
             timeout_seconds=self.settings.context_timeout_seconds,
             abort_on_failure=self.settings.abort_on_summary_failure,
+            fallback_chars=fallback_max_chars(self.context_length),
         )
-        outcome = await summarizer.summarize(request, self.cooldown)
+        if fallback_only:
+            outcome = SummaryOutcome(summarizer.fallback(request), "deterministic_fallback")
+        else:
+            outcome = await summarizer.summarize(request, self.cooldown)
         if outcome.body is None:
             return self._abort(attempt, outcome.failure or SummaryFailure("other"))
         head = pruned[: plan.head_end]
         if plan.summary_index is None:
             head = with_system_note(head)  # first compression only: keeps the prefix cached
-        tail = boundaries.tail_with_cut_rows(messages, plan, self.tail_token_budget)
+        tail = messages[plan.tail_start :]
         return self._commit(attempt, assemble(head, outcome.body, tail), outcome)
+
+    def _must_shrink(self, attempt: _Attempt) -> bool:
+        """Whether the conversation is past the safety line (the gateway's safety net
+        asks only then; the provider's last count is a floor for the estimate)."""
+        size = max(attempt.tokens_before, self.last_prompt_tokens)
+        return attempt.trigger_source == "gateway_hygiene" or size >= self.safety_tokens
 
     def _summary_request(
         self,
@@ -298,13 +335,16 @@ class ContextCompressor(ContextEngine):
             turns=turns,
             previous_summary=previous,
             oversized_recent=oversized,
-            focus=focus,
+            focus=bound_focus(focus),
             budget_tokens=summary_token_budget(middle_tokens, self.context_length),
             input_budget_tokens=self._summarizer_window(),
         )
 
     def _notice_for(self, outcome: SummaryOutcome) -> str | None:
         if outcome.method == "deterministic_fallback" and outcome.failure is not None:
+            if self.fallback_notice_sent:
+                return None  # one notice per failure streak, not one per turn
+            self.fallback_notice_sent = True
             return FALLBACK_NOTICE.format(reason=FAILURE_REASONS[outcome.failure.kind])
         if outcome.method == "aux_fallback_main" and not self.aux_notice_sent:
             self.aux_notice_sent = True
@@ -331,11 +371,14 @@ class ContextCompressor(ContextEngine):
     def _commit(
         self, attempt: _Attempt, compacted: list[dict[str, Any]], outcome: SummaryOutcome
     ) -> CompressionResult:
-        tokens_after = estimate_messages_tokens_rough(compacted)
+        tokens_after = represented_tokens(compacted, self.window)
         if tokens_after >= attempt.tokens_before:
             return self._unchanged(attempt, "blocked", "blocked:ineffective")
-        self.cooldown.committed(healthy=outcome.method in ("llm_summary", "aux_fallback_main"))
+        healthy = outcome.method in ("llm_summary", "aux_fallback_main")
+        self.cooldown.committed(healthy=healthy)
         self._last_abort_class = ""
+        if healthy:
+            self.fallback_notice_sent = False
         self.compression_count += 1
         self.last_prompt_tokens = 0
         self.last_completion_tokens = 0

@@ -17,15 +17,15 @@ from typing import Any
 from agent.context_engine import CompressionResult, ContextEngine
 from agent.model_metadata import ContextLengthResolver
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
-from agent.tokens import estimate_message_tokens_rough, estimate_messages_tokens_rough
 from agent.tools import ToolBox, ToolContext
 from agent.transcript import Transcript
 from agent.usage_anchor import UsageAnchor, anchored_tokens, build_anchor
+from agent.window import FittedRequest, Window, fit_request, represented_tokens
 
 log = logging.getLogger(__name__)
 
-#: A request never asks for fewer output tokens than this, even on a nearly full window.
-MIN_OUTPUT_TOKENS = 256
+#: How far above the rough estimate a provider's real prompt counts are believed to run.
+MAX_TOKEN_SCALE = 4.0
 
 
 @dataclass
@@ -70,6 +70,8 @@ class Agent:
         self.max_output_tokens = max_output_tokens
         self.max_compression_attempts = max_compression_attempts
         self.windows = windows
+        #: Real prompt tokens / rough estimate, from the last response (at least 1).
+        self.token_scale = 1.0
 
     async def run_turn(
         self,
@@ -95,14 +97,14 @@ class Agent:
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self.toolbox.schemas() + list(self.engine.tools())
 
-    def max_tokens_for(self, prompt_tokens: int) -> int:
-        """Output tokens to ask for: never so many that prompt + output exceeds the window.
+    @property
+    def window(self) -> Window:
+        """The window now (a limit learned from an overflow counts at once)."""
+        return Window(self.engine.context_length, self.max_output_tokens)
 
-        The gates compress before the room drops under :data:`MIN_OUTPUT_TOKENS`; if it
-        is smaller all the same, ask for what fits rather than break the rule (T5).
-        """
-        room = self.engine.context_length - prompt_tokens
-        return max(1, min(self.max_output_tokens, room))
+    def represented(self, messages: list[dict[str, Any]]) -> int:
+        """Rough tokens of ``messages`` as a request shows them (oversized rows as excerpts)."""
+        return represented_tokens(messages, self.window)
 
 
 class _Turn:
@@ -156,10 +158,12 @@ class _Turn:
         """Tokens the next request will carry, and whether a provider count backs them."""
         route = self.agent.provider.route
         if self.anchor is not None:
-            anchored = anchored_tokens(self.anchor, self.messages, route)
+            anchored = anchored_tokens(
+                self.anchor, self.messages, route, estimate=self.agent.represented
+            )
             if anchored is not None:
                 return anchored, True
-        return estimate_messages_tokens_rough(self.messages) + self.schema_tokens, False
+        return self.agent.represented(self.messages) + self.schema_tokens, False
 
     async def gate(self, trigger: str) -> None:
         tokens, real = self.prompt_tokens()
@@ -210,19 +214,37 @@ class _Turn:
                     ) from exc
 
     async def call(self, *, tools: bool) -> Completion:
-        tokens, _ = self.prompt_tokens()
-        request = fit_newest_user_message(self.messages, self.engine.context_length, tokens)
-        if request is not self.messages:  # size the reply for what is actually sent
-            tokens = estimate_messages_tokens_rough(request) + self.schema_tokens
+        """One provider call with a request that fits the window, whatever the rows hold."""
+        offered = self.schemas if tools and self.schemas else None
+        request = fit_request(
+            self.messages,
+            self.agent.window,
+            overhead_tokens=self.schema_tokens if offered else 0,
+            scale=self.agent.token_scale,
+        )
+        if request.excerpted or request.left_out:
+            log.info(
+                "request fitted to the window: %d row(s) shown as excerpts, %d left out",
+                request.excerpted,
+                request.left_out,
+            )
         completion = await self.agent.provider.complete(
-            request,
-            max_tokens=self.agent.max_tokens_for(tokens),
-            tools=self.schemas if tools and self.schemas else None,
+            request.messages,
+            max_tokens=request.max_tokens,
+            tools=offered,
             on_text=self.on_text,
             cache_ttl=self.cache_ttl,
         )
         self.may_defer = False
+        self.learn_scale(request, completion)
         return completion
+
+    def learn_scale(self, request: FittedRequest, completion: Completion) -> None:
+        """Remember how far real counts run above the estimate, for the next fit."""
+        if completion.usage is None or request.prompt_tokens <= 0:
+            return
+        ratio = completion.usage.prompt_tokens / (request.prompt_tokens / self.agent.token_scale)
+        self.agent.token_scale = min(MAX_TOKEN_SCALE, max(1.0, ratio))
 
     def learn_limit(self, exc: ProviderError) -> None:
         limit = exc.context_limit
@@ -270,42 +292,3 @@ class _Turn:
             self.messages.append(
                 {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
             )
-
-
-TRUNCATION_NOTE = (
-    "[Note: this message was too long for the context window: {total} characters, of which "
-    "only the first {kept} are shown here. The full text is kept in the conversation "
-    "history; ask for a specific part if you need it.]"
-)
-
-
-def fit_newest_user_message(
-    messages: list[dict[str, Any]], context_length: int, prompt_tokens: int
-) -> list[dict[str, Any]]:
-    """The request to send: ``messages``, or a copy whose newest user message is cut.
-
-    A single pasted wall of text can exceed the whole window (SPEC C15); the model then
-    sees a truncated copy with a note saying so, while the stored row keeps every word.
-    """
-    budget = int(context_length * 0.9) - MIN_OUTPUT_TOKENS
-    if prompt_tokens <= budget:
-        return messages
-    index = next(
-        (i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None
-    )
-    if index is None or not isinstance(messages[index].get("content"), str):
-        return messages
-    content: str = messages[index]["content"]
-    excess_tokens = prompt_tokens - budget
-    own_tokens = estimate_message_tokens_rough(messages[index])
-    if own_tokens <= excess_tokens // 2:
-        return messages  # the newest message is not what overflows
-    keep_chars = max(0, (own_tokens - excess_tokens) * 4 - 400)
-    copy = list(messages)
-    copy[index] = {
-        **messages[index],
-        "content": content[:keep_chars]
-        + "\n\n"
-        + TRUNCATION_NOTE.format(total=len(content), kept=keep_chars),
-    }
-    return copy

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -118,12 +118,16 @@ def anchor_matches(anchor: UsageAnchor, messages: Sequence[Mapping[str, Any]], r
 
 
 def anchored_tokens(
-    anchor: UsageAnchor | None, messages: Sequence[Mapping[str, Any]], route: str
+    anchor: UsageAnchor | None,
+    messages: Sequence[Mapping[str, Any]],
+    route: str,
+    *,
+    estimate: Callable[[Sequence[Mapping[str, Any]]], int] = estimate_messages_tokens_rough,
 ) -> int | None:
-    """Real tokens of the anchored prefix + a rough estimate of only the rows after it.
+    """Real tokens of the anchored prefix + an ``estimate`` of only the rows after it.
 
     None (fail closed) when there is no anchor or it no longer matches ``messages``.
     """
     if anchor is None or not anchor_matches(anchor, messages, route):
         return None
-    return anchor.total_tokens + estimate_messages_tokens_rough(messages[anchor.covered :])
+    return anchor.total_tokens + estimate(messages[anchor.covered :])

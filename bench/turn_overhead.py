@@ -24,7 +24,7 @@ from adapters.base import InboundMessage
 from agent.providers.base import Completion, Provider, Usage
 from gateway.app import Gateway, Providers
 from gateway.config import parse_config
-from gateway.store import NewMessage, SessionOrigin, SQLiteStore
+from gateway.store import Compaction, NewMessage, SessionOrigin, SQLiteStore
 
 
 class InstantProvider(Provider):
@@ -65,7 +65,7 @@ async def prepare_archive(data_dir: Path, archived: int, active: int) -> None:
             )
             for i in range(active - 1)
         ]
-        await store.archive_and_compact(session.id, keep)
+        await store.archive_and_compact(session.id, Compaction(keep))
 
 
 async def measure(data_dir: Path, turns: int) -> list[float]:

@@ -11,13 +11,14 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
+from agent.compression.settings import SAFETY_SHARE
 from agent.usage_anchor import UsageAnchor, anchored_tokens
 from gateway.sessions import SessionRuntime, SessionTranscript
 
 log = logging.getLogger(__name__)
 
 #: Fixed on purpose (H2): at the agent's 50% it made long sessions compress every turn.
-HYGIENE_THRESHOLD = 0.85
+HYGIENE_THRESHOLD = SAFETY_SHARE
 WARN_AFTER_COMPRESSION = 0.95
 MIN_MESSAGES = 4
 
@@ -50,11 +51,13 @@ def measure_tokens(
     (a) this process's last provider count, only while no row was appended since;
     (b) the persisted usage anchor plus an estimate of the rows after it;
     (c) the sum of the stored per-row counts.
+    Rows counted by estimate count as a request shows them (a pasted log as its excerpt).
     """
     messages = transcript.messages
     if runtime.last_prompt_tokens is not None and runtime.last_prompt_rows == len(messages):
         return TokenReading(runtime.last_prompt_tokens, "api")
-    anchored = anchored_tokens(anchor, messages, runtime.agent.provider.route)
+    agent = runtime.agent
+    anchored = anchored_tokens(anchor, messages, agent.provider.route, estimate=agent.represented)
     if anchored is not None:
         return TokenReading(anchored, "anchor")
     return TokenReading(transcript.token_total(), "estimate")

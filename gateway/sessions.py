@@ -18,9 +18,11 @@ from agent.loop import Agent, TurnResult
 from agent.tokens import TokenCounter
 from agent.transcript import SearchResult
 from agent.usage_anchor import UsageAnchor
+from agent.window import represented_tokens
 from gateway.events import EventBus
 from gateway.store import (
     AnchorRecord,
+    Compaction,
     InboxEntry,
     NewMessage,
     SessionOrigin,
@@ -199,27 +201,17 @@ class SessionTranscript:
     async def commit_compaction(
         self, result: CompressionResult, original: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
-        rows = [self.row(m) for m in result.messages]
-        # Messages of the compressed list not stored yet (queued ones, the turn's own)
-        # are stored as archived originals: the summary is never their only copy.
-        unstored = [self.row(m) for m in original[self._persisted :]]
-        state = self.runtime.engine.export_state()
         old = self.runtime.record
         if self.in_place:
-            ids = await self.store.archive_and_compact(
-                old.id,
-                rows,
-                originals=unstored,
-                absorbed_inbox=self._inbox_ids,
-                engine_state=state,
-            )
+            ids = await self.store.archive_and_compact(old.id, self._compaction(result, original))
         else:
+            # Rotation (SPEC S3b) starts a child session: the list is written there whole.
             child, ids = await self.store.rotate(
                 old.id,
-                rows,
-                originals=unstored,
+                [self.row(m) for m in result.messages],
+                originals=[self.row(m) for m in original[self._persisted :]],
                 absorbed_inbox=self._inbox_ids,
-                engine_state=state,
+                engine_state=self.runtime.engine.export_state(),
             )
             self.runtime.record = child
             self.runtime.engine.on_session_start(child.id)
@@ -244,6 +236,35 @@ class SessionTranscript:
             },
         )
         return self.messages
+
+    def _compaction(self, result: CompressionResult, original: list[dict[str, Any]]) -> Compaction:
+        """What to commit: stored rows the new list keeps stay as they are (same id,
+        same time); everything else in it is new; messages not stored yet that the
+        summary covers are kept as archived originals (docs/design.md#compaction-commit)."""
+        kept = kept_positions(original, result.messages)
+        active: list[int | NewMessage] = []
+        for message, position in zip(result.messages, kept, strict=True):
+            if position is not None and position < self._persisted:
+                active.append(self._row_ids[position])
+            else:
+                active.append(self.row(message))
+        carried = {p for p in kept if p is not None}
+        originals = [
+            self.row(m) for p, m in enumerate(original) if p >= self._persisted and p not in carried
+        ]
+        for item in active:
+            if isinstance(item, NewMessage):  # counted once, not again on every later turn
+                self._known[id(item.message)] = (
+                    item.message,
+                    item.token_count,
+                    item.platform_message_id,
+                )
+        return Compaction(
+            active=active,
+            originals=originals,
+            absorbed_inbox=self._inbox_ids,
+            engine_state=self.runtime.engine.export_state(),
+        )
 
     async def save_engine_state(self, state: dict[str, Any]) -> None:
         await self.store.save_engine_state(self.session_id, state)
@@ -284,8 +305,10 @@ class SessionTranscript:
         return NewMessage(message, known[1], known[2], pending_delivery)
 
     def token_total(self) -> int:
-        """Sum of the stored per-row counts: no re-tokenizing (SPEC H3c)."""
-        return sum(self.count(m) for m in self.messages)
+        """The context as a request shows it, from the stored per-row counts (no
+        re-tokenizing, SPEC H3c): a row too big to show whole counts as its excerpt."""
+        counts = [self.count(m) for m in self.messages]
+        return represented_tokens(self.messages, self.runtime.agent.window, counts)
 
     def restore_anchor(self) -> UsageAnchor | None:
         """The persisted usage anchor, if the row it ends at is still active (SPEC S4)."""
@@ -348,3 +371,25 @@ class SessionTranscript:
             anchor.fingerprint,
             anchor.route,
         )
+
+
+def kept_positions(
+    original: list[dict[str, Any]], compacted: list[dict[str, Any]]
+) -> list[int | None]:
+    """For each message of ``compacted``, its position in ``original`` if it is one of them.
+
+    The built-in engine hands back the very objects it keeps; an engine that returns
+    copies is matched by equality, in order. Anything else (a summary, a head row it
+    rewrote) is new.
+    """
+    by_identity = {id(message): index for index, message in enumerate(original)}
+    positions: list[int | None] = []
+    cursor = 0
+    for message in compacted:
+        found = by_identity.get(id(message))
+        if found is None or found < cursor:
+            found = next((i for i in range(cursor, len(original)) if original[i] == message), None)
+        positions.append(found)
+        if found is not None:
+            cursor = found + 1
+    return positions

@@ -41,13 +41,13 @@ def choose_summary_role(
     return "merge"
 
 
-def with_system_note(head: Sequence[Message]) -> list[dict[str, Any]]:
+def with_system_note(head: Sequence[Message]) -> list[Message]:
     """The head with the one-line compaction note on its system prompt (first time only)."""
-    result = [dict(m) for m in head]
+    result = list(head)
     if result and result[0].get("role") == "system":
         content = result[0].get("content")
         if isinstance(content, str) and SYSTEM_COMPACTION_NOTE not in content:
-            result[0]["content"] = f"{content}\n\n{SYSTEM_COMPACTION_NOTE}"
+            result[0] = {**result[0], "content": f"{content}\n\n{SYSTEM_COMPACTION_NOTE}"}
     return result
 
 
@@ -71,13 +71,15 @@ def assemble(
     head_role = head[-1].get("role") if head else None
     tail_role = tail[0].get("role") if tail else None
     role = choose_summary_role(head_role, tail_role)
-    result = [dict(m) for m in head]
+    # Kept messages are the very objects given (never mutated): the caller recognises
+    # them, and their stored rows stay as they are (docs/design.md#compaction-commit).
+    result: list[Mapping[str, Any]] = list(head)
     if role == "merge":
         result.append(_merge_into(tail[0], text))
-        result.extend(dict(m) for m in tail[1:])
+        result.extend(tail[1:])
     else:
         result.append({"role": role, "content": text})
-        result.extend(dict(m) for m in tail)
+        result.extend(tail)
     return repair_tool_pairs(result)
 
 
@@ -93,7 +95,8 @@ def repair_tool_pairs(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Drop tool results whose call is gone; give calls whose results are gone a stub.
 
     A stub result is inserted right after the calling assistant message's own results,
-    so every call is answered before the next non-tool message.
+    so every call is answered before the next non-tool message. Messages that stay are
+    the same objects.
     """
     called = {cid for m in messages if m.get("role") == "assistant" for cid in _call_ids(m)}
     answered = {str(m.get("tool_call_id")) for m in messages if m.get("role") == "tool"} & called
@@ -110,10 +113,10 @@ def repair_tool_pairs(messages: Sequence[Message]) -> list[dict[str, Any]]:
         if role == "tool":
             if str(message.get("tool_call_id")) not in called:
                 continue
-            result.append(dict(message))
+            result.append(message)  # type: ignore[arg-type]
             continue
         flush()
-        result.append(dict(message))
+        result.append(message)  # type: ignore[arg-type]
         if role == "assistant":
             pending.extend(cid for cid in _call_ids(message) if cid not in answered)
     flush()

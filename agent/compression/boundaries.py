@@ -1,8 +1,12 @@
-"""Phases 1 and 2: prune old tool output, then choose what stays (SPEC C4, C5, C14, C15).
+"""Phases 1 and 2: prune old tool output, then choose what stays
+(docs/design.md#boundaries).
 
-The list splits into three parts: the head (kept verbatim), the middle (summarized) and
-the tail (kept verbatim, oversized rows cut). Boundaries never separate an assistant tool
-call from its results, and the tail never starts with a tool result.
+The list splits into three parts: the head (kept), the middle (summarized) and the tail
+(kept). Kept rows are the very rows given, never rewritten copies: a row too big to show
+whole is shown as an excerpt by the request view (agent/window.py), not cut here.
+Boundaries never separate an assistant tool call from its results, and the tail never
+starts with a tool result. A row bigger than the tail budget is never protected by a
+row count: outside the newest exchange it goes into the summary (C15).
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ from agent.compression.markers import (
     is_real_user_message,
     merged_original_text,
     summary_body,
-    truncate_middle,
 )
 
 #: First compression: system prompt + first exchange (C5).
@@ -27,7 +30,7 @@ HEAD_MESSAGES = 3
 PRUNE_MIN_CHARS = 200
 #: protect_last_n counts as a minimum only down to this many rows (C5).
 TAIL_COUNT_FLOOR = 8
-#: The tail keeps at least this many rows, oversized or not (C15).
+#: The tail keeps at least this many rows while they fit its ceiling.
 TAIL_MIN_ROWS = 3
 #: Tail rows are added while under the budget, and past it up to this factor, whole rows only.
 SOFT_CEILING_FACTOR = 1.5
@@ -40,8 +43,8 @@ class Plan:
     """Where the list splits. ``messages[:head_end]`` stays, ``messages[tail_start:]`` stays.
 
     ``summary_index`` is the previous compaction summary inside the middle, if any;
-    ``oversized`` lists tail rows larger than the tail budget, which are kept as
-    truncated copies and also handed to the summarizer (C15).
+    ``oversized`` lists tail rows larger than the tail budget (only the newest exchange
+    can hold one): they stay, shown as excerpts, and are also handed to the summarizer.
     """
 
     head_end: int
@@ -100,22 +103,27 @@ def prune_old_tool_results(
     return result, pruned
 
 
-def head_end_for(messages: Sequence[Message]) -> tuple[int, int | None]:
+def head_end_for(
+    messages: Sequence[Message], tokens: Sequence[int], budget: int
+) -> tuple[int, int | None]:
     """The head's end and the index of a previous summary (if any).
 
-    First compression: the first 3 messages. Once a summary exists, only the leading
-    system messages stay: the first exchange stops being protected and goes into the
-    next summary, so nothing leaves the context without passing through one (C14).
-    A head never ends between a tool call and its results.
+    First compression: the first 3 messages, but the head stops before a row bigger than
+    ``budget`` (a pasted log in the first exchange must be summarizable). Once a summary
+    exists, only the leading system messages stay: the first exchange stops being
+    protected and goes into the next summary, so nothing leaves the context without
+    passing through one (C14). A head never ends between a tool call and its results.
     """
     summary_index = find_summary_index(messages)
+    end = 0
+    while end < len(messages) and messages[end].get("role") == "system":
+        end += 1
     if summary_index is not None:
-        end = 0
-        while end < len(messages) and messages[end].get("role") == "system":
-            end += 1
         end = min(end, summary_index)
     else:
-        end = min(HEAD_MESSAGES, len(messages))
+        limit = min(HEAD_MESSAGES, len(messages))
+        while end < limit and tokens[end] <= budget:
+            end += 1
     while end < len(messages) and messages[end].get("role") == "tool":
         end += 1
     return end, summary_index
@@ -123,13 +131,18 @@ def head_end_for(messages: Sequence[Message]) -> tuple[int, int | None]:
 
 def align_backward(messages: Sequence[Message], index: int, floor: int) -> int:
     """Move a tail start off tool results, back to the assistant message that called them."""
-    while index > floor and messages[index].get("role") == "tool":
+    while floor < index < len(messages) and messages[index].get("role") == "tool":
         index -= 1
     return index
 
 
 def _walk_tail(
-    tokens: Sequence[int], head_end: int, budget: int, protect_last_n: int, cap: int
+    tokens: Sequence[int],
+    head_end: int,
+    budget: int,
+    protect_last_n: int,
+    cap: int,
+    hard_ceiling: int,
 ) -> int:
     n = len(tokens)
     floor_rows = min(max(TAIL_MIN_ROWS, min(protect_last_n, TAIL_COUNT_FLOOR)), cap)
@@ -140,8 +153,12 @@ def _walk_tail(
     for index in range(n - 1, head_end - 1, -1):
         kept = n - start
         cost = tokens[index]
-        if kept >= floor_rows and accumulated + cost > ceiling:
-            break  # past the floor of 8, the ceiling beats protect_last_n
+        if cost > budget:
+            break  # a row bigger than the whole tail budget is summarized (C15)
+        if accumulated + cost > ceiling and (
+            kept >= floor_rows or accumulated + cost > hard_ceiling
+        ):
+            break  # past the floor of 8 the ceiling wins; the floor itself has a limit too
         if kept >= protect_rows and accumulated >= budget:
             break
         accumulated += cost
@@ -160,21 +177,25 @@ def plan_boundaries(
     budget: int,
     protect_last_n: int,
     min_tail_user_messages: int,
+    hard_ceiling: int | None = None,
 ) -> Plan:
     """Phase 2: choose the head, the tail and what lies between (C5, C14, C15).
 
     The tail is walked back from the end accumulating ``tokens`` up to ``budget`` (whole
     rows up to 1.5x). ``protect_last_n`` rows are kept while that ceiling allows, and at
-    least 8 (``protect_last_n`` permitting) and 3 whatever their size; never so many that
-    the middle is empty. The last ``min_tail_user_messages`` user messages are always in
-    the tail. Tail rows larger than ``budget`` are reported in ``oversized``.
+    least 8 (``protect_last_n`` permitting) while they fit ``hard_ceiling`` (a share of
+    the window: on a small window 8 rows can be most of it); never so many that the
+    middle is empty. A row bigger than ``budget`` ends the tail: it is summarized. The last ``min_tail_user_messages`` user messages (and what follows
+    them) are always in the tail, whatever their size; tail rows larger than ``budget``
+    are reported in ``oversized``.
     """
     n = len(messages)
-    head_end, summary_index = head_end_for(messages)
+    head_end, summary_index = head_end_for(messages, tokens, budget)
     available = n - head_end
-    if available < TAIL_MIN_ROWS + 1:
+    if available < 2:
         return Plan(head_end, head_end, summary_index)
-    start = _walk_tail(tokens, head_end, budget, protect_last_n, cap=available - 1)
+    ceiling = hard_ceiling if hard_ceiling is not None else int(budget * SOFT_CEILING_FACTOR)
+    start = _walk_tail(tokens, head_end, budget, protect_last_n, available - 1, ceiling)
     start = align_backward(messages, start, head_end)
     start = _include_last_users(messages, start, head_end, min_tail_user_messages)
     start = _avoid_merged_summary(messages, start, head_end)
@@ -236,22 +257,3 @@ def middle_turns(pruned: Sequence[Message], plan: Plan) -> tuple[list[dict[str, 
             continue
         turns.append(dict(message))
     return turns, previous
-
-
-def tail_with_cut_rows(
-    messages: Sequence[Message], plan: Plan, budget_tokens: int
-) -> list[dict[str, Any]]:
-    """The tail, with rows larger than the tail budget cut to it (C15).
-
-    The cut copy keeps the beginning and the end of the text and says what was left out;
-    the caller's row (and the stored one) keeps every character.
-    """
-    cut = set(plan.oversized)
-    tail = []
-    for index in range(plan.tail_start, len(messages)):
-        message = dict(messages[index])
-        content = message.get("content")
-        if index in cut and isinstance(content, str):
-            message["content"] = truncate_middle(content, budget_tokens * 4)
-        tail.append(message)
-    return tail

@@ -29,12 +29,6 @@ SYSTEM_COMPACTION_NOTE = (
 
 PRUNED_TOOL_OUTPUT = "[Old tool output cleared to save context space]"
 STUB_TOOL_RESULT = "[Result from earlier conversation — see the context summary]"
-TRUNCATION_NOTE = (
-    "[nightowl: this message was {total} characters long, too long to keep in the context "
-    "window; only its beginning and end are shown here and the middle ({omitted} characters) "
-    "is omitted. The full text is archived and searchable with session_search.]"
-)
-
 #: How far into the list a previous summary can sit (after the head of up to 3 rows and
 #: any tool results the head absorbed); a user typing the prefix later is not a summary.
 SUMMARY_SEARCH_WINDOW = 16
@@ -98,15 +92,3 @@ def summary_message_text(body: str) -> str:
 def is_real_user_message(message: Mapping[str, Any]) -> bool:
     """A user message a person wrote (not a summary compression inserted)."""
     return message.get("role") == "user" and not is_summary_message(message)
-
-
-def truncate_middle(text: str, keep_chars: int) -> str:
-    """Keep the beginning and end of ``text`` (about ``keep_chars`` in all) with a note."""
-    if len(text) <= keep_chars:
-        return text
-    keep_chars = max(keep_chars, 200)
-    head = int(keep_chars * 0.8)
-    tail = keep_chars - head
-    omitted = len(text) - head - tail
-    note = TRUNCATION_NOTE.format(total=len(text), omitted=omitted)
-    return f"{text[:head]}\n\n{note}\n\n{text[len(text) - tail :]}"

@@ -21,6 +21,15 @@ SUMMARY_RATIO = 0.20
 SUMMARY_MIN_TOKENS = 2_000
 SUMMARY_MAX_TOKENS = 12_000
 SUMMARY_MAX_WINDOW_SHARE = 0.05
+#: On small windows the cap is raised to this share, up to this many tokens.
+SMALL_SUMMARY_WINDOW_SHARE = 0.20
+SMALL_SUMMARY_TOKENS = 1_024
+FALLBACK_MAX_CHARS = 8_000
+
+#: Past this share of the window the conversation must shrink now: the gateway's
+#: safety net fires here, and during a cooldown the compressor commits the
+#: deterministic fallback instead of waiting (docs/design.md#cooldown).
+SAFETY_SHARE = 0.85
 
 TARGET_RATIO_MIN = 0.10
 TARGET_RATIO_MAX = 0.80
@@ -105,11 +114,6 @@ def resolve_model_threshold(
     return min(ratio, 1.0)
 
 
-def output_reserve(context_length: int, max_output_tokens: int) -> int:
-    """Tokens kept free for the reply (T5): ``max_output_tokens``, at most half the window."""
-    return max(0, min(max_output_tokens, context_length // 2))
-
-
 def lean_tail_budget(context_length: int) -> int:
     """2.5% of the window clamped to 10K..25K, and never above 20% of the window (C5)."""
     budget = min(
@@ -128,11 +132,23 @@ def tail_token_budget(
 
 
 def summary_token_budget(middle_tokens: int, context_length: int) -> int:
-    """20% of the summarized tokens, at least 2000, at most min(5% of window, 12000) (C6).
-
-    On a window under 40K the cap is below 2000; the cap wins, so a small model is never
-    asked for a summary that would crowd out the conversation it summarizes.
-    """
-    cap = min(int(context_length * SUMMARY_MAX_WINDOW_SHARE), SUMMARY_MAX_TOKENS)
+    """20% of the summarized tokens, at least 2000, at most :func:`summary_token_cap` (C6)."""
     wanted = max(int(middle_tokens * SUMMARY_RATIO), SUMMARY_MIN_TOKENS)
-    return max(256, min(wanted, cap))
+    return min(wanted, summary_token_cap(context_length))
+
+
+def summary_token_cap(context_length: int) -> int:
+    """The most a summary may take: 5% of the window, up to 12000.
+
+    A small window gets more than 5% — up to 20% of it, or 1024 tokens — because a
+    summary of 200 tokens holds nothing (docs/design.md#summary-budget): at 4K that is
+    819 tokens, at 32K 1638, from 40K on the 5% rule.
+    """
+    share = int(context_length * SUMMARY_MAX_WINDOW_SHARE)
+    small = min(int(context_length * SMALL_SUMMARY_WINDOW_SHARE), SMALL_SUMMARY_TOKENS)
+    return max(1, min(SUMMARY_MAX_TOKENS, max(share, small)))
+
+
+def fallback_max_chars(context_length: int) -> int:
+    """The deterministic fallback's size: what a summary may take, in characters, <= 8000."""
+    return min(FALLBACK_MAX_CHARS, summary_token_cap(context_length) * 4)

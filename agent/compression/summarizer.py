@@ -29,6 +29,7 @@ from agent.compression.summary import (
 )
 from agent.context_engine import Method
 from agent.providers.base import Provider
+from agent.tokens import estimate_messages_tokens_rough
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,9 @@ class SummaryOutcome:
             return "aux_model_fallback"
         if self.method != "deterministic_fallback":
             return None
-        kind = self.failure.kind if self.failure else "other"
+        if self.failure is None:
+            return "cooldown_fallback"  # no call was made: a cooldown held at the safety line
+        kind = self.failure.kind
         if kind == "timeout":
             return "summary_timeout_fallback"
         if kind == "overloaded":
@@ -92,11 +95,22 @@ class Summarizer:
         *,
         timeout_seconds: float,
         abort_on_failure: bool,
+        fallback_chars: int,
     ) -> None:
         self.main = main
         self.auxiliary = auxiliary
         self.timeout_seconds = timeout_seconds
         self.abort_on_failure = abort_on_failure
+        self.fallback_chars = fallback_chars
+
+    def fallback(self, request: SummaryRequest) -> str:
+        """The deterministic summary of the whole request (no LLM), bounded."""
+        return build_fallback_summary(
+            request.turns,
+            request.previous_summary,
+            request.oversized_recent,
+            max_chars=self.fallback_chars,
+        )
 
     async def summarize(self, request: SummaryRequest, cooldown: CooldownState) -> SummaryOutcome:
         """Get a summary, or decide on the fallback or an abort (updating the ladders).
@@ -116,9 +130,7 @@ class Summarizer:
             if outcome.body is None:
                 return outcome
             if outcome.method == "deterministic_fallback":
-                body = build_fallback_summary(
-                    request.turns, request.previous_summary, request.oversized_recent
-                )
+                body = self.fallback(request)
                 return SummaryOutcome(body, "deterministic_fallback", outcome.failure, aux_failed)
             previous = outcome.body
         method: Method = "aux_fallback_main" if aux_failed else "llm_summary"
@@ -149,12 +161,25 @@ class Summarizer:
     async def _call(
         self, provider: Provider, messages: list[dict[str, Any]], request: SummaryRequest
     ) -> str:
-        text = await request_summary(
-            provider,
-            messages,
-            max_tokens=request.budget_tokens,
-            timeout_seconds=self.timeout_seconds,
-        )
+        try:
+            text = await request_summary(
+                provider,
+                messages,
+                max_tokens=request.budget_tokens,
+                timeout_seconds=self.timeout_seconds,
+            )
+        except SummaryFailure as failure:
+            if failure.kind != "length":
+                raise
+            # Cut off by max_tokens: once more with more room to write, or less to read,
+            # before it counts as a failure (docs/design.md#failure-ladder).
+            roomier = roomier_request(request, estimate_messages_tokens_rough(messages))
+            text = await request_summary(
+                provider,
+                build_summary_messages(roomier),
+                max_tokens=roomier.budget_tokens,
+                timeout_seconds=self.timeout_seconds,
+            )
         # Some models repeat the marker they saw in the previous summary; assembly adds it.
         if text.startswith(SUMMARY_PREFIX):
             text = summary_body({"role": "assistant", "content": text})
@@ -187,11 +212,20 @@ class Summarizer:
         else:
             degrade = kind == "other"  # e.g. the summary model's window is too small
         if degrade and not self.abort_on_failure:
-            body = build_fallback_summary(
-                request.turns, request.previous_summary, request.oversized_recent
+            return SummaryOutcome(
+                self.fallback(request), "deterministic_fallback", failure, aux_failed
             )
-            return SummaryOutcome(body, "deterministic_fallback", failure, aux_failed)
         return SummaryOutcome(None, "none", failure, aux_failed)
+
+
+def roomier_request(request: SummaryRequest, prompt_tokens: int) -> SummaryRequest:
+    """A retry for a summary cut by its output limit: twice the output budget where the
+    summary model's window has room for it, else the same budget over half the input."""
+    room = request.input_budget_tokens - prompt_tokens
+    doubled = min(2 * request.budget_tokens, room)
+    if doubled >= request.budget_tokens * 1.25:
+        return replace(request, budget_tokens=doubled)
+    return replace(request, input_budget_tokens=max(1, request.input_budget_tokens // 2))
 
 
 def record_abort(

@@ -86,15 +86,21 @@ class Connection:
                     f"{self.path} was written by a newer nightowl (schema {version});"
                     " upgrade nightowl to open it"
                 )
-            for target, script in MIGRATIONS:
+            for target, step in MIGRATIONS:
                 if target <= version:
                     continue
-                # One script per migration, inside its own transaction: a crash leaves
-                # the database at the previous version, never half-migrated.
+                # Each migration inside its own transaction: a crash leaves the database
+                # at the previous version, never half-migrated.
                 try:
-                    await db.executescript(
-                        f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version={target};\nCOMMIT;"
-                    )
+                    if isinstance(step, str):
+                        await db.executescript(
+                            f"BEGIN IMMEDIATE;\n{step}\nPRAGMA user_version={target};\nCOMMIT;"
+                        )
+                    else:
+                        await db.execute("BEGIN IMMEDIATE")
+                        await step(db)
+                        await db.execute(f"PRAGMA user_version={target}")
+                        await db.execute("COMMIT")
                 except BaseException:
                     if db.in_transaction:
                         await db.execute("ROLLBACK")

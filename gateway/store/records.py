@@ -62,6 +62,24 @@ class NewMessage:
     pending_delivery: bool = False
 
 
+@dataclass(frozen=True)
+class Compaction:
+    """A compaction to commit in one transaction (docs/design.md#compaction-commit).
+
+    ``active`` is the new active list, in order: the id of a stored row that stays (it
+    keeps its id, its time and its place) or a :class:`NewMessage` to insert at that
+    place (a summary, a rewritten head row, a message not stored yet). Every other
+    active row of the session is archived (``active=0, compacted=1``): flags flip,
+    nothing is copied. ``originals`` are messages not stored yet that the summary
+    covers; they are inserted archived, so a summary is never their only copy.
+    """
+
+    active: Sequence[int | NewMessage]
+    originals: Sequence[NewMessage] = ()
+    absorbed_inbox: Sequence[int] = ()
+    engine_state: dict[str, Any] | None = None
+
+
 class StoredMessage(NamedTuple):
     """A stored row (a tuple: thousands are built per turn, and cheaply)."""
 
@@ -211,15 +229,7 @@ class Store(Protocol):
         anchor: Any = KEEP,
         usage: UsageTotals | None = None,
     ) -> list[int]: ...
-    async def archive_and_compact(
-        self,
-        session_id: str,
-        compacted: Sequence[NewMessage],
-        *,
-        originals: Sequence[NewMessage] = (),
-        absorbed_inbox: Sequence[int] = (),
-        engine_state: dict[str, Any] | None = None,
-    ) -> list[int]: ...
+    async def archive_and_compact(self, session_id: str, compaction: Compaction) -> list[int]: ...
     async def rotate(
         self,
         session_id: str,

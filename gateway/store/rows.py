@@ -42,10 +42,16 @@ async def insert_messages(
     now: float,
     *,
     archived: bool = False,
+    seqs: Sequence[float | None] | None = None,
 ) -> list[int]:
-    """Insert rows (``archived``: as ``active=0, compacted=1`` originals); returns ids."""
+    """Insert rows (``archived``: as ``active=0, compacted=1`` originals); returns ids.
+
+    ``seqs`` places rows in the conversation; None (the default) appends: the row's
+    ``seq`` is the id it gets, above every seq the table holds.
+    """
     ids = []
-    for row in new:
+    places = seqs if seqs is not None else [None] * len(new)
+    for row, seq in zip(new, places, strict=True):
         message = row.message
         content = message.get("content")
         parts = None
@@ -56,7 +62,8 @@ async def insert_messages(
         cursor = await db.execute(
             "INSERT INTO messages(session_id, role, content, parts, tool_calls, tool_call_id,"
             " tool_name, created_at, token_count, platform_message_id, pending_delivery,"
-            " active, compacted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " active, compacted, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+            " COALESCE(?, (SELECT COALESCE(MAX(id), 0) + 1 FROM messages)))",
             (
                 session_id,
                 message["role"],
@@ -71,9 +78,65 @@ async def insert_messages(
                 int(row.pending_delivery),
                 int(not archived),
                 int(archived),
+                seq,
             ),
         )
         ids.append(cursor.lastrowid)
+    return ids
+
+
+def places_between(known: Sequence[float | None]) -> list[float | None]:
+    """Seqs for the ``None`` entries of an active list, keeping the known ones' order.
+
+    A run of new rows between two kept rows is spread evenly between their seqs; a run
+    before the first kept row goes just below it; a run after the last kept row gets
+    None (appended: seq = id).
+    """
+    result = list(known)
+    index = 0
+    while index < len(result):
+        if result[index] is not None:
+            index += 1
+            continue
+        end = index
+        while end < len(result) and result[end] is None:
+            end += 1
+        low = result[index - 1] if index > 0 else None
+        high = result[end] if end < len(result) else None
+        count = end - index
+        if high is not None:
+            start = low if low is not None else high - count - 1
+            step = (high - start) / (count + 1)
+            for offset in range(count):
+                result[index + offset] = start + step * (offset + 1)
+        index = end
+    return result
+
+
+async def insert_active_list(
+    db: aiosqlite.Connection,
+    session_id: str,
+    active: Sequence[int | NewMessage],
+    now: float,
+) -> list[int]:
+    """Make ``active`` (kept row ids and new rows, in order) the active list's order.
+
+    Kept rows keep their id and their seq; new rows are inserted in the places between
+    them. Returns the id of every entry.
+    """
+    kept = [item for item in active if isinstance(item, int)]
+    rows = await db.execute_fetchall(
+        "SELECT id, seq FROM messages WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(kept),),
+    )
+    seq_of = {row[0]: row[1] for row in rows}
+    places = places_between([seq_of[i] if isinstance(i, int) else None for i in active])
+    ids: list[int] = []
+    for item, seq in zip(active, places, strict=True):
+        if isinstance(item, int):
+            ids.append(item)
+        else:
+            ids += await insert_messages(db, session_id, [item], now, seqs=[seq])
     return ids
 
 

@@ -6,6 +6,12 @@ a released migration: add a new one.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
+import aiosqlite
+
+from gateway.store import migrate_copies
+
 # 1: sessions, messages with soft-archive flags and per-row token counts, FTS5 (SPEC S1–S4).
 _V1 = """
 CREATE TABLE sessions (
@@ -116,5 +122,12 @@ _V4 = """
 ALTER TABLE inbox ADD COLUMN in_history INTEGER NOT NULL DEFAULT 0;
 """
 
-MIGRATIONS: list[tuple[int, str]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4)]
+# 5: every row has its place in the conversation (seq), so compaction keeps rows instead
+# of copying them; the copies older versions wrote are removed (see migrate_copies).
+_V5 = migrate_copies.migrate
+
+#: A migration is a script, or a coroutine function run inside the migration's transaction.
+Migration = str | Callable[[aiosqlite.Connection], Awaitable[None]]
+
+MIGRATIONS: list[tuple[int, Migration]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

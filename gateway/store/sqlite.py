@@ -12,11 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent.compression.markers import SUMMARY_PREFIX
 from gateway.store.connection import Connection, new_session_id
 from gateway.store.operator import OperatorQueries
 from gateway.store.records import (
     KEEP,
     AnchorRecord,
+    Compaction,
     InboxEntry,
     NewMessage,
     PendingDelivery,
@@ -32,6 +34,7 @@ from gateway.store.rows import (
     anchor_at,
     delete_inbox,
     fts_query,
+    insert_active_list,
     insert_messages,
     mark_inbox_in_history,
     save_engine_state,
@@ -50,8 +53,8 @@ class SQLiteStore(SchedulingQueries, OperatorQueries, Connection):
 
     def __init__(self, path: str | Path) -> None:
         super().__init__(path)
-        # session id -> (last row id, active rows): see load_active.
-        self._active_cache: dict[str, tuple[int, list[StoredMessage]]] = {}
+        # session id -> (compression count, last seq, active rows): see load_active.
+        self._active_cache: dict[str, tuple[int, float, list[StoredMessage]]] = {}
 
     # -- inbox ---------------------------------------------------------------------------
 
@@ -193,30 +196,37 @@ class SQLiteStore(SchedulingQueries, OperatorQueries, Connection):
     # -- messages ------------------------------------------------------------------------
 
     async def load_active(self, session_id: str) -> list[StoredMessage]:
-        """The session's active rows, oldest first. Treat the message dicts as read-only.
+        """The session's active rows in conversation order. Treat the dicts as read-only.
 
-        Rows read earlier are reused while a cheap count over the index proves none of
-        them was archived or deleted since (ids only grow, so rows after the last one we
-        hold are all that can be new). The archive is never touched.
+        Rows read earlier are reused while one cheap query proves nothing changed under
+        them: the same compression count (no compaction since, by any process) and the
+        same number of active rows up to the last seq we hold (none archived or erased).
+        Only rows after it are read. The archive is never touched.
         """
         async with self._read() as db:
-            last_id, rows = self._active_cache.pop(session_id, (0, []))
+            generation, last_seq, rows = self._active_cache.pop(session_id, (-1, 0.0, []))
             if rows:
                 found = await db.execute_fetchall(
-                    "SELECT count(*) FROM messages INDEXED BY messages_active"
-                    " WHERE session_id = ? AND active = 1 AND id <= ?",
-                    (session_id, last_id),
+                    "SELECT (SELECT compression_count FROM sessions WHERE id = ?),"
+                    " (SELECT count(*) FROM messages INDEXED BY messages_active"
+                    "  WHERE session_id = ? AND active = 1 AND seq <= ?)",
+                    (session_id, session_id, last_seq),
                 )
-                if next(iter(found))[0] != len(rows):
-                    last_id, rows = 0, []
+                now_generation, count = next(iter(found))
+                if (now_generation, count) != (generation, len(rows)):
+                    last_seq, rows = 0.0, []
             fetched = await db.execute_fetchall(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages m INDEXED BY messages_active"
-                " WHERE session_id = ? AND active = 1 AND id > ? ORDER BY id",
-                (session_id, last_id),
+                f"SELECT {MESSAGE_COLUMNS}, m.seq,"
+                " (SELECT compression_count FROM sessions WHERE id = ?)"
+                " FROM messages m INDEXED BY messages_active"
+                " WHERE session_id = ? AND active = 1 AND seq > ? ORDER BY seq",
+                (session_id, session_id, last_seq if rows else float("-inf")),
             )
             rows = rows + [stored_message(row) for row in fetched]
-            if rows:
-                self._active_cache[session_id] = (rows[-1].id, rows)
+            if fetched:
+                last_seq, generation = fetched[-1][-2], fetched[-1][-1]
+            if rows and generation >= 0:
+                self._active_cache[session_id] = (generation, last_seq, rows)
                 while len(self._active_cache) > ACTIVE_CACHE_SESSIONS:
                     self._active_cache.pop(next(iter(self._active_cache)))
         return list(rows)
@@ -262,41 +272,36 @@ class SQLiteStore(SchedulingQueries, OperatorQueries, Connection):
             await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
         return ids
 
-    async def archive_and_compact(
-        self,
-        session_id: str,
-        compacted: Sequence[NewMessage],
-        *,
-        originals: Sequence[NewMessage] = (),
-        absorbed_inbox: Sequence[int] = (),
-        engine_state: dict[str, Any] | None = None,
-    ) -> list[int]:
-        """Replace the active list with ``compacted`` in one transaction (SPEC S3).
+    async def archive_and_compact(self, session_id: str, compaction: Compaction) -> list[int]:
+        """Commit a compaction in place, in one transaction (SPEC S3).
 
-        Every active row becomes ``active=0, compacted=1`` (kept, still searchable), and
-        so do ``originals``: messages of the compressed list that were not stored yet (a
-        queued message, the turn's own rows), which are inserted archived so their full
-        text is kept too. The compacted list becomes the new active rows; inbox entries
-        it absorbed are marked, not deleted (their turn is still owed); the usage anchor
-        is cleared and the compression counted.
+        The active rows that ``compaction.active`` does not keep become ``active=0,
+        compacted=1`` (kept, still searchable); the kept ones stay as they are; the new
+        ones are inserted in their places; ``originals`` are inserted archived. Inbox
+        entries the new list absorbed are marked, not deleted (their turn is still
+        owed); the usage anchor is cleared and the compression counted. Returns the id
+        of every entry of the new active list.
         """
         now = time.time()
+        kept = [item for item in compaction.active if isinstance(item, int)]
         async with self._transaction() as db:
             await db.execute(
-                "UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ? AND active = 1",
-                (session_id,),
+                "UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ? AND active = 1"
+                " AND id NOT IN (SELECT value FROM json_each(?))",
+                (session_id, json.dumps(kept)),
             )
-            await insert_messages(db, session_id, originals, now, archived=True)
-            ids = await insert_messages(db, session_id, compacted, now)
-            await mark_inbox_in_history(db, absorbed_inbox)
+            await insert_messages(db, session_id, compaction.originals, now, archived=True)
+            ids = await insert_active_list(db, session_id, compaction.active, now)
+            await mark_inbox_in_history(db, compaction.absorbed_inbox)
             await set_anchor(db, session_id, None)
             await db.execute(
                 "UPDATE sessions SET compression_count = compression_count + 1, updated_at = ?"
                 " WHERE id = ?",
                 (now, session_id),
             )
-            if engine_state is not None:
-                await save_engine_state(db, session_id, engine_state)
+            if compaction.engine_state is not None:
+                await save_engine_state(db, session_id, compaction.engine_state)
+        self._active_cache.pop(session_id, None)
         return ids
 
     async def rotate(
@@ -370,6 +375,9 @@ class SQLiteStore(SchedulingQueries, OperatorQueries, Connection):
                 " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
                 " WHERE messages_fts MATCH ? AND m.session_id IN (SELECT id FROM lineage)"
                 "  AND (m.active = 1 OR m.compacted = 1) AND m.role IN ('user', 'assistant', 'tool')"
+                # Summaries repeat what the originals say (and each supersedes the last):
+                # the originals are what a search should find, once each.
+                f"  AND coalesce(m.content, '') NOT LIKE '{SUMMARY_PREFIX}%'"
                 " ORDER BY bm25(messages_fts) LIMIT ?",
                 (session_id, match, limit),
             )

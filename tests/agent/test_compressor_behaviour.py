@@ -10,6 +10,7 @@ import re
 
 from agent.compression.markers import is_summary_message
 from agent.providers.base import ProviderError
+from agent.window import fit_request
 from tests.agent.scripted_summarizer import (
     ScriptedSummarizer,
     conversation,
@@ -67,7 +68,7 @@ async def test_a_150k_character_row_in_the_middle_still_compresses_under_the_thr
     assert result.tokens_after < engine.threshold_tokens
 
 
-async def test_a_150k_character_newest_message_gets_a_truncated_copy_and_compresses():
+async def test_a_150k_character_newest_message_stays_whole_and_is_sent_as_an_excerpt():
     engine, main = make_engine(context_length=32_768)
     messages = conversation(20, chars=1_000)
     huge = "please summarize this log: " + "w" * 150_000
@@ -75,13 +76,13 @@ async def test_a_150k_character_newest_message_gets_a_truncated_copy_and_compres
     result = await engine.compress(messages, trigger_source="turn_start_threshold")
     assert result.committed
     assert result.tokens_after < engine.threshold_tokens
-    newest = result.messages[-1]
-    assert newest["role"] == "user"
-    assert newest["content"].startswith("please summarize this log: ")
-    assert "150027 characters" in newest["content"]
-    assert "session_search" in newest["content"]
-    assert huge in [m["content"] for m in messages]  # the caller's row is untouched
+    assert result.messages[-1] is messages[-1]  # the row itself, never a rewritten copy
     assert "please summarize this log" in main.calls[0].request_text
+    request = fit_request(result.messages, engine.window)
+    shown = request.messages[-1]["content"]
+    assert shown.startswith("please summarize this log: ")
+    assert "150,027 characters" in shown and "session_search" in shown
+    assert request.prompt_tokens + request.max_tokens <= engine.context_length
 
 
 async def test_manual_compress_on_a_small_window_shrinks_a_short_chat():
@@ -125,9 +126,9 @@ async def test_telemetry_line_has_the_fields_and_never_any_text(caplog):
 
 async def test_blocked_attempts_are_logged_too(caplog):
     engine, _ = make_engine([ProviderError("other", "x", detail="json_decode")])
-    await engine.compress(conversation(150, chars=1_500))
+    await engine.compress(conversation(100, chars=1_500))  # above the threshold, below 85%
     with caplog.at_level(logging.INFO, logger="agent.conversation_compression"):
-        await engine.compress(conversation(150, chars=1_500))
+        await engine.compress(conversation(100, chars=1_500))
     assert '"failure_class": "blocked:cooldown"' in caplog.records[-1].getMessage()
 
 

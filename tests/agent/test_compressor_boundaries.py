@@ -14,6 +14,7 @@ from agent.compression.markers import (
     is_summary_message,
 )
 from agent.compression.settings import summary_token_budget
+from agent.window import fit_request
 from tests.agent.scripted_summarizer import conversation, make_engine, tool_round
 
 
@@ -187,7 +188,7 @@ async def test_a_huge_tool_output_in_the_middle_does_not_block_compaction():
     assert len(split(result.messages)[2]) >= 3
 
 
-async def test_a_huge_unanswered_tool_output_is_kept_as_a_truncated_copy():
+async def test_a_huge_unanswered_tool_output_stays_and_is_shown_as_an_excerpt():
     engine, main = make_engine()
     messages = conversation(40, chars=4_000)
     messages.append({"role": "user", "content": "read the server log"})
@@ -198,10 +199,14 @@ async def test_a_huge_unanswered_tool_output_is_kept_as_a_truncated_copy():
     _, _, tail = split(result.messages)
     assert len(tail) >= 3
     assert tail[-1]["tool_call_id"] == "log"
-    assert "150000 characters" in tail[-1]["content"]
-    assert len(tail[-1]["content"]) < 50_000
+    assert tail[-1]["content"] == "E" * 150_000  # kept as it is: rows are never rewritten
     assert "E" * 1_000 in main.calls[0].request_text  # the summary also sees it
     assert_tool_pairs_intact(result.messages)
+    # What the model is sent shows it as a bounded excerpt, and the request fits.
+    request = fit_request(result.messages, engine.window)
+    shown = request.messages[-1]["content"]
+    assert "150,000 characters" in shown and len(shown) <= engine.window.row_cap * 4
+    assert request.prompt_tokens + request.max_tokens <= engine.context_length
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,8 @@ from tests.agent.scripted_summarizer import (
 
 
 def big_chat() -> list[dict]:
-    messages = conversation(150, chars=1_500)
+    """Over the threshold, under the safety line (85%) where a cooldown stops pacing."""
+    messages = conversation(120, chars=1_500)
     messages[3]["content"] = "FIRST-DROPPED: please migrate the billing service to Postgres"
     messages[-4]["content"] = "LATEST-ASK: and keep the old API working"
     return messages
@@ -104,7 +105,8 @@ async def test_timeout_ladder_climbs_60_300_900_when_every_failure_aborts():
 async def test_length_finish_aborts_on_its_own_ladder():
     clock = Clock()
     length = Completion(text="## Goal\npartial", finish_reason="length")
-    script = [length, length, timeout(), length, length]
+    # Each attempt retries a length cut once with more room before it counts.
+    script = [length] * 4 + [timeout()] + [length] * 4
     engine, _ = make_engine(script, clock=clock, context_timeout_seconds=30)
     seen = []
     for _ in range(5):
@@ -354,4 +356,5 @@ def test_fallback_keeps_decisions_errors_files_and_the_earlier_goal():
     assert "We decided to switch to the stdlib csv module." in summary
     assert "- src/importer/csv_reader.py" in summary
     assert "Latest user request: and add a test" in summary
-    assert "## Earlier summary (carried over)" in summary
+    assert "- x" in summary  # the earlier summary's items are carried...
+    assert "Earlier summary" not in summary and "- - " not in summary  # ...never nested

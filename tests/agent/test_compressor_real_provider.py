@@ -92,14 +92,30 @@ async def test_a_hanging_server_times_out_and_aborts(fake_llm):
     assert engine.cooldown_remaining() == 60
 
 
-async def test_a_length_cut_summary_aborts(fake_llm):
-    fake_llm.script(Reply("## Goal\nhalf a summ", finish_reason="length"))
+async def test_a_length_cut_summary_is_retried_with_more_room_then_committed(fake_llm):
+    fake_llm.script(
+        Reply("## Goal\nhalf a summ", finish_reason="length"), Reply("## Goal\nthe whole summary")
+    )
+    main = openai_provider(fake_llm)
+    try:
+        result = await engine_with(main).compress(chat())
+    finally:
+        await main.aclose()
+    assert (result.commit_status, result.method) == ("committed", "llm_summary")
+    first, retry = fake_llm.requests
+    assert retry.max_tokens > first.max_tokens
+
+
+async def test_a_summary_cut_twice_by_its_length_aborts(fake_llm):
+    cut = Reply("## Goal\nhalf a summ", finish_reason="length")
+    fake_llm.script(cut, cut)
     main = openai_provider(fake_llm)
     try:
         result = await engine_with(main).compress(chat())
     finally:
         await main.aclose()
     assert (result.commit_status, result.failure_class) == ("aborted", "summary_length")
+    assert len(fake_llm.requests) == 2
 
 
 async def test_a_summary_model_with_a_too_small_window_gets_the_fallback():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import main
-from gateway.store import InboxEntry, NewMessage, SessionOrigin, SQLiteStore
+from gateway.store import Compaction, InboxEntry, NewMessage, SessionOrigin, SQLiteStore
 
 SUMMARY = "[CONTEXT COMPACTION] Earlier turns were compacted.\n## Goal\nPlan the trip to Oslo."
 
@@ -33,9 +33,9 @@ async def fill(database: Path) -> None:
                 row("assistant", "have a good trip"),
             ],
         )
+        kept = await store.load_active(ada.id)
         await store.archive_and_compact(
-            ada.id,
-            [row("system", "be kind"), row("user", SUMMARY), row("assistant", "ok")],
+            ada.id, Compaction([kept[0].id, row("user", SUMMARY), row("assistant", "ok")])
         )
         bob = await store.start_session(
             SessionOrigin("discord:200", "discord", "200"), "m", row("system", "be kind")
@@ -75,7 +75,7 @@ def test_list_shows_every_session_with_its_counts(
     header, *rows = out.splitlines()
     assert header.split() == ["KEY", "PLATFORM", "ACTIVE", "ARCHIVED", "TOKENS", "LAST", "ACTIVITY"]
     by_key = {line.split()[0]: line.split()[1:5] for line in rows}
-    assert by_key["telegram:100"][:3] == ["telegram", "3", "5"]
+    assert by_key["telegram:100"][:3] == ["telegram", "3", "4"]
     assert by_key["discord:200"][:3] == ["discord", "3", "0"]
 
 
@@ -86,7 +86,7 @@ def test_show_prints_the_current_summary_and_the_active_context(
     assert code == 0
     summary_part, context_part = out.split("── active context ──")
     assert "── current summary ──\n" + SUMMARY in summary_part
-    assert "3 messages" in summary_part and "5 archived" in summary_part
+    assert "3 messages" in summary_part and "4 archived" in summary_part
     context = context_part.strip().splitlines()
     assert [line.split()[1] for line in context] == ["system", "user", "assistant"]
     assert "passport" not in out  # archived rows are not part of the active context
@@ -97,18 +97,17 @@ def test_export_includes_archived_rows(config: Path, capsys: pytest.CaptureFixtu
     assert code == 0
     rows = [json.loads(line) for line in out.splitlines()]
     assert [(r["role"], r["active"], r["compacted"]) for r in rows] == [
-        ("system", False, True),
+        ("system", True, False),  # kept through the compaction: the same row
         ("user", False, True),
         ("assistant", False, True),
         ("user", False, True),
         ("assistant", False, True),
-        ("system", True, False),
         ("user", True, False),
         ("assistant", True, False),
     ]
     assert rows[1]["content"] == "my passport number is X1234567"
     assert len({r["session_id"] for r in rows}) == 1 and all(r["id"] for r in rows)
-    assert "exported 8 rows (5 archived)" in err
+    assert "exported 7 rows (4 archived)" in err
 
 
 def test_export_to_a_file_is_private(
@@ -117,7 +116,7 @@ def test_export_to_a_file_is_private(
     target = tmp_path / "ada.jsonl"
     code, out, _ = sessions(capsys, config, "export", "telegram:100", "--output", str(target))
     assert code == 0 and out == ""
-    assert len(target.read_text().splitlines()) == 8
+    assert len(target.read_text().splitlines()) == 7
     assert target.stat().st_mode & 0o777 == 0o600
 
 
@@ -126,7 +125,7 @@ def test_forget_removes_only_that_session_and_scrubs_the_file(
 ) -> None:
     code, out, _ = sessions(capsys, config, "forget", "telegram:100", "--yes")
     assert code == 0
-    assert "Forgot telegram:100: 8 messages erased." in out
+    assert "Forgot telegram:100: 7 messages erased." in out
     code, out, _ = sessions(capsys, config, "list")
     assert [line.split()[0] for line in out.splitlines()[1:]] == ["discord:200"]
     assert sessions(capsys, config, "export", "telegram:100")[0] == 1
@@ -163,7 +162,7 @@ async def test_forget_asks_first_and_keeps_everything_without_the_key(tmp_path: 
     assert "Nothing erased." in out.getvalue()
     assert asked == ["Type telegram:100 to confirm: "]
     async with SQLiteStore(config.database_path) as store:
-        assert len(await store.export_rows("telegram:100")) == 8
+        assert len(await store.export_rows("telegram:100")) == 7
     assert await run_sessions_command(config, args, out=out, confirm=answer("telegram:100")) == 0
     async with SQLiteStore(config.database_path) as store:
         assert await store.export_rows("telegram:100") == []

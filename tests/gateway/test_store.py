@@ -13,6 +13,7 @@ import pytest
 from gateway.store import (
     KEEP,
     AnchorRecord,
+    Compaction,
     InboxEntry,
     NewMessage,
     SessionOrigin,
@@ -56,18 +57,15 @@ async def test_new_session_starts_with_its_system_row(store: SQLiteStore) -> Non
     assert (await store.current_session("console:t")).id == session.id
 
 
-async def test_archive_and_compact_keeps_every_old_row(store: SQLiteStore) -> None:
+async def test_archive_and_compact_flips_flags_and_copies_nothing(store: SQLiteStore) -> None:
     session = await store.start_session(ORIGIN, "m", row("system", "sys"))
     await store.commit_turn(
         session.id, [row("user", f"message {i}") for i in range(10)], anchor=KEEP
     )
     before = await store.load_active(session.id)
-    compacted = [
-        row("system", "sys"),
-        row("user", "[CONTEXT COMPACTION] all ten"),
-        row("user", "message 9"),
-    ]
-    await store.archive_and_compact(session.id, compacted)
+    system, last = before[0], before[-1]
+    summary = row("user", "[CONTEXT COMPACTION] all ten")
+    await store.archive_and_compact(session.id, Compaction([system.id, summary, last.id]))
 
     active = await store.load_active(session.id)
     assert [m.message["content"] for m in active] == [
@@ -75,11 +73,34 @@ async def test_archive_and_compact_keeps_every_old_row(store: SQLiteStore) -> No
         "[CONTEXT COMPACTION] all ten",
         "message 9",
     ]
+    # The rows that stay are the same rows: same id, same time. Nothing was copied.
+    assert [(m.id, m.created_at) for m in (active[0], active[2])] == [
+        (system.id, system.created_at),
+        (last.id, last.created_at),
+    ]
     everything = await store.export_rows("console:t")
+    assert len(everything) == len(before) + 1
     archived = [m for _, m in everything if not m.active]
-    assert {m.id for m in archived} == {m.id for m in before}
+    assert {m.id for m in archived} == {m.id for m in before[1:-1]}
     assert all(m.compacted for m in archived)
     assert (await store.current_session("console:t")).compression_count == 1
+
+
+async def test_new_rows_of_a_compaction_take_their_place_between_kept_ones(
+    store: SQLiteStore,
+) -> None:
+    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.commit_turn(session.id, [row("user", f"m{i}") for i in range(6)])
+    rows = await store.load_active(session.id)
+    note = row("system", "sys + note")
+    first = Compaction([note, row("user", "[CONTEXT COMPACTION] one"), rows[-2].id, rows[-1].id])
+    ids = await store.archive_and_compact(session.id, first)
+    (after,) = await store.commit_turn(session.id, [row("user", "after")])
+    second = Compaction([ids[0], row("user", "[CONTEXT COMPACTION] two"), rows[-1].id, after])
+    await store.archive_and_compact(session.id, second)
+    await store.commit_turn(session.id, [row("user", "later")])
+    active = [m.message["content"] for m in await store.load_active(session.id)]
+    assert active == ["sys + note", "[CONTEXT COMPACTION] two", "m5", "after", "later"]
 
 
 async def test_search_finds_archived_rows_but_not_taken_back_ones(
@@ -89,8 +110,9 @@ async def test_search_finds_archived_rows_but_not_taken_back_ones(
     await store.commit_turn(
         session.id, [row("user", "my cat is called Tom"), row("assistant", "Hi Tom's human")]
     )
+    system = (await store.load_active(session.id))[0]
     await store.archive_and_compact(
-        session.id, [row("system", "sys"), row("user", "[CONTEXT COMPACTION] pets")]
+        session.id, Compaction([system.id, row("user", "[CONTEXT COMPACTION] pets")])
     )
     hits = await store.search(session.id, "what's my cat called?")
     assert hits and hits[0].archived and "cat" in hits[0].snippet
@@ -160,7 +182,7 @@ async def test_anchor_points_at_the_row_it_covers_and_compaction_clears_it(
     record = await store.current_session("console:t")
     assert record.anchor == AnchorRecord(100, 7, ids[-1], "fp", "openai:x")
     assert record.usage.prompt_tokens == 100 and record.usage.requests == 1
-    await store.archive_and_compact(session.id, [row("system", "sys")])
+    await store.archive_and_compact(session.id, Compaction([row("system", "sys")]))
     assert (await store.current_session("console:t")).anchor is None
 
 
@@ -220,7 +242,8 @@ async def test_active_history_is_read_through_the_index(tmp_path: Path) -> None:
         pass
     with sqlite3.connect(tmp_path / "state.db") as db:
         plan = db.execute(
-            "EXPLAIN QUERY PLAN SELECT id FROM messages WHERE session_id = 's' AND active = 1 ORDER BY id"
+            "EXPLAIN QUERY PLAN SELECT id FROM messages WHERE session_id = 's' AND active = 1"
+            " ORDER BY seq"
         ).fetchall()
     assert "messages_active" in " ".join(str(step) for step in plan)
 
@@ -228,14 +251,14 @@ async def test_active_history_is_read_through_the_index(tmp_path: Path) -> None:
 CRASHER = textwrap.dedent(
     """
     import asyncio, sys
-    from gateway.store import NewMessage, SQLiteStore
+    from gateway.store import Compaction, NewMessage, SQLiteStore
 
     async def main(path, session_id):
         async with SQLiteStore(path) as store:
             rows = [NewMessage({"role": "user", "content": "compacted " + str(i) * 50}, 1)
                     for i in range(20000)]
             print("compacting", flush=True)
-            await store.archive_and_compact(session_id, rows)
+            await store.archive_and_compact(session_id, Compaction(rows))
             print("done", flush=True)
 
     asyncio.run(main(sys.argv[1], sys.argv[2]))

@@ -142,7 +142,7 @@ async def test_a_megabyte_message_gets_an_answer(tmp_path: Path, fake_llm: FakeL
     assert reply.startswith("echo: log line")  # an answer, not "cannot compress"
     sent = fake_llm.requests[-1]
     assert sent.prompt_tokens + sent.max_tokens <= 32_768
-    assert "too long for the context window" in user_texts(sent)[-1]
+    assert "too long to show whole in the context window" in user_texts(sent)[-1]
     with sqlite3.connect(tmp_path / "state.db") as db:
         (stored,) = db.execute("SELECT length(content) FROM messages WHERE role='user'").fetchone()
     assert stored == len("log line\n" * 110_000)  # the stored row keeps every character

@@ -1,0 +1,319 @@
+"""How one request shares the model's window: every prompt fits, whatever the rows hold.
+
+A request is a *view* of the conversation; the stored rows are never changed to fit it
+(docs/design.md#request-view). The view follows three rules, in this order:
+
+1. The newest user message gets a guaranteed share of the window (:data:`NEWEST_SHARE`
+   of the input budget) before history gets any.
+2. Any other row is shown at most at :data:`ROW_SHARE` of the input budget. A bigger one
+   (a pasted log, a document) is represented by an excerpt: its beginning and end, and a
+   note that the full text is archived and searchable. The excerpt depends only on the
+   row and the window, so it is the same bytes on every turn and prompt caching holds.
+3. If the rows still do not fit (the summary model keeps failing, a cooldown holds),
+   the largest rows are cut further, down to a floor, and then the oldest rows between
+   the system prompt and the newest exchange are left out of this request, with a note.
+
+Token figures here are the rough estimate (SPEC T1 in docs/design.md#tokens); when the
+provider has reported that the real count runs higher, ``fit_request`` scales for it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent.compression.assembly import repair_tool_pairs
+from agent.compression.markers import is_real_user_message, is_summary_message
+from agent.tokens import (
+    IMAGE_TOKENS,
+    estimate_message_tokens_rough,
+)
+
+#: Share of the input budget the newest user message may always fill.
+NEWEST_SHARE = 0.5
+#: Share of the input budget any other single row may fill.
+ROW_SHARE = 0.25
+#: When rows must be cut below their share, never below this share of the input budget...
+FLOOR_SHARE = 1 / 16
+#: ...nor below this many tokens.
+MIN_ROW_TOKENS = 64
+
+EXCERPT_NOTE = (
+    "[nightowl: this message is {total:,} characters long, too long to show whole in the "
+    "context window. Its beginning and end are shown; {omitted:,} characters in the middle "
+    "are left out here. The full text is archived: session_search finds it.]"
+)
+LEFT_OUT_NOTE = (
+    "[nightowl: {count} earlier message(s) are left out of this request to fit the model's "
+    "context window. They are archived: session_search finds them.]"
+)
+ARGUMENTS_NOTE = "[arguments too long to show: {total:,} characters]"
+SHORT_NOTE = "[{total:,} characters, archived: session_search finds them]"
+#: An excerpt keeps at least this much text beside its note, or becomes the short note.
+MIN_EXCERPT_CHARS = 40
+#: What the note about left-out messages costs.
+NOTE_TOKENS = (len(LEFT_OUT_NOTE) + 3) // 4 + 2
+
+
+@dataclass(frozen=True)
+class Window:
+    """The model's window and the share of it kept for the reply (SPEC T5)."""
+
+    context_length: int
+    max_output_tokens: int
+
+    @property
+    def output_reserve(self) -> int:
+        """Tokens kept free for the reply: ``max_output_tokens``, at most half the window."""
+        return max(0, min(self.max_output_tokens, self.context_length // 2))
+
+    @property
+    def input_budget(self) -> int:
+        """What a prompt may fill: the window minus the output reserve."""
+        return max(1, self.context_length - self.output_reserve)
+
+    @property
+    def row_cap(self) -> int:
+        """Tokens any one row other than the newest user message is shown with."""
+        return max(MIN_ROW_TOKENS, int(self.input_budget * ROW_SHARE))
+
+    @property
+    def newest_cap(self) -> int:
+        """Tokens the newest user message is always shown with, if it has them."""
+        return max(MIN_ROW_TOKENS, int(self.input_budget * NEWEST_SHARE))
+
+    @property
+    def floor_cap(self) -> int:
+        return max(MIN_ROW_TOKENS, int(self.input_budget * FLOOR_SHARE))
+
+    def max_tokens_for(self, prompt_tokens: int) -> int:
+        """Output tokens a request of ``prompt_tokens`` asks for (never past the window)."""
+        room = self.context_length - max(0, int(prompt_tokens))
+        return max(1, min(self.max_output_tokens, room))
+
+
+def newest_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """Index of the newest message a person wrote (summaries do not count)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if is_real_user_message(messages[index]):
+            return index
+    return None
+
+
+def row_caps(messages: Sequence[Mapping[str, Any]], window: Window) -> list[int]:
+    """The most tokens each row is shown with (rule 1 and 2)."""
+    caps = [window.row_cap] * len(messages)
+    newest = newest_user_index(messages)
+    if newest is not None:
+        caps[newest] = window.newest_cap
+    return caps
+
+
+def represented_tokens(
+    messages: Sequence[Mapping[str, Any]],
+    window: Window,
+    tokens: Sequence[int] | None = None,
+) -> int:
+    """Rough tokens of the conversation as a request shows it (rows at most their cap).
+
+    ``tokens`` are per-row counts when the caller has them (stored counts), else the
+    rough estimate is taken. This is what every gate and threshold compares: a row that
+    will only ever be shown as an excerpt counts as the excerpt.
+    """
+    counts = tokens if tokens is not None else [estimate_message_tokens_rough(m) for m in messages]
+    return sum(
+        min(count, cap) for count, cap in zip(counts, row_caps(messages, window), strict=True)
+    )
+
+
+# -- excerpts ------------------------------------------------------------------------------
+
+
+def excerpt_text(text: str, max_chars: int) -> str:
+    """``text`` cut to at most ``max_chars``: beginning and end around a note.
+
+    Below the room a note needs, a short marker stands in (never more than ``max_chars``).
+    """
+    if len(text) <= max_chars:
+        return text
+    note = EXCERPT_NOTE.format(total=len(text), omitted=len(text))
+    keep = max_chars - len(note) - 4
+    if keep < MIN_EXCERPT_CHARS:
+        return SHORT_NOTE.format(total=len(text))[: max(0, max_chars)]
+    head = math.ceil(keep * 0.8)
+    tail = keep - head
+    note = EXCERPT_NOTE.format(total=len(text), omitted=len(text) - head - tail)
+    return f"{text[:head]}\n\n{note}\n\n{text[len(text) - tail :]}"
+
+
+def represent(message: Mapping[str, Any], cap: int) -> Mapping[str, Any]:
+    """``message`` if it fits ``cap`` tokens, else a copy whose text is an excerpt.
+
+    The same message and cap always give the same bytes (prompt caching).
+    """
+    if estimate_message_tokens_rough(message) <= cap:
+        return message
+    copy = dict(message)
+    if copy.get("tool_calls"):
+        copy["tool_calls"] = [_short_arguments(call, cap) for call in copy["tool_calls"]]
+    rest = estimate_message_tokens_rough({**copy, "content": None})
+    room_chars = max(0, (cap - rest) * 4 - 4)
+    content = copy.get("content")
+    if isinstance(content, str):
+        copy["content"] = excerpt_text(content, room_chars)
+    elif isinstance(content, list):
+        copy["content"] = _represent_parts(content, room_chars)
+    return copy
+
+
+def _short_arguments(call: Any, cap: int) -> Any:
+    function = call.get("function") if isinstance(call, Mapping) else None
+    arguments = function.get("arguments") if isinstance(function, Mapping) else None
+    if not isinstance(arguments, str) or len(arguments) <= cap * 2:
+        return call
+    # Still valid JSON: a provider that parses arguments (Anthropic) must not choke.
+    short = json.dumps({"note": ARGUMENTS_NOTE.format(total=len(arguments))})
+    return {**call, "function": {**function, "arguments": short}}
+
+
+def _represent_parts(parts: list[Any], room_chars: int) -> list[Any]:
+    images = [p for p in parts if isinstance(p, Mapping) and p.get("type") != "text"]
+    kept_images = images[: max(0, room_chars // 2 // (IMAGE_TOKENS * 4))]
+    room_chars -= len(kept_images) * IMAGE_TOKENS * 4
+    text = "\n".join(
+        p["text"] for p in parts if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+    )
+    if len(images) > len(kept_images):
+        text += f"\n[{len(images) - len(kept_images)} image(s) left out to fit the window]"
+    return [{"type": "text", "text": excerpt_text(text, max(0, room_chars))}, *kept_images]
+
+
+# -- fitting a request -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FittedRequest:
+    """The messages to send, their rough size, and the output tokens to ask for."""
+
+    messages: list[dict[str, Any]]
+    prompt_tokens: int
+    max_tokens: int
+    excerpted: int = 0
+    left_out: int = 0
+
+
+def fit_request(
+    messages: Sequence[Mapping[str, Any]],
+    window: Window,
+    *,
+    overhead_tokens: int = 0,
+    scale: float = 1.0,
+) -> FittedRequest:
+    """The request for ``messages``: prompt + max_tokens never exceeds the window.
+
+    ``overhead_tokens`` is what travels beside the messages (tool schemas), estimated.
+    ``scale`` is how far the provider's real counts run above the rough estimate (code
+    and non-Latin text count more); the budget shrinks by it. ``prompt_tokens`` of the
+    result is in real terms: the estimate times ``scale``.
+    """
+    scale = max(1.0, scale)
+    budget = max(1, int(window.input_budget / scale) - overhead_tokens)
+    shown = [represent(m, cap) for m, cap in zip(messages, row_caps(messages, window), strict=True)]
+    newest = newest_user_index(shown)
+    left_out = 0
+    if _total(shown) > budget:
+        shown = _cut_largest(shown, newest, budget, window.floor_cap)
+    if _total(shown) > budget:
+        shown, left_out = _leave_out_oldest(shown, newest, budget)
+    if _total(shown) > budget:
+        shown = _squeeze_everything(shown, budget)
+    prompt = math.ceil((_total(shown) + overhead_tokens) * scale)
+    originals = {id(m) for m in messages}
+    return FittedRequest(
+        messages=[m if isinstance(m, dict) else dict(m) for m in shown],
+        prompt_tokens=prompt,
+        max_tokens=window.max_tokens_for(prompt),
+        excerpted=sum(1 for m in shown if id(m) not in originals),
+        left_out=left_out,
+    )
+
+
+def _wire_tokens(message: Mapping[str, Any]) -> int:
+    """The rough estimate plus what it leaves out but a request carries (ids, tool names)."""
+    extra = len(str(message.get("tool_call_id") or "")) + len(str(message.get("name") or ""))
+    return estimate_message_tokens_rough(message) + (extra + 3) // 4
+
+
+def _total(messages: Sequence[Mapping[str, Any]]) -> int:
+    return sum(_wire_tokens(m) for m in messages)
+
+
+def _water_level(tokens: Sequence[int], budget: int) -> int:
+    """The largest cap such that sum(min(t, cap)) <= budget (0 if even 0 does not fit)."""
+    if sum(tokens) <= budget:
+        return max(tokens, default=0)
+    ordered = sorted(tokens)
+    remaining, count = budget, len(ordered)
+    for i, value in enumerate(ordered):
+        share = remaining // (count - i)
+        if value > share:
+            return max(0, share)
+        remaining -= value
+    return ordered[-1]
+
+
+def _cut_largest(
+    shown: list[Mapping[str, Any]], newest: int | None, budget: int, floor: int
+) -> list[Mapping[str, Any]]:
+    """Rule 3a: cut the largest rows (not the newest user message) to one level >= floor."""
+    tokens = [_wire_tokens(m) for m in shown]
+    others = [t for i, t in enumerate(tokens) if i != newest]
+    fixed = tokens[newest] if newest is not None else 0
+    level = max(floor, _water_level(others, budget - fixed))
+    return [
+        represent(m, level) if i != newest and t > level else m
+        for i, (m, t) in enumerate(zip(shown, tokens, strict=True))
+    ]
+
+
+def _protected_head(shown: Sequence[Mapping[str, Any]]) -> int:
+    """Leading system rows and a compaction summary right after them stay in any request."""
+    end = 0
+    while end < len(shown) and shown[end].get("role") == "system":
+        end += 1
+    if end < len(shown) and is_summary_message(shown[end]):
+        end += 1
+    return end
+
+
+def _leave_out_oldest(
+    shown: list[Mapping[str, Any]], newest: int | None, budget: int
+) -> tuple[list[Mapping[str, Any]], int]:
+    """Rule 3b: leave out the oldest rows after the protected head, never the newest
+    exchange (the newest user message and what follows it)."""
+    head = _protected_head(shown)
+    stop = newest if newest is not None and newest >= head else len(shown)
+    total = _total(shown) + NOTE_TOKENS
+    first_kept = head
+    while total > budget and first_kept < stop:
+        total -= _wire_tokens(shown[first_kept])
+        first_kept += 1
+    if first_kept == head:
+        return shown, 0
+    kept: list[Mapping[str, Any]] = repair_tool_pairs([*shown[:head], *shown[first_kept:]])
+    left_out = first_kept - head
+    note = LEFT_OUT_NOTE.format(count=left_out)
+    if kept and kept[0].get("role") == "system" and isinstance(kept[0].get("content"), str):
+        kept[0] = {**kept[0], "content": f"{kept[0]['content']}\n\n{note}"}
+    return kept, left_out
+
+
+def _squeeze_everything(shown: list[Mapping[str, Any]], budget: int) -> list[Mapping[str, Any]]:
+    """Last resort (a system prompt or tool schemas that fill the window): cut every row to
+    one level, the newest user message included."""
+    tokens = [_wire_tokens(m) for m in shown]
+    level = max(1, _water_level(tokens, budget))
+    return [represent(m, level) if t > level else m for m, t in zip(shown, tokens, strict=True)]
