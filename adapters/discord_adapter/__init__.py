@@ -21,11 +21,18 @@ acknowledged at once (Discord shows "thinking…"; it allows 3 s) and becomes th
 the interaction's followup webhook (valid 15 minutes, kept in memory); when the
 interaction is unknown (after a restart) or expired, the reply goes to the channel.
 
+Catch-up: discord.py replays missed messages only when a session resumes. Given a
+:class:`CatchUpSource` (:meth:`DiscordAdapter.catch_up_from`; the gateway's reads its
+store), the adapter reads each active, allowed chat's history after the newest stored
+message on every connect and resume, and passes it on like live messages; see
+:mod:`adapters.discord_adapter.catch_up`.
+
 Outbound: see :mod:`adapters.discord_adapter.outbound`. Heartbeats, resume and 429s are
 discord.py's job; disconnects and resumes are logged.
 """
 
 from adapters.discord_adapter.adapter import INTERACTION_PREFIX, DiscordAdapter
+from adapters.discord_adapter.catch_up import CatchUpChat, CatchUpSource
 from adapters.discord_adapter.outbound import MESSAGE_LIMIT, NO_PINGS
 from adapters.discord_adapter.settings import DEFAULT_SLASH_COMMANDS, DiscordSettings
 
@@ -34,6 +41,8 @@ __all__ = [
     "INTERACTION_PREFIX",
     "MESSAGE_LIMIT",
     "NO_PINGS",
+    "CatchUpChat",
+    "CatchUpSource",
     "DiscordAdapter",
     "DiscordSettings",
 ]

@@ -1,4 +1,5 @@
-"""The Discord adapter: lifecycle, event wiring, ordering, dedupe, slash commands, send."""
+"""The Discord adapter: lifecycle, event wiring, ordering, dedupe, catch-up, slash commands,
+send."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from discord import app_commands
 
 from adapters.base import Adapter, DeliveryError, InboundMessage, InboundSink, OutboundMessage
 from adapters.discord_adapter import outbound
+from adapters.discord_adapter.catch_up import CatchUp, CatchUpSource, Taken
 from adapters.discord_adapter.inbound import (
     inbound_from_interaction,
     inbound_from_message,
@@ -35,6 +37,9 @@ class _RecentKeys:
     def __init__(self, size: int) -> None:
         self._size = size
         self._keys: OrderedDict[object, None] = OrderedDict()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
 
     def add(self, key: object) -> bool:
         """Remember ``key``; False when it was already known."""
@@ -60,8 +65,17 @@ class _Client(discord.Client):
         self.adapter = adapter
         self.tree = app_commands.CommandTree(self)
 
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        if not initial:
+            await asyncio.sleep(self.adapter.settings.reidentify_delay)
+
+    async def on_connect(self) -> None:
+        # A fresh session (READY): what was sent meanwhile is never replayed.
+        self.adapter._session_started(resumed=False)
+
     async def on_ready(self) -> None:
         log.info("Discord connected as %s (%s guilds)", self.user, len(self.guilds))
+        self.adapter._catch_up.session_ready()
         self.adapter._ready.set()
 
     async def on_message(self, message: discord.Message) -> None:
@@ -73,6 +87,8 @@ class _Client(discord.Client):
 
     async def on_resumed(self) -> None:
         log.info("Discord gateway session resumed")
+        # Discord replayed what it kept; a long gap may have lost more.
+        self.adapter._session_started(resumed=True)
 
     async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
         log.exception("Error while handling Discord event %s", event_method)
@@ -95,9 +111,17 @@ class DiscordAdapter(Adapter):
         self._stopping = False
         self._receiving = False
         self._seen = _RecentKeys(4096)
+        # Messages the gateway took: a live copy of a message caught up on is not passed.
+        self._delivered = _RecentKeys(4096)
+        self._catch_up = CatchUp(settings, self._take_missed, lambda: self._receiving)
         self._interactions: OrderedDict[str, discord.Interaction] = OrderedDict()
         self._chat_tails: dict[str, asyncio.Future[None]] = {}
         self._in_flight: set[asyncio.Task[Any]] = set()
+
+    def catch_up_from(self, source: CatchUpSource) -> None:
+        """Read what was missed after every (re)connect, from ``source``'s cursors (see
+        :mod:`adapters.discord_adapter.catch_up`). Without a source nothing is read."""
+        self._catch_up.source = source
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -159,8 +183,11 @@ class DiscordAdapter(Adapter):
         Discord does not redeliver: what arrives from now on is dropped (and logged).
         """
         self._receiving = False
-        if self._in_flight:
-            await asyncio.wait(set(self._in_flight), timeout=self.settings.drain_timeout)
+        busy = set(self._in_flight)
+        if self._catch_up.running is not None:
+            busy.add(self._catch_up.running)  # it stops after the message it is handing over
+        if busy:
+            await asyncio.wait(busy, timeout=self.settings.drain_timeout)
 
     async def stop(self) -> None:
         """Finish handing in-flight messages to the gateway (bounded), then disconnect."""
@@ -174,6 +201,7 @@ class DiscordAdapter(Adapter):
         client, connection = self._client, self._connection
         self._client = self._connection = None
         self._stopping = True
+        await self._catch_up.stop()
         if client is not None:
             await client.close()
         if connection is not None and not connection.done():
@@ -198,10 +226,14 @@ class DiscordAdapter(Adapter):
             log.debug("Discord message %s delivered twice; passing it once", message.id)
             return
         inbound = inbound_from_message(message, client.user, self.settings)
-        await self._deliver_in_order(str(message.channel.id), inbound)
+        await self._deliver_in_order(str(message.channel.id), inbound, ("message", message.id))
 
-    async def _deliver_in_order(self, chat_id: str, inbound: Awaitable[InboundMessage]) -> None:
-        """Build the message (maybe downloading), then hand it over after its predecessor."""
+    async def _deliver_in_order(
+        self, chat_id: str, inbound: Awaitable[InboundMessage], key: object = None
+    ) -> None:
+        """Build the message (maybe downloading), then hand it over after its predecessor
+        and after a catch-up running when it arrived (which read the older messages)."""
+        gate = self._catch_up.gate
         previous = self._chat_tails.get(chat_id)
         finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._chat_tails[chat_id] = finished
@@ -212,8 +244,14 @@ class DiscordAdapter(Adapter):
             message = await inbound
             if previous is not None:
                 await previous
+            if gate is not None:
+                await gate
+            if key is not None and key in self._delivered:
+                return  # the catch-up passed it on already
             assert self._sink is not None
             await self._sink(message)
+            if key is not None:
+                self._delivered.add(key)
         except Exception:  # one bad message must not stop the adapter or its chat
             log.exception("Could not pass a Discord message from channel %s on", chat_id)
         finally:
@@ -222,6 +260,36 @@ class DiscordAdapter(Adapter):
                 del self._chat_tails[chat_id]
             if task is not None:
                 self._in_flight.discard(task)
+
+    # ---- catching up -------------------------------------------------------------------
+
+    def _session_started(self, *, resumed: bool) -> None:
+        # Runs before the session's first message is handled (discord.py starts event
+        # handlers in order), so the gate is up before any live message looks for it.
+        if self._client is not None:
+            in_flight = list(self._chat_tails.values())
+            self._catch_up.session_started(self._client, in_flight, resumed=resumed)
+
+    async def _take_missed(self, message: discord.Message) -> Taken:
+        """Hand over a message read from history like a live one."""
+        client = self._client
+        if client is None or client.user is None:
+            return Taken.FAILED
+        key = ("message", message.id)
+        if key in self._delivered:
+            return Taken.SKIPPED
+        if not is_conversation(message, client.user, allow_bots=self.settings.allow_bots):
+            return Taken.SKIPPED
+        self._seen.add(key)  # a replay of it arriving later is not passed again
+        try:
+            inbound = await inbound_from_message(message, client.user, self.settings)
+            assert self._sink is not None
+            await self._sink(inbound)
+        except Exception:  # one bad message must not stop the adapter or the other chats
+            log.exception("Could not pass a missed Discord message from %s on", message.channel.id)
+            return Taken.FAILED
+        self._delivered.add(key)
+        return Taken.PASSED
 
     # ---- slash commands ----------------------------------------------------------------
 

@@ -86,12 +86,17 @@ async def post_parts(text: str, post: Poster, posted: list[str], *, max_chunks: 
     return posted
 
 
+def failure_reason(error: BaseException) -> str:
+    """Discord's reason for a failed call (status and text), or the error's type: never a
+    token or a URL."""
+    if isinstance(error, discord.HTTPException):
+        return f"HTTP {error.status} {error.text or ''}".strip()
+    return type(error).__name__
+
+
 def delivery_error(chat_id: str, error: BaseException) -> DeliveryError:
     """Log a final delivery failure (channel id and Discord's reason only) and wrap it."""
-    if isinstance(error, discord.HTTPException):
-        reason = f"HTTP {error.status} {error.text or ''}".strip()
-    else:
-        reason = type(error).__name__
+    reason = failure_reason(error)
     log.warning("Discord refused a message to channel %s: %s", chat_id, reason)
     return DeliveryError(
         f"Discord refused the message: {reason}", platform=PLATFORM, chat_id=chat_id

@@ -45,12 +45,22 @@ class DiscordSettings:
     typing_interval: float = 8.0
     #: discord.py waits this long after the last GUILD_CREATE before READY.
     guild_ready_timeout: float = 2.0
+    #: discord.py waits this long before identifying again after a lost session (Discord
+    #: allows one IDENTIFY per 5 s); tests shorten it.
+    reidentify_delay: float = 5.0
     #: start() gives up when READY has not arrived after this many seconds.
     ready_timeout: float = 60.0
     #: stop() waits this long for messages already being handed to the gateway.
     drain_timeout: float = 10.0
+    #: After every (re)connect, read what was missed in chats with activity this recent
+    #: (and no older than this); 0 turns catching up off. See ``catch_up.py``.
+    catch_up_hours: float = 24.0
+    #: At most this many missed messages are read per chat and reconnect.
+    catch_up_limit: int = 200
 
     def __post_init__(self) -> None:
+        if self.catch_up_hours < 0 or self.catch_up_limit < 1:
+            raise ValueError("catch_up_hours must be >= 0 and catch_up_limit >= 1")
         for name, description in self.slash_commands:
             if not _COMMAND_NAME.match(name) or name != name.lower():
                 raise ValueError(f"invalid Discord slash command name {name!r}")

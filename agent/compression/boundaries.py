@@ -147,7 +147,7 @@ def _walk_tail(
     n = len(tokens)
     floor_rows = min(max(TAIL_MIN_ROWS, min(protect_last_n, TAIL_COUNT_FLOOR)), cap)
     protect_rows = min(max(floor_rows, protect_last_n), cap)
-    ceiling = int(budget * SOFT_CEILING_FACTOR)
+    ceiling = min(int(budget * SOFT_CEILING_FACTOR), hard_ceiling)
     accumulated = 0
     start = n
     for index in range(n - 1, head_end - 1, -1):

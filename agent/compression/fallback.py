@@ -30,6 +30,11 @@ _ITEM_CHARS = 240
 _SCAN_CHARS = 600
 #: Only the newest messages are scanned for decisions, errors, paths and preferences.
 _SCAN_MESSAGES = 300
+NO_GOAL = "(no user request among the compacted turns)"
+BUILT_NOTE = (
+    "Built without the summary model from {count} archived messages; "
+    "session_search finds them word for word."
+)
 #: Of Critical Context, carried facts may fill this share; new facts always get the rest.
 _CARRIED_SHARE = 0.6
 
@@ -114,8 +119,10 @@ def parse_sections(summary: str | None) -> dict[str, list[str]]:
             target = _CARRY.get(title, "Critical Context")
             continue
         item = _BULLET.sub("", line).strip()
-        if not item or item.lower() in ("none", "none.") or target is None:
+        if not item or item.lower() in ("none", "none.", NO_GOAL) or target is None:
             continue
+        if item.startswith(BUILT_NOTE.split("{", 1)[0]):
+            continue  # the previous fallback's own note, not a fact
         carried[target].append(_one_line(item))
     return carried
 
@@ -150,10 +157,13 @@ def _recent_findings(
 
 
 def _fill(items: Sequence[str], room: int) -> tuple[list[str], int]:
-    """As many ``items`` (deduplicated, in order) as fit in ``room`` characters."""
+    """As many ``items`` (deduplicated, in order) as fit in ``room`` characters; the
+    first one is shortened to fit rather than left out."""
     kept: list[str] = []
     seen: set[str] = set()
     for item in items:
+        if not kept and len(item) + 3 > room and room > 40:
+            item = _one_line(item, room - 3)
         cost = len(item) + 3  # "- " and the newline
         if item in seen or cost > room:
             continue
@@ -206,11 +216,8 @@ def build_fallback_summary(
     )
     written["Critical Context"] = [*old, *new]
     if not written["Goal"]:
-        written["Goal"] = ["(no user request among the compacted turns)"]
-    note = (
-        f"Built without the summary model from {len(turns)} archived messages; "
-        "session_search finds them word for word."
-    )
+        written["Goal"] = [NO_GOAL]
+    note = BUILT_NOTE.format(count=len(turns))
     body = "\n\n".join(
         f"## {name}\n" + ("\n".join(f"- {item}" for item in written[name]) or "None")
         for name, _ in _SECTIONS

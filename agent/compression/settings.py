@@ -150,5 +150,9 @@ def summary_token_cap(context_length: int) -> int:
 
 
 def fallback_max_chars(context_length: int) -> int:
-    """The deterministic fallback's size: what a summary may take, in characters, <= 8000."""
-    return min(FALLBACK_MAX_CHARS, summary_token_cap(context_length) * 4)
+    """The deterministic fallback's size: half of what a summary may take, <= 8000 chars.
+
+    Half, because a fallback fills whatever room it is given while a model's summary
+    rarely does, and a compaction must free real room even on a 4K window.
+    """
+    return min(FALLBACK_MAX_CHARS, summary_token_cap(context_length) * 2)

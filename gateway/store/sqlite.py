@@ -14,6 +14,7 @@ from typing import Any
 
 from agent.compression.markers import SUMMARY_PREFIX
 from gateway.store.connection import Connection, new_session_id
+from gateway.store.cursors import CursorQueries
 from gateway.store.operator import OperatorQueries
 from gateway.store.records import (
     KEEP,
@@ -48,7 +49,7 @@ from gateway.store.scheduling import SchedulingQueries
 ACTIVE_CACHE_SESSIONS = 256
 
 
-class SQLiteStore(SchedulingQueries, OperatorQueries, Connection):
+class SQLiteStore(CursorQueries, SchedulingQueries, OperatorQueries, Connection):
     """:class:`Store` on SQLite (WAL) through aiosqlite; the file is ``<data_dir>/state.db``."""
 
     def __init__(self, path: str | Path) -> None:

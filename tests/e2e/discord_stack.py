@@ -3,7 +3,8 @@ adapter -> the real gateway (router, store, lanes, turn runner, agent) -> the fa
 
 :func:`running_stack` builds the adapter from the config the way the CLI does
 (:func:`gateway.platforms.discord_adapter`), only with a short ``guild_ready_timeout`` so
-READY comes at once. The test fails when discord.py, the adapter, the gateway or the agent
+READY comes at once (and no 5 s wait before identifying again after op 9), and lets it
+catch up from the gateway's store (:func:`gateway.platforms.catch_up_from_store`). The test fails when discord.py, the adapter, the gateway or the agent
 logged an error, or when the bot token shows up in any log record.
 """
 
@@ -14,6 +15,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any
 
 from adapters.discord_adapter import DiscordAdapter
 from gateway.app import Gateway
-from gateway.platforms import discord_adapter
+from gateway.platforms import catch_up_from_store, discord_adapter
 from tests.adapters.discord_fixtures import TOKEN, LogCapture
 from tests.fakes import discord_world as world
 from tests.fakes.discord_server import FakeDiscord, running_fake_discord
@@ -91,7 +93,9 @@ def fast_adapter(config: Any) -> DiscordAdapter:
     """The adapter the CLI would build from ``config``, with READY not held back 2 s."""
     built = discord_adapter(config)
     assert isinstance(built, DiscordAdapter)
-    quick = dataclasses.replace(built.settings, guild_ready_timeout=0.05, ready_timeout=5.0)
+    quick = dataclasses.replace(
+        built.settings, guild_ready_timeout=0.05, ready_timeout=5.0, reidentify_delay=0.0
+    )
     return DiscordAdapter(quick)
 
 
@@ -130,6 +134,7 @@ async def running_gateway_on(
     platforms = {"discord": discord_section(**discord)}
     config = make_config(data_dir, llm, platforms=platforms, **(sections or {}))
     gateway = Gateway(config, [fast_adapter(config)])
+    catch_up_from_store(gateway.adapters.values(), gateway.store, config)
     stack = Stack(fake, gateway, llm)
     gateway.events.subscribe(["message:received"], stack.on_received, name="e2e")
     await gateway.start()
@@ -179,3 +184,24 @@ def reference_of(payload: dict[str, Any]) -> int | None:
     """The id of the message a bot post replies to (None when it replies to nothing)."""
     reference = payload.get("message_reference")
     return int(reference["message_id"]) if reference else None
+
+
+def answers_to(fake: FakeDiscord, payload: dict[str, Any]) -> list[str]:
+    """What the bot posted in reply to the message ``payload``."""
+    return [s.content for s in fake.sent if reference_of(s.payload) == int(payload["id"])]
+
+
+def backdate_chat(database: Path, session_key: str, hours: float) -> None:
+    """Move everything stored for ``session_key`` ``hours`` into the past, as if nobody
+    had written there since (the gateway must not be running)."""
+    seconds = hours * 3600
+    with contextlib.closing(sqlite3.connect(database)) as db, db:
+        db.execute(
+            "UPDATE messages SET created_at = created_at - ? WHERE session_id IN"
+            " (SELECT id FROM sessions WHERE session_key = ?)",
+            (seconds, session_key),
+        )
+        db.execute(
+            "UPDATE inbox SET created_at = created_at - ? WHERE session_key = ?",
+            (seconds, session_key),
+        )

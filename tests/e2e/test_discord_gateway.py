@@ -13,6 +13,8 @@ from pathlib import Path
 from tests.e2e.discord_stack import (
     BOB,
     add_role,
+    answers_to,
+    backdate_chat,
     dispatch_from_member,
     reference_of,
     running_gateway_on,
@@ -20,7 +22,7 @@ from tests.e2e.discord_stack import (
     user_texts,
     watching_logs,
 )
-from tests.fakes.discord_server import running_fake_discord
+from tests.fakes.discord_server import FakeDiscord, running_fake_discord
 from tests.fakes.discord_world import (
     ALICE,
     BOT_ID,
@@ -332,3 +334,136 @@ async def test_a_provider_error_is_explained_while_typing_was_shown(
         notice.content == "The model provider is rate-limiting us. Please try again in about 8 s."
     )
     assert reference_of(notice.payload) == int(question["id"])
+
+
+# ---- catching up on what Discord never delivered (issue 10, defect 9) ------------------
+
+
+def replied_to(fake: FakeDiscord, channel_id: int) -> list[int | None]:
+    """The message each bot post in ``channel_id`` answers, in posting order."""
+    return [reference_of(s.payload) for s in fake.sent if s.channel_id == channel_id]
+
+
+async def test_messages_sent_during_an_invalidated_session_are_fetched_and_answered(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with running_stack(tmp_path, fake_llm, allowed_channels=[str(CHANNEL_ID)]) as stack:
+        fake = stack.fake
+        hello = await fake.dispatch_message(DM_CHANNEL_ID, "hello")
+        topic = await fake.dispatch_message(CHANNEL_ID, f"{MENTION} topic: deploys")
+        await stack.wait_received(2)
+        first = fake.post_while_away(DM_CHANNEL_ID, "first while away")
+        fake.post_while_away(CHANNEL_ID, "the deploy failed")
+        second = fake.post_while_away(DM_CHANNEL_ID, "second while away")
+        question = fake.post_while_away(CHANNEL_ID, f"{MENTION} what happened?")
+        await fake.invalidate_session()  # op 9: Discord replays nothing of the gap
+        await stack.wait_received(6)
+        dm_rows = await stack.rows(ALICE_DM)
+
+    # Read after the newest message stored in each chat, nothing earlier.
+    assert sorted(fake.history_requests) == [
+        (CHANNEL_ID, int(topic["id"])),
+        (DM_CHANNEL_ID, int(hello["id"])),
+    ]
+    assert [text for role, text in dm_rows if role == "user"] == [
+        "hello",
+        "first while away",
+        "second while away",
+    ]
+    # A burst is answered like a live one: in order, the newest always, nothing twice.
+    dm_answers = replied_to(fake, DM_CHANNEL_ID)
+    assert dm_answers[0] == int(hello["id"]) and dm_answers[-1] == int(second["id"])
+    assert dm_answers == sorted(set(dm_answers))
+    assert len(answers_to(fake, first)) <= 1
+    assert answers_to(fake, question) == ["echo: Alice: what happened?"]
+    asked = [r for r in fake_llm.requests if user_texts(r)[-1] == "Alice: what happened?"]
+    assert user_texts(asked[0]) == [
+        "Alice: topic: deploys",
+        "Alice: the deploy failed",  # observed while away: context, not answered
+        "Alice: what happened?",
+    ]
+
+
+async def test_messages_sent_while_the_gateway_was_stopped_are_answered_once_after_start(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with watching_logs(), running_fake_discord() as fake:
+        async with running_gateway_on(fake, tmp_path, fake_llm) as first_run:
+            before = await fake.dispatch_message(DM_CHANNEL_ID, "before the restart")
+            await first_run.wait_received(1)
+        away = fake.post_while_away(DM_CHANNEL_ID, "while you were stopped")
+        async with running_gateway_on(fake, tmp_path, fake_llm) as second_run:
+            await second_run.wait_received(1)
+            after = await fake.dispatch_message(DM_CHANNEL_ID, "after the restart")
+            await second_run.wait_received(2)
+
+    assert replied_to(fake, DM_CHANNEL_ID) == [int(before["id"]), int(away["id"]), int(after["id"])]
+    assert [s.content for s in fake.sent] == [
+        "echo: before the restart",
+        "echo: while you were stopped",
+        "echo: after the restart",
+    ]
+    assert user_texts(fake_llm.requests[-1]) == [
+        "before the restart",
+        "while you were stopped",
+        "after the restart",
+    ]
+
+
+async def test_a_message_both_delivered_live_and_fetched_is_answered_once(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with running_stack(tmp_path, fake_llm) as stack:
+        fake = stack.fake
+        await fake.dispatch_message(DM_CHANNEL_ID, "before")
+        await stack.wait_received(1)
+        missed = fake.post_while_away(DM_CHANNEL_ID, "missed")
+        fake.hold_history()
+        await fake.invalidate_session()
+        await fake.wait_until(lambda: bool(fake.history_requests))
+        # While the history is read: a new message (in the history too by the time it is
+        # answered) and the missed one, delivered as an event after all.
+        live = await fake.dispatch_message(DM_CHANNEL_ID, "live meanwhile")
+        await fake.replay(missed)
+        fake.release_history()
+        await stack.wait_received(3)
+        await fake.dispatch_message(DM_CHANNEL_ID, "later")
+        await stack.wait_received(4)
+
+    assert len(stack.received) == 4  # each message stored once
+    assert user_texts(fake_llm.requests[-1]) == ["before", "missed", "live meanwhile", "later"]
+    assert len(answers_to(fake, missed)) <= 1
+    assert answers_to(fake, live) == ["echo: live meanwhile"]
+    answered = replied_to(fake, DM_CHANNEL_ID)
+    assert answered == sorted(set(answered)) and len(answered) == len(fake_llm.requests)
+
+
+async def test_quiet_chats_and_chats_not_allowed_are_not_fetched(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    allowed = {"allowed_channels": [str(CHANNEL_ID)]}
+    async with watching_logs(), running_fake_discord() as fake:
+        async with running_gateway_on(fake, tmp_path, fake_llm, **allowed) as first_run:
+            await fake.dispatch_message(DM_CHANNEL_ID, "hello")
+            await fake.dispatch_message(CHANNEL_ID, f"{MENTION} in the channel")
+            await fake.dispatch_message(THREAD_ID, f"{MENTION} in its thread")
+            # Alice is allowed, so she is answered anywhere she asks; the place is not.
+            await fake.dispatch_message(FREE_CHANNEL_ID, f"{MENTION} elsewhere")
+            await first_run.wait_received(4)
+        # Two days later the DM has been quiet all along.
+        backdate_chat(first_run.gateway.config.database_path, ALICE_DM, hours=48)
+        in_dm = fake.post_while_away(DM_CHANNEL_ID, "in a DM quiet for two days")
+        elsewhere = fake.post_while_away(FREE_CHANNEL_ID, f"{MENTION} in a place not allowed")
+        fake.post_while_away(CHANNEL_ID, f"{MENTION} missed in the channel")
+        in_thread = fake.post_while_away(THREAD_ID, f"{MENTION} missed in the thread")
+        async with running_gateway_on(fake, tmp_path, fake_llm, **allowed) as second_run:
+            # Live messages wait for the catch-up: once this one is in, it is over.
+            live = await fake.dispatch_message(CHANNEL_ID, f"{MENTION} live")
+            await second_run.wait_received(3)
+
+    assert {channel for channel, _ in fake.history_requests} == {CHANNEL_ID, THREAD_ID}
+    assert answers_to(fake, in_dm) == [] and answers_to(fake, elsewhere) == []
+    assert answers_to(fake, in_thread) == ["echo: Alice: missed in the thread"]
+    assert answers_to(fake, live) == ["echo: Alice: live"]
+    asked = [r for r in fake_llm.requests if user_texts(r)[-1] == "Alice: live"]
+    assert user_texts(asked[0])[-2:] == ["Alice: missed in the channel", "Alice: live"]

@@ -2,8 +2,11 @@
 
 One aiohttp app on 127.0.0.1 plays Discord for one bot: HELLO -> heartbeats -> IDENTIFY
 -> READY + GUILD_CREATE, then whatever a test dispatches; RESUME after an op 7 RECONNECT
-answers RESUMED and replays what the client missed. REST calls are recorded so tests can
-assert on what a user would see (content, mentions allowed, the message replied to).
+replays what the client missed and answers RESUMED; a RESUME of an invalidated session
+gets op 9. Every message is kept as channel history (GET /channels/{id}/messages with
+Discord's ``after``/``before``/``limit`` paging), including ones posted while the bot was
+away. REST calls are recorded so tests can assert on what a user would see (content,
+mentions allowed, the message replied to) and on what the bot read back.
 
 Use :func:`running_fake_discord`, which also points discord.py at the fake and restores
 it afterwards. The world (ids, users, payloads) is fixed in :mod:`tests.fakes.discord_world`;
@@ -88,6 +91,12 @@ class FakeDiscord:
         self._attachments: dict[str, bytes] = {}
         self._send_failures: list[web.Response] = []
         self.rate_limited_sends = 0
+        #: (channel id, ``after`` or None) of every history request, in order.
+        self.history_requests: list[tuple[int, int | None]] = []
+        #: Channels whose history answers 403 Missing Access.
+        self.hidden_history: set[int] = set()
+        self._history_open = asyncio.Event()
+        self._history_open.set()
         self._events: list[dict[str, Any]] = []
         self._seq = 0
         self._session_id = "fake-session-1"
@@ -111,6 +120,8 @@ class FakeDiscord:
         api.get("/api/v10/gateway/bot")(self._get_gateway_bot)
         api.get("/api/v10/gateway")(self._get_gateway_bot)
         api.post("/api/v10/channels/{cid}/messages")(self._post_message)
+        api.get("/api/v10/channels/{cid}")(self._get_channel)
+        api.get("/api/v10/channels/{cid}/messages")(self._get_history)
         api.get("/api/v10/channels/{cid}/messages/{mid}")(self._get_message)
         api.patch("/api/v10/channels/{cid}/messages/{mid}")(self._patch_message)
         api.post("/api/v10/channels/{cid}/typing")(self._post_typing)
@@ -152,6 +163,31 @@ class FakeDiscord:
         given. ``referenced`` is the id of a message this one replies to. ``attachments``
         are ``(filename, content_type, data)``, served from the fake's CDN path.
         """
+        data = self.post_while_away(
+            channel_id,
+            content,
+            author=author,
+            mentions=mentions,
+            referenced=referenced,
+            attachments=attachments,
+            message_id=message_id,
+        )
+        await self.dispatch("MESSAGE_CREATE", data)
+        return data
+
+    def post_while_away(
+        self,
+        channel_id: int,
+        content: str,
+        *,
+        author: dict[str, Any] = ALICE,
+        mentions: list[dict[str, Any]] | None = None,
+        referenced: int | None = None,
+        attachments: list[tuple[str, str, bytes]] = (),  # type: ignore[assignment]
+        message_id: int | None = None,
+    ) -> dict[str, Any]:
+        """A message only in the channel's history, as one posted while the bot was
+        disconnected (no MESSAGE_CREATE, none replayed on RESUME); returns the payload."""
         data = self._message_payload(
             channel_id, content, author=author, mentions=mentions, message_id=message_id
         )
@@ -165,7 +201,6 @@ class FakeDiscord:
                 data["referenced_message"] = self.messages[referenced]
         data["attachments"] = [self._store_attachment(*a) for a in attachments]
         self.messages[int(data["id"])] = data
-        await self.dispatch("MESSAGE_CREATE", data)
         return data
 
     async def dispatch_interaction(
@@ -199,6 +234,22 @@ class FakeDiscord:
         assert self._ws is not None, "no gateway connection to reconnect"
         await self._ws.send_str(json.dumps({"op": 7, "d": None}))
         await self.wait_until(lambda: self.resume_count >= resumed, seconds)
+
+    async def invalidate_session(self, seconds: float = 5.0) -> None:
+        """End the gateway session for good (op 7, then op 9 on the RESUME) and wait until
+        the client identified afresh: nothing missed meanwhile is replayed."""
+        identified = len(self.identify_payloads) + 1
+        self._session_id = f"fake-session-{identified}"
+        assert self._ws is not None, "no gateway connection to invalidate"
+        await self._ws.send_str(json.dumps({"op": 7, "d": None}))
+        await self.wait_until(lambda: len(self.identify_payloads) >= identified, seconds)
+
+    def hold_history(self) -> None:
+        """Make history requests hang (recorded first) until :meth:`release_history`."""
+        self._history_open.clear()
+
+    def release_history(self) -> None:
+        self._history_open.set()
 
     def fail_next_sends(
         self,
@@ -339,6 +390,36 @@ class FakeDiscord:
         await self._record(lambda: self.sent.append(sent))
         return _json(data)
 
+    async def _get_channel(self, request: web.Request) -> web.Response:
+        channel_id = int(request.match_info["cid"])
+        if channel_id not in world.CHANNEL_IDS:
+            return _json({"code": 10003, "message": "Unknown Channel"}, 404)
+        return _json(world.channel(channel_id))
+
+    async def _get_history(self, request: web.Request) -> web.Response:
+        """Discord's paging: with ``after`` the ``limit`` messages right after it, else the
+        newest ``limit`` (before ``before``); always answered newest first."""
+        channel_id = int(request.match_info["cid"])
+        after = int(request.query["after"]) if "after" in request.query else None
+        before = int(request.query.get("before", 0)) or None
+        limit = min(int(request.query.get("limit", 50)), 100)
+        await self._record(lambda: self.history_requests.append((channel_id, after)))
+        await self._history_open.wait()
+        if channel_id in self.hidden_history:
+            return _json({"code": 50001, "message": "Missing Access"}, 403)
+        if channel_id not in world.CHANNEL_IDS:
+            return _json({"code": 10003, "message": "Unknown Channel"}, 404)
+        found = sorted(
+            (m for m in self.messages.values() if int(m["channel_id"]) == channel_id),
+            key=lambda m: int(m["id"]),
+        )
+        if after is not None:
+            page = [m for m in found if int(m["id"]) > after][:limit]
+        else:
+            page = [m for m in found if before is None or int(m["id"]) < before][-limit:]
+        # REST messages carry no ``member`` (only gateway events do).
+        return _json([{k: v for k, v in m.items() if k != "member"} for m in reversed(page)])
+
     async def _get_message(self, request: web.Request) -> web.Response:
         data = self.messages.get(int(request.match_info["mid"]))
         if data is None:
@@ -444,10 +525,11 @@ class FakeDiscord:
             await ws.send_str(json.dumps({"op": 9, "d": False}))
             return
         missed = [e for e in self._events if e["s"] > (data.get("seq") or 0)]
-        self._seq += 1
-        await ws.send_str(json.dumps({"op": 0, "t": "RESUMED", "s": self._seq, "d": {}}))
+        # As Discord does: the missed events first, then RESUMED.
         for frame in missed:
             await ws.send_str(json.dumps(frame))
+        self._seq += 1
+        await ws.send_str(json.dumps({"op": 0, "t": "RESUMED", "s": self._seq, "d": {}}))
         self._ws = ws
         await self._record(lambda: setattr(self, "resume_count", self.resume_count + 1))
 
