@@ -27,6 +27,7 @@ from gateway.engine import build_engine_factory
 from gateway.events import EventBus, load_hook
 from gateway.hygiene import Hygiene
 from gateway.lanes import Lanes
+from gateway.platforms import catch_up_from_store
 from gateway.router import Router
 from gateway.scheduler import Scheduler
 from gateway.sessions import SessionRegistry, SessionRuntime
@@ -92,6 +93,8 @@ class Gateway:
         self.adapters: dict[str, Adapter] = {a.platform: a for a in adapters or []}
         self.providers = providers or build_providers(config)
         self.store = SQLiteStore(config.database_path)
+        # Discord reads what it missed while disconnected, after what the store holds.
+        catch_up_from_store(self.adapters.values(), self.store, config)
         self.events = EventBus()
         self.windows = ContextLengthResolver(config.data_dir)
         self.counter = TokenCounter.for_model(config.model.name)

@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from adapters.base import InboundMessage
+from agent.compression.markers import SUMMARY_PREFIX
+from agent.window import row_caps
 from gateway.background import BackgroundTasks
 from gateway.hygiene import measure_tokens
 from gateway.lanes import Lanes
@@ -23,7 +25,6 @@ from gateway.store import SQLiteStore
 
 log = logging.getLogger(__name__)
 
-SUMMARY_PREFIX = "[CONTEXT COMPACTION]"
 
 HELP = """Commands:
 /new — start a fresh conversation (the old one stays searchable in the archive)
@@ -123,7 +124,11 @@ class Commands:
                 return NOTHING_TO_COMPRESS
             result = await transcript.compress(trigger_source="manual", focus=focus, force=True)
             if not result.committed:
-                if result.failure_class in ("too_few_messages", "blocked:ineffective"):
+                if result.failure_class in (
+                    "too_few_messages",
+                    "nothing_new",
+                    "blocked:ineffective",
+                ):
                     return NOTHING_TO_COMPRESS
                 return result.notice or (
                     "I couldn't compress the conversation just now; nothing was changed. "
@@ -175,15 +180,17 @@ class Commands:
         transcript = await self.sessions.transcript(runtime)
         parts = {"system": 0, "tools": 0, "summary": 0, "conversation": 0}
         summary_text = None
-        for message in transcript.messages:
+        caps = row_caps(transcript.messages, runtime.agent.window)
+        for message, cap in zip(transcript.messages, caps, strict=True):
             content = message.get("content")
+            tokens = min(transcript.count(message), cap)  # as a request shows it
             if message.get("role") == "system":
-                parts["system"] += transcript.count(message)
+                parts["system"] += tokens
             elif isinstance(content, str) and content.startswith(SUMMARY_PREFIX):
-                parts["summary"] += transcript.count(message)
+                parts["summary"] += tokens
                 summary_text = content
             else:
-                parts["conversation"] += transcript.count(message)
+                parts["conversation"] += tokens
         parts["tools"] = (len(json.dumps(runtime.agent.tool_schemas())) + 3) // 4
         window = runtime.engine.context_length
         lines = [f"Context window: {window:,} tokens"]

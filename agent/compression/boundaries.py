@@ -201,6 +201,7 @@ def plan_boundaries(
     start = _avoid_merged_summary(messages, start, head_end)
     if start <= head_end:
         return Plan(head_end, head_end, summary_index)
+    head_end = _head_without_merge(messages, head_end, start)
     oversized = tuple(i for i in range(start, n) if tokens[i] > budget)
     if summary_index is not None and summary_index >= start:
         summary_index = None  # a summary inside the tail stays as it is
@@ -238,6 +239,28 @@ def _avoid_merged_summary(messages: Sequence[Message], start: int, head_end: int
     if choose_summary_role(head_role, previous.get("role")) == "merge":
         return start
     return start - 1
+
+
+def _head_without_merge(messages: Sequence[Message], head_end: int, start: int) -> int:
+    """Give the head's last rows to the summary while the summary would otherwise have to
+    be merged into a kept message (a group's run of user rows makes that common).
+
+    A merged summary would rewrite a kept row — often the newest user message, which
+    then no longer reads as the person's own words. Down to the system prompt there is
+    always a role that fits, and a row leaving the head is summarized, never dropped.
+    """
+    first_open = 0
+    while first_open < head_end and messages[first_open].get("role") == "system":
+        first_open += 1
+    tail_role = messages[start].get("role")
+    while head_end > first_open:
+        last = messages[head_end - 1]
+        if choose_summary_role(last.get("role"), tail_role) != "merge":
+            break
+        if last.get("role") == "tool" or last.get("tool_calls"):
+            break  # never split a call from its results; assembly merges as a last resort
+        head_end -= 1
+    return head_end
 
 
 def middle_turns(pruned: Sequence[Message], plan: Plan) -> tuple[list[dict[str, Any]], str | None]:

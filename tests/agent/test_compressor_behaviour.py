@@ -204,3 +204,21 @@ async def test_a_middle_bigger_than_the_summary_window_is_folded_in_chunks():
         ), i
     later_calls = [c.request_text for c in main.calls[1:]]
     assert all("<previous-summary>" in text for text in later_calls)
+
+
+async def test_a_huge_focus_is_bounded_before_it_reaches_the_summary_model():
+    engine, main = make_engine()
+    await engine.compress(conversation(40, chars=300), focus="trains " * 7_000, force=True)
+    focus = main.calls[0].request_text.split("preserve as much detail as possible about:")[1]
+    assert len(focus.split("\n\n")[0]) <= 510  # not 44 KB of focus in the request
+
+
+async def test_compressing_again_with_nothing_new_makes_no_model_call():
+    engine, main = make_engine(["## Goal\nfirst summary", "## Goal\nsecond summary"])
+    first = await engine.compress(conversation(40, chars=300), force=True)
+    # The second takes the first exchange the first one kept (C14); then nothing is new.
+    second = await engine.compress(first.messages, force=True, trigger_source="manual")
+    assert first.committed and second.committed
+    again = await engine.compress(second.messages, force=True, trigger_source="manual")
+    assert not again.committed and again.failure_class == "nothing_new"
+    assert len(main.calls) == 2
