@@ -15,26 +15,10 @@ import anthropic
 
 from agent.prompt_caching import apply_anthropic_cache_control
 from agent.providers.anthropic_format import convert_messages, convert_tools
-from agent.providers.base import (
-    Completion,
-    Provider,
-    ProviderError,
-    ProviderSettings,
-    TextCallback,
-    ToolCall,
-    Usage,
-)
-from agent.providers.errors import (
-    EMPTY_RESPONSE,
-    STREAM_CLOSED,
-    classify_failure,
-    local_failure,
-    transport_failure,
-)
+from agent.providers.base import Completion, ProviderError, TextCallback, ToolCall, Usage
+from agent.providers.errors import EMPTY_RESPONSE, classify_failure, local_failure
+from agent.providers.sdk import SDKProvider
 
-#: A keyless client cannot even build a request; this one gets an honest 401 instead.
-PLACEHOLDER_KEY = "no-key-configured"
-SDK_FAILURES = (anthropic.AnthropicError, json.JSONDecodeError)
 STOP_REASONS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -84,22 +68,14 @@ def completion_from_message(message: Any, fallback_model: str) -> Completion:
     )
 
 
-class AnthropicProvider(Provider):
+class AnthropicProvider(SDKProvider):
     """Claude through the native Messages API."""
 
     name = "anthropic"
-
-    def __init__(self, settings: ProviderSettings) -> None:
-        self.model = settings.model
-        self.base_url = settings.base_url
-        self._secret = settings.api_key
-        self._client = anthropic.AsyncAnthropic(
-            api_key=settings.api_key or PLACEHOLDER_KEY,
-            base_url=settings.base_url,
-            timeout=settings.timeout,
-            max_retries=settings.max_retries,
-            default_headers=settings.extra_headers or None,
-        )
+    sdk = anthropic
+    client_class = anthropic.AsyncAnthropic
+    sdk_error = anthropic.AnthropicError
+    default_host = "api.anthropic.com"
 
     def build_request(
         self,
@@ -120,94 +96,54 @@ class AnthropicProvider(Provider):
             params["tools"] = convert_tools(tools)
         return params
 
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        max_tokens: int,
-        tools: list[dict[str, Any]] | None = None,
-        on_text: TextCallback | None = None,
-        cache_ttl: str | None = None,
-        timeout: float | None = None,
-    ) -> Completion:
-        params = self.build_request(
-            messages, max_tokens=max_tokens, tools=tools, cache_ttl=cache_ttl
-        )
-        if timeout is not None:
-            params["timeout"] = timeout
-        if on_text is not None:
-            return await self._stream(params, on_text)
-        try:
-            message = await self._client.messages.create(**params)
-        except SDK_FAILURES as exc:
-            raise self._translate(exc, stream_started=False) from exc
+    async def _create(self, body: dict[str, Any], timeout: float | None) -> Completion:
+        message = await self._sdk(self._client.messages.create(**_with_timeout(body, timeout)))
         if not getattr(message, "content", None) and getattr(message, "stop_reason", None) is None:
             raise local_failure(
                 self.name, "other", "the server returned an empty message", detail=EMPTY_RESPONSE
             )
         return completion_from_message(message, self.model)
 
-    async def _stream(self, params: dict[str, Any], on_text: TextCallback) -> Completion:
+    async def _stream(
+        self, body: dict[str, Any], timeout: float | None, on_text: TextCallback
+    ) -> Completion:
         async with contextlib.AsyncExitStack() as stack:
-            try:
-                stream = await stack.enter_async_context(self._client.messages.stream(**params))
-            except SDK_FAILURES as exc:
-                raise self._translate(exc, stream_started=False) from exc
+            stream = await self._sdk(
+                stack.enter_async_context(
+                    self._client.messages.stream(**_with_timeout(body, timeout))
+                )
+            )
             events = aiter(stream)
             finished = False
-            while True:
-                # Only the SDK's reads are translated: an exception from on_text is the
-                # caller's own and propagates unchanged.
-                try:
-                    event = await anext(events, None)
-                except SDK_FAILURES as exc:
-                    raise self._translate(exc, stream_started=True) from exc
-                if event is None:
-                    break
+            while (event := await self._next(events)) is not None:
                 if event.type == "text" and event.text:
                     await on_text(event.text)
                 elif event.type == "message_stop":
                     finished = True
             if not finished:
-                raise local_failure(
-                    self.name,
-                    "other",
-                    "the stream ended before the reply finished",
-                    detail=STREAM_CLOSED,
-                )
+                raise self.stream_closed()
             message = await stream.get_final_message()
         return completion_from_message(message, self.model)
 
-    def _translate(self, exc: Exception, *, stream_started: bool) -> ProviderError:
-        transport = transport_failure(
+    def _status_failure(self, exc: BaseException) -> ProviderError | None:
+        if not isinstance(exc, anthropic.APIStatusError):
+            return None
+        # Mid-stream `event: error` arrives as a status error carrying the stream's 200.
+        message = exc.api_message or _body_text(exc.body) or f"HTTP {exc.status_code}"
+        return classify_failure(
             self.name,
-            exc,
-            sdk=anthropic,
-            stream_started=stream_started,
-            target=self.base_url or "api.anthropic.com",
+            status=exc.status_code if exc.status_code != 200 else None,
+            error_type=exc.type,
+            code=getattr(exc, "error_code", None),
+            message=message,
+            headers=exc.response.headers,
+            body=exc.body,
             secret=self._secret,
         )
-        if transport is not None:
-            return transport
-        if isinstance(exc, anthropic.APIStatusError):
-            # Mid-stream `event: error` arrives as a status error carrying the stream's 200.
-            message = exc.api_message or _body_text(exc.body) or f"HTTP {exc.status_code}"
-            return classify_failure(
-                self.name,
-                status=exc.status_code if exc.status_code != 200 else None,
-                error_type=exc.type,
-                code=getattr(exc, "error_code", None),
-                message=message,
-                headers=exc.response.headers,
-                body=exc.body,
-                secret=self._secret,
-            )
-        return local_failure(
-            self.name, "other", str(exc) or type(exc).__name__, secret=self._secret
-        )
 
-    async def aclose(self) -> None:
-        await self._client.close()
+
+def _with_timeout(body: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+    return body if timeout is None else {**body, "timeout": timeout}
 
 
 def _body_text(body: Any) -> str:

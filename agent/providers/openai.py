@@ -15,30 +15,13 @@ from typing import Any
 import openai
 
 from agent.prompt_caching import apply_anthropic_cache_control, caching_enabled
-from agent.providers.base import (
-    Completion,
-    Provider,
-    ProviderError,
-    ProviderSettings,
-    TextCallback,
-    ToolCall,
-    Usage,
-)
-from agent.providers.errors import (
-    EMPTY_RESPONSE,
-    STREAM_CLOSED,
-    classify_failure,
-    local_failure,
-    transport_failure,
-)
+from agent.providers.base import Completion, ProviderError, TextCallback, ToolCall, Usage
+from agent.providers.errors import EMPTY_RESPONSE, classify_failure, local_failure
+from agent.providers.sdk import SDKProvider
 
 #: Keys a message may carry on the wire; anything else (ids, timestamps, token counts
 #: from the store) would make strict servers reject the request.
 WIRE_MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
-#: Local servers need no key, but the SDK refuses to start without one.
-PLACEHOLDER_KEY = "no-key-configured"
-#: What the SDK raises: its own errors, and JSON errors from a malformed body or event.
-SDK_FAILURES = (openai.OpenAIError, json.JSONDecodeError)
 FINISH_REASONS = {
     "stop": "stop",
     "length": "length",
@@ -146,22 +129,14 @@ def _sdk_arguments(body: dict[str, Any], timeout: float | None) -> dict[str, Any
     return arguments
 
 
-class OpenAIProvider(Provider):
+class OpenAIProvider(SDKProvider):
     """Any OpenAI-compatible chat-completions endpoint, through the official SDK."""
 
     name = "openai"
-
-    def __init__(self, settings: ProviderSettings) -> None:
-        self.model = settings.model
-        self.base_url = settings.base_url
-        self._secret = settings.api_key
-        self._client = openai.AsyncOpenAI(
-            api_key=settings.api_key or PLACEHOLDER_KEY,
-            base_url=settings.base_url,
-            timeout=settings.timeout,
-            max_retries=settings.max_retries,
-            default_headers=settings.extra_headers or None,
-        )
+    sdk = openai
+    client_class = openai.AsyncOpenAI
+    sdk_error = openai.OpenAIError
+    default_host = "api.openai.com"
 
     @property
     def caches_prompts(self) -> bool:
@@ -187,53 +162,27 @@ class OpenAIProvider(Provider):
             params["tools"] = tools
         return params
 
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        max_tokens: int,
-        tools: list[dict[str, Any]] | None = None,
-        on_text: TextCallback | None = None,
-        cache_ttl: str | None = None,
-        timeout: float | None = None,
-    ) -> Completion:
-        body = self.build_request(messages, max_tokens=max_tokens, tools=tools, cache_ttl=cache_ttl)
-        params = _sdk_arguments(body, timeout)
-        if on_text is None:
-            try:
-                response = await self._client.chat.completions.create(**params)
-            except SDK_FAILURES as exc:
-                raise self._translate(exc, stream_started=False) from exc
-            return self._parse_response(response)
-        return await self._stream(params, on_text)
+    async def _create(self, body: dict[str, Any], timeout: float | None) -> Completion:
+        create = self._client.chat.completions.create(**_sdk_arguments(body, timeout))
+        return self._parse_response(await self._sdk(create))
 
-    async def _stream(self, params: dict[str, Any], on_text: TextCallback) -> Completion:
+    async def _stream(
+        self, body: dict[str, Any], timeout: float | None, on_text: TextCallback
+    ) -> Completion:
         reply = _StreamedReply()
-        try:
-            stream = await self._client.chat.completions.create(
-                **params, stream=True, stream_options={"include_usage": True}
+        stream = await self._sdk(
+            self._client.chat.completions.create(
+                **_sdk_arguments(body, timeout),
+                stream=True,
+                stream_options={"include_usage": True},
             )
-        except SDK_FAILURES as exc:
-            raise self._translate(exc, stream_started=False) from exc
+        )
         async with stream:
             chunks = aiter(stream)
-            while True:
-                # Only the SDK's reads are translated: an exception from on_text is the
-                # caller's own and propagates unchanged.
-                try:
-                    chunk = await anext(chunks, None)
-                except SDK_FAILURES as exc:
-                    raise self._translate(exc, stream_started=True) from exc
-                if chunk is None:
-                    break
+            while (chunk := await self._next(chunks)) is not None:
                 await self._take_chunk(chunk, reply, on_text)
         if reply.finish_reason is None:
-            raise local_failure(
-                self.name,
-                "other",
-                "the stream ended before the reply finished",
-                detail=STREAM_CLOSED,
-            )
+            raise self.stream_closed()
         return reply.completion()
 
     async def _take_chunk(self, chunk: Any, reply: _StreamedReply, on_text: TextCallback) -> None:
@@ -306,17 +255,7 @@ class OpenAIProvider(Provider):
             secret=self._secret,
         )
 
-    def _translate(self, exc: Exception, *, stream_started: bool) -> ProviderError:
-        transport = transport_failure(
-            self.name,
-            exc,
-            sdk=openai,
-            stream_started=stream_started,
-            target=self.base_url or "api.openai.com",
-            secret=self._secret,
-        )
-        if transport is not None:
-            return transport
+    def _status_failure(self, exc: BaseException) -> ProviderError | None:
         if isinstance(exc, openai.APIStatusError):
             return self._described_failure(exc.status_code, exc.body, exc.response.headers)
         if isinstance(exc, openai.APIResponseValidationError):
@@ -324,7 +263,4 @@ class OpenAIProvider(Provider):
         if isinstance(exc, openai.APIError):  # an error event inside a stream
             body = exc.body if isinstance(exc.body, dict) else {"message": exc.message}
             return self._described_failure(None, body)
-        return local_failure(self.name, "other", str(exc), secret=self._secret)
-
-    async def aclose(self) -> None:
-        await self._client.close()
+        return None

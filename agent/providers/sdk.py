@@ -1,0 +1,141 @@
+"""What every provider built on an official SDK client shares.
+
+The OpenAI and Anthropic SDKs are shaped alike: a client built from a key, a base URL, a
+timeout and a retry count; a create call and a streaming call; one exception hierarchy.
+:class:`SDKProvider` owns that shape once — the client, the translation of every SDK
+failure into one :class:`ProviderError` (the way python-telegram-bot's ``BaseRequest``
+owns status mapping), the streaming read loop and closing — so a provider states only
+what differs: how a request is built, how a response is read.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import abstractmethod
+from collections.abc import AsyncIterator, Awaitable
+from types import ModuleType
+from typing import Any, TypeVar
+
+from agent.providers.base import (
+    Completion,
+    Provider,
+    ProviderError,
+    ProviderSettings,
+    TextCallback,
+)
+from agent.providers.errors import STREAM_CLOSED, local_failure, transport_failure
+
+#: A keyless client cannot even build a request (the SDKs refuse); this one gets an honest
+#: 401 from a server that wants a key, and nothing at all from a local one that does not.
+PLACEHOLDER_KEY = "no-key-configured"
+
+T = TypeVar("T")
+
+
+class SDKProvider(Provider):
+    """A :class:`Provider` over an official SDK client (see the module docstring)."""
+
+    #: The SDK module (``openai`` or ``anthropic``): its exception classes are used.
+    sdk: ModuleType
+    #: The SDK's async client class and the root of its exceptions.
+    client_class: type
+    sdk_error: type[BaseException]
+    #: Named in "cannot reach ..." when no base URL is configured.
+    default_host: str
+
+    def __init__(self, settings: ProviderSettings) -> None:
+        self.model = settings.model
+        self.base_url = settings.base_url
+        self._secret = settings.api_key
+        # JSON errors too: a malformed body or stream event raises them from inside the SDK.
+        self._failures: tuple[type[BaseException], ...] = (self.sdk_error, json.JSONDecodeError)
+        self._client: Any = self.client_class(
+            api_key=settings.api_key or PLACEHOLDER_KEY,
+            base_url=settings.base_url,
+            timeout=settings.timeout,
+            max_retries=settings.max_retries,
+            default_headers=settings.extra_headers or None,
+        )
+
+    # -- what a provider states ------------------------------------------------------------
+
+    @abstractmethod
+    def build_request(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int,
+        tools: list[dict[str, Any]] | None = None,
+        cache_ttl: str | None = None,
+    ) -> dict[str, Any]:
+        """The request body as sent (minus streaming options)."""
+
+    @abstractmethod
+    async def _create(self, body: dict[str, Any], timeout: float | None) -> Completion:
+        """One non-streaming call (through :meth:`_sdk`), read into a Completion."""
+
+    @abstractmethod
+    async def _stream(
+        self, body: dict[str, Any], timeout: float | None, on_text: TextCallback
+    ) -> Completion:
+        """One streaming call, calling ``on_text`` per text delta (reads via :meth:`_next`)."""
+
+    @abstractmethod
+    def _status_failure(self, exc: BaseException) -> ProviderError | None:
+        """An SDK error that carries the server's own error (status, type, message)."""
+
+    # -- shared ----------------------------------------------------------------------------
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int,
+        tools: list[dict[str, Any]] | None = None,
+        on_text: TextCallback | None = None,
+        cache_ttl: str | None = None,
+        timeout: float | None = None,
+    ) -> Completion:
+        body = self.build_request(messages, max_tokens=max_tokens, tools=tools, cache_ttl=cache_ttl)
+        if on_text is None:
+            return await self._create(body, timeout)
+        return await self._stream(body, timeout, on_text)
+
+    async def _sdk(self, call: Awaitable[T], *, stream_started: bool = False) -> T:
+        """Await an SDK call; whatever the SDK raises leaves as one ProviderError."""
+        try:
+            return await call
+        except self._failures as exc:
+            raise self.translate(exc, stream_started=stream_started) from exc
+
+    async def _next(self, items: AsyncIterator[T]) -> T | None:
+        """The next streamed item, or None at the end. Only the SDK's read is translated:
+        an exception from the caller's ``on_text`` propagates unchanged."""
+        return await self._sdk(anext(items, None), stream_started=True)
+
+    def stream_closed(self) -> ProviderError:
+        return local_failure(
+            self.name, "other", "the stream ended before the reply finished", detail=STREAM_CLOSED
+        )
+
+    def translate(self, exc: BaseException, *, stream_started: bool) -> ProviderError:
+        """Any SDK failure as a :class:`ProviderError` (secrets redacted)."""
+        transport = transport_failure(
+            self.name,
+            exc,
+            sdk=self.sdk,
+            stream_started=stream_started,
+            target=self.base_url or self.default_host,
+            secret=self._secret,
+        )
+        if transport is not None:
+            return transport
+        described = self._status_failure(exc)
+        if described is not None:
+            return described
+        return local_failure(
+            self.name, "other", str(exc) or type(exc).__name__, secret=self._secret
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
