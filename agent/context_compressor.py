@@ -308,7 +308,7 @@ class ContextCompressor(ContextEngine):
             outcome = await summarizer.summarize(request, self.cooldown)
         if outcome.body is None:
             return self._abort(attempt, outcome.failure or SummaryFailure("other"))
-        head = pruned[: plan.head_end]
+        head: list[Mapping[str, Any]] = list(pruned[: plan.head_end])
         if plan.summary_index is None:
             head = with_system_note(head)  # first compression only: keeps the prefix cached
         tail = messages[plan.tail_start :]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,7 +103,7 @@ class Agent:
         """The window now (a limit learned from an overflow counts at once)."""
         return Window(self.engine.context_length, self.max_output_tokens)
 
-    def represented(self, messages: list[dict[str, Any]]) -> int:
+    def represented(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Rough tokens of ``messages`` as a request shows them (oversized rows as excerpts)."""
         return represented_tokens(messages, self.window)
 

@@ -16,7 +16,6 @@ CacheTTL = str  # "5m" | "1h"
 VALID_TTLS = ("5m", "1h")
 #: Sources where a person types between turns: minutes pass, so the 1h cache pays off.
 HUMAN_PACED_SOURCES = frozenset({"telegram", "discord", "console"})
-MAX_BREAKPOINTS = 4
 TRAILING_BREAKPOINTS = 3
 
 

@@ -87,11 +87,6 @@ def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int
     return (chars + 3) // 4 + images * IMAGE_TOKENS
 
 
-def estimate_text_tokens_rough(text: str) -> int:
-    """Rough tokens of plain text."""
-    return (len(text) + 3) // 4
-
-
 # -- exact counting (T2) -----------------------------------------------------------------
 
 # Checked in order: the first prefix of the bare model name that matches decides.

@@ -171,7 +171,9 @@ def represent(message: Mapping[str, Any], cap: int) -> Mapping[str, Any]:
 
 def _short_arguments(call: Any, cap: int) -> Any:
     function = call.get("function") if isinstance(call, Mapping) else None
-    arguments = function.get("arguments") if isinstance(function, Mapping) else None
+    if not isinstance(function, Mapping):
+        return call
+    arguments = function.get("arguments")
     if not isinstance(arguments, str) or len(arguments) <= cap * 2:
         return call
     # Still valid JSON: a provider that parses arguments (Anthropic) must not choke.
@@ -303,7 +305,7 @@ def _leave_out_oldest(
         first_kept += 1
     if first_kept == head:
         return shown, 0
-    kept: list[Mapping[str, Any]] = repair_tool_pairs([*shown[:head], *shown[first_kept:]])
+    kept: list[Mapping[str, Any]] = list(repair_tool_pairs([*shown[:head], *shown[first_kept:]]))
     left_out = first_kept - head
     note = LEFT_OUT_NOTE.format(count=left_out)
     if kept and kept[0].get("role") == "system" and isinstance(kept[0].get("content"), str):

@@ -203,13 +203,13 @@ class OpenAIProvider(SDKProvider):
         error = (getattr(response, "model_extra", None) or {}).get("error")
         if error:  # OpenRouter reports some upstream failures inside a 200 body
             raise self._described_failure(None, error)
-        choices = getattr(response, "choices", None)
-        message = getattr(choices[0], "message", None) if choices else None
+        choices = getattr(response, "choices", None) or []
+        choice: Any = choices[0] if choices else None
+        message = getattr(choice, "message", None)
         if message is None:
             raise local_failure(
                 self.name, "other", "the server returned no message", detail=EMPTY_RESPONSE
             )
-        choice = choices[0]
         calls = tuple(
             ToolCall(
                 call.id or f"call_{uuid.uuid4().hex[:12]}",
