@@ -3,15 +3,19 @@
 ``forget`` is a user's right to erase and the ONLY deletion path in nightowl: every row
 ever stored under the key (archived included) and its waiting inbox go, and the file is
 scrubbed so the text cannot be recovered from free pages, the WAL or the search index.
-Run it while the gateway is stopped: a gateway that has the session open would write to
-it again.
+It works beside a running gateway (one transaction through WAL and the busy timeout;
+the gateway opens a fresh session for the chat next time); beside one, the other actions
+open the database read-only.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +24,7 @@ from typing import Any, TextIO
 from agent.compression.markers import SUMMARY_PREFIX, text_of
 from gateway.config import Config
 from gateway.store import SessionSummary, SQLiteStore, StoredMessage
+from gateway.store.errors import DataDirInUse, StoreError, explained
 
 #: Messages longer than this are shortened in ``show`` (``--full`` prints them whole).
 SHOW_CHARS = 300
@@ -38,23 +43,70 @@ async def run_sessions_command(
     """Dispatch ``nightowl sessions <action>``; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
-    if not config.database_path.exists():
+    path = config.database_path
+    if not path.exists():
         if args.action == "list":
-            print(f"No sessions yet ({config.database_path} does not exist).", file=out)
+            print(f"No sessions yet ({path} does not exist).", file=out)
             return 0
-        print(f"nightowl: no database at {config.database_path}", file=err)
+        print(f"nightowl: no database at {path}", file=err)
         return 1
-    async with SQLiteStore(config.database_path) as store:
-        if args.action == "list":
-            print_table(await store.list_sessions(), out)
-            return 0
-        if args.action == "show":
-            return await show_session(store, args.key, out, err, full=args.full)
-        if args.action == "export":
-            return await export_session(store, args.key, args.output, out, err)
+    try:
         if args.action == "forget":
-            return await forget_session(store, args.key, out, err, yes=args.yes, confirm=confirm)
+            return await _forget(path, args, out, err, confirm)
+        async with explained(path, writing=False):
+            store = await _open_to_read(path)
+            try:
+                return await _read_only_action(store, args, out, err)
+            finally:
+                await store.close()
+    except StoreError as exc:
+        print(f"nightowl: {exc}", file=err)
+        return 1
+
+
+async def _open_to_read(path: Path) -> SQLiteStore:
+    """Opened as a gateway would when none runs (SQLite then tidies its WAL files away at
+    close); read-only beside a running gateway, or where this user may not write."""
+    store = SQLiteStore(path)
+    try:
+        return await store.open()
+    except DataDirInUse:
+        pass
+    except StoreError as exc:
+        if exc.reason not in ("permission", "read_only"):
+            raise
+    return await store.open("read_only")
+
+
+async def _read_only_action(store: SQLiteStore, args: Any, out: TextIO, err: TextIO) -> int:
+    if args.action == "list":
+        print_table(await store.list_sessions(), out)
+        return 0
+    if args.action == "show":
+        return await show_session(store, args.key, out, err, full=args.full)
+    if args.action == "export":
+        return await export_session(store, args.key, args.output, out, err, force=args.force)
     raise ValueError(f"unknown sessions action {args.action!r}")
+
+
+async def _forget(path: Path, args: Any, out: TextIO, err: TextIO, confirm: Confirm) -> int:
+    """Erase with the data dir locked; beside a running gateway, through WAL without it."""
+    store = SQLiteStore(path)
+    try:
+        await store.open()
+        running: int | None = None
+    except DataDirInUse as exc:
+        # The gateway keeps running: forget is one transaction (WAL + busy timeout make it
+        # safe beside another writer), and the gateway opens a fresh session next time.
+        await store.open("shared")
+        running = exc.pid or 0
+    try:
+        async with explained(path):
+            return await forget_session(
+                store, args.key, out, err, yes=args.yes, confirm=confirm, running=running
+            )
+    finally:
+        await store.close()
 
 
 # -- list ----------------------------------------------------------------------------------
@@ -167,31 +219,77 @@ def export_line(session_id: str, row: StoredMessage) -> str:
 
 
 async def export_session(
-    store: SQLiteStore, key: str, output: str | None, out: TextIO, err: TextIO
+    store: SQLiteStore,
+    key: str,
+    output: str | None,
+    out: TextIO,
+    err: TextIO,
+    *,
+    force: bool = False,
 ) -> int:
     rows = await store.export_rows(key)
     if not rows:
         print(f"nightowl: nothing stored under {key!r}", file=err)
         return 1
-    lines = [export_line(session_id, row) for session_id, row in rows]
+    text = "".join(export_line(session_id, row) + "\n" for session_id, row in rows)
     archived = sum(1 for _, row in rows if not row.active)
-    if output is None:
-        for line in lines:
-            print(line, file=out)
-    else:
-        _write_private(output, "".join(line + "\n" for line in lines))
+    try:
+        if output is None:
+            out.write(text)
+            out.flush()
+        else:
+            await asyncio.to_thread(write_export, output, text, force=force)
+    except ExportRefused as exc:
+        print(f"nightowl: {exc}", file=err)
+        return 1
+    except OSError as exc:
+        where = "standard output" if output is None else output
+        print(f"nightowl: could not write {where}: {_os_reason(exc)}", file=err)
+        return 1
     where = "" if output is None else f" to {output}"
     print(f"exported {len(rows):,} rows ({archived:,} archived){where}", file=err)
     return 0
 
 
-def _write_private(output: str, text: str) -> None:
-    """A transcript export is as private as the database: mode 0600 from the start."""
+class ExportRefused(Exception):
+    """The export target is not one to write (a directory; a file, without --force)."""
+
+
+def write_export(output: str, text: str, *, force: bool = False) -> None:
+    """Write a transcript export, as private as the database (mode 0600 from the start).
+
+    A regular file is written beside the target and renamed over it, so a failed write
+    (a full disk) never leaves half an export, nor destroys the file it was to replace. A
+    device or a pipe (``/dev/stdout``) is written to directly.
+    """
     path = Path(output).expanduser()
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        file.write(text)
-    path.chmod(0o600)  # an existing file keeps its old mode through O_TRUNC
+    if path.is_dir():
+        raise ExportRefused(
+            f"{path} is a directory: give a file name, e.g. {path / 'export.jsonl'}"
+        )
+    if not path.parent.is_dir():
+        raise ExportRefused(f"cannot write {path}: the directory {path.parent} does not exist")
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8") as device:
+            device.write(text)
+        return
+    if path.exists() and not force:
+        raise ExportRefused(f"{path} exists; pass --force to overwrite it")
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:  # mkstemp: mode 0600
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _os_reason(exc: OSError) -> str:
+    return (exc.strerror or str(exc)).lower() if exc.errno else str(exc)
 
 
 # -- forget --------------------------------------------------------------------------------
@@ -205,7 +303,9 @@ async def forget_session(
     *,
     yes: bool = False,
     confirm: Confirm = input,
+    running: int | None = None,
 ) -> int:
+    """Erase ``key`` for good. ``running``: the pid of a gateway open on the same file."""
     rows = await store.export_rows(key)
     if not rows and not await store.inbox(key):
         print(f"nightowl: nothing stored under {key!r}", file=err)
@@ -224,6 +324,18 @@ async def forget_session(
             print("Nothing erased.", file=out)
             return 1
     deleted = await store.forget(key)
-    await store.scrub()
+    scrubbed = await store.scrub()
     print(f"Forgot {key}: {deleted:,} messages erased.", file=out)
+    if running is not None:
+        print(
+            f"A gateway is running on this data dir (pid {running}): that chat starts afresh"
+            " with its next message.",
+            file=out,
+        )
+    if not scrubbed:
+        print(
+            "nightowl: the running gateway kept the write-ahead log busy: erased text may"
+            " remain in state.db-wal until the gateway stops (SQLite removes that file then)",
+            file=err,
+        )
     return 0

@@ -24,10 +24,13 @@ from gateway.config import (
 )
 from gateway.logs import setup_logging
 from gateway.service import DEFAULT_DRAIN_SECONDS, Notifier
+from gateway.store.errors import StoreError
 
 log = logging.getLogger("nightowl")
 
 EXIT_CONFIG = 2
+#: The database cannot be used (in use by another process, unreadable, damaged...).
+EXIT_STORE = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,7 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"nightowl: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     setup_logging(config, fmt=args.log_format)
-    return int(args.handler(config, args) or 0)
+    try:
+        return int(args.handler(config, args) or 0)
+    except StoreError as exc:  # the database cannot be used: one line, never a traceback
+        print(f"nightowl: {exc}", file=sys.stderr)
+        return EXIT_STORE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -128,6 +135,7 @@ def add_sessions_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     export.add_argument("key")
     export.add_argument("-o", "--output", help="write to this file (private) instead of stdout")
+    export.add_argument("--force", action="store_true", help="overwrite an existing file")
     forget = actions.add_parser(
         "forget", parents=[common], help="erase a session's messages for good (asks first)"
     )
@@ -290,7 +298,11 @@ async def serve(
     watchdog = loop.create_task(notifier.feed_watchdog(), name="watchdog")
     started = False
     try:
-        await gateway.start()
+        try:
+            await gateway.start()
+        except BaseException:
+            await _abandon(gateway)
+            raise
         started = True
         notifier.ready(f"serving {', '.join(sorted(gateway.adapters)) or 'no platform'}")
         await _until_stopped(stop, console)
@@ -305,6 +317,15 @@ async def serve(
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+async def _abandon(gateway: Gateway) -> None:
+    """Close what a failed start opened: the store's thread would keep the process alive
+    (a hang after the error) and its lock would keep the data dir busy."""
+    try:
+        await gateway.stop(0)
+    except Exception:  # the start's own error is the one to report
+        log.debug("cleaning up after a failed start", exc_info=True)
 
 
 async def _until_stopped(stop: asyncio.Event, console: ConsoleAdapter | None) -> None:

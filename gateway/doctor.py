@@ -31,6 +31,8 @@ from gateway.config import (
 from gateway.logs import config_secrets, redact, setup_logging
 from gateway.reachability import Check, check_discord, check_providers, check_telegram
 from gateway.store import SQLiteStore
+from gateway.store.datadir_lock import lock_holder
+from gateway.store.errors import diagnose, write_problem
 
 
 class Report:
@@ -160,11 +162,16 @@ async def check_database(config: Config) -> Check:
         return Check("database", True, f"none yet; the first run creates {path}")
     try:
         found = await SQLiteStore.inspect(path)
-    except sqlite3.Error as exc:
-        return Check("database", False, f"cannot open {path}: {exc}", _RESTORE_HINT)
+    except (sqlite3.Error, OSError) as exc:
+        # Say what is wrong: a permissions problem is not fixed by restoring a backup.
+        problem = await diagnose(path, exc, writing=False)
+        return Check("database", False, str(problem))
     if not found.sound:
         problems = "; ".join(found.integrity[:3])
         return Check("database", False, f"integrity check failed: {problems}", _RESTORE_HINT)
+    unwritable = write_problem(path)
+    if unwritable is not None:
+        return Check("database", False, str(unwritable))
     version = f"schema v{found.schema_version}"
     if found.schema_version > found.current_version:
         return Check(
@@ -175,7 +182,9 @@ async def check_database(config: Config) -> Check:
         )
     if found.schema_version < found.current_version:
         version += f" (upgraded to v{found.current_version} at the next start)"
-    return Check("database", True, f"{path}: integrity ok, {version}")
+    holder = lock_holder(path.parent)
+    running = "" if holder is None else f"; in use by a running gateway (pid {holder or '?'})"
+    return Check("database", True, f"{path}: integrity ok, {version}{running}")
 
 
 _RESTORE_HINT = "stop the gateway and restore state.db from a backup"

@@ -6,17 +6,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import aiosqlite
 
+from gateway.store.datadir_lock import DataDirLock
+from gateway.store.errors import StoreError, diagnose
 from gateway.store.rows import (
+    read_only_uri,
     user_version,
 )
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+#: How :meth:`Connection.open` opens the file (see there).
+Access = Literal["exclusive", "read_only", "shared"]
 
 #: How long a handled event's dedupe key is remembered.
 SEEN_KEYS_SECONDS = 30 * 24 * 3600
@@ -29,6 +36,9 @@ def new_session_id() -> str:
 class Connection:
     """Opens ``state.db``, migrates it, and hands out transactions and reads."""
 
+    #: Held while open ``exclusive``: see :mod:`gateway.store.datadir_lock`.
+    _datadir_lock: DataDirLock | None = None
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._db: aiosqlite.Connection | None = None
@@ -38,34 +48,87 @@ class Connection:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def open(self) -> Self:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = await aiosqlite.connect(self.path, isolation_level=None)
+    async def open(self, access: Access = "exclusive") -> Self:
+        """Open ``state.db``; how depends on ``access``:
+
+        - ``exclusive`` (a gateway or chat): locks the data dir for as long as the store is
+          open (:class:`DataDirInUse` when another process holds it), creates the file,
+          migrates it and makes it private.
+        - ``read_only`` (``sessions list/show/export``, beside a running gateway): no lock,
+          never writes.
+        - ``shared`` (``sessions forget`` beside a running gateway): writes, one
+          transaction at a time through WAL and the busy timeout, but never migrates.
+
+        Anything that keeps the file from being used is a :class:`StoreError` saying why.
+        """
+        try:
+            if access == "exclusive":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._datadir_lock = DataDirLock.acquire(self.path.parent)
+            await self._connect(access)
+        except StoreError:
+            await self.close()
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            await self.close()  # aiosqlite's worker thread would keep the process alive
+            raise await diagnose(self.path, exc, writing=access != "read_only") from exc
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def _connect(self, access: Access) -> None:
+        if access == "read_only":
+            self._db = await aiosqlite.connect(read_only_uri(self.path), uri=True)
+        else:
+            self._db = await aiosqlite.connect(self.path, isolation_level=None)
         self._db.row_factory = aiosqlite.Row
+        await self._db.execute("PRAGMA busy_timeout=5000")
+        if access == "read_only":
+            await self._require_current_schema()
+            return
         await self._db.execute("PRAGMA journal_mode=WAL")
         # FULL: a message is acknowledged to its platform once stored; a power cut must
         # not take back a commit (NORMAL could, in WAL mode). One fsync per chat message.
         await self._db.execute("PRAGMA synchronous=FULL")
         await self._db.execute("PRAGMA foreign_keys=ON")
-        await self._db.execute("PRAGMA busy_timeout=5000")
-        try:
-            await self._migrate()
-            # Platforms redeliver within a day; a month of keys is plenty to dedupe.
-            await self._db.execute(
-                "DELETE FROM inbound_seen WHERE seen_at < ?", (time.time() - SEEN_KEYS_SECONDS,)
-            )
-        except BaseException:
-            await self.close()  # aiosqlite's worker thread would keep the process alive
-            raise
+        if access == "shared":
+            await self._require_current_schema()  # only the lock holder migrates
+            return
+        if await user_version(self._db) > SCHEMA_VERSION:
+            await self._require_current_schema()  # says which version wrote it
+        await self._migrate()
+        # Platforms redeliver within a day; a month of keys is plenty to dedupe.
+        await self._db.execute(
+            "DELETE FROM inbound_seen WHERE seen_at < ?", (time.time() - SEEN_KEYS_SECONDS,)
+        )
         with contextlib.suppress(OSError):
             self.path.chmod(0o600)  # transcripts are private
-        return self
+
+    async def _require_current_schema(self) -> None:
+        version = await user_version(self._conn())
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} was written by a newer nightowl (schema v{version}): upgrade"
+                " nightowl to open it",
+                reason="schema",
+            )
+        if version < SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} is at schema v{version}, older than this nightowl's"
+                f" v{SCHEMA_VERSION}: (re)start the gateway with this version once (it"
+                " upgrades the file), then try again",
+                reason="schema",
+            )
 
     async def close(self) -> None:
         if self._db is not None:
             async with self._lock:
                 await self._db.close()
             self._db = None
+        held, self._datadir_lock = self._datadir_lock, None
+        if held is not None:
+            held.release()  # after the database is closed: the next holder finds it quiet
 
     async def __aenter__(self) -> Self:
         return await self.open()

@@ -85,17 +85,20 @@ class OperatorQueries(Connection):
             rows = await db.execute_fetchall("PRAGMA integrity_check")
         return rows[0][0]
 
-    async def scrub(self) -> None:
+    async def scrub(self) -> bool:
         """Make erased rows unrecoverable from the file: after :meth:`forget`.
 
         Deleted rows linger in free pages, the WAL and the full-text index's segments
         (FTS5 only marks them deleted) until those are rewritten: merge the index, rebuild
-        the file, and truncate the WAL.
+        the file, and truncate the WAL. False when the WAL could not be truncated (a
+        running gateway was reading through the whole busy timeout).
         """
         async with self._read() as db:
             await db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
             await db.execute("VACUUM")
-            await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            rows = await db.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
+        busy = next(iter(rows))[0]
+        return not busy
 
     @staticmethod
     async def inspect(path: str | Path) -> DatabaseReport:

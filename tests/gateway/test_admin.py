@@ -120,6 +120,42 @@ def test_export_to_a_file_is_private(
     assert target.stat().st_mode & 0o777 == 0o600
 
 
+def test_export_refuses_to_overwrite_a_file_without_force(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "ada.jsonl"
+    target.write_text("my notes\n")
+    code, _, err = sessions(capsys, config, "export", "telegram:100", "-o", str(target))
+    assert code == 1 and target.read_text() == "my notes\n"
+    assert err == f"nightowl: {target} exists; pass --force to overwrite it\n"
+    code, _, err = sessions(capsys, config, "export", "telegram:100", "-o", str(target), "--force")
+    assert code == 0, err
+    assert target.read_text() == sessions(capsys, config, "export", "telegram:100")[1]
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ada")] == []
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("{tmp}", "{tmp} is a directory: give a file name"),
+        ("{tmp}/no/such/dir/ada.jsonl", "the directory {tmp}/no/such/dir does not exist"),
+        ("/dev/full", "could not write /dev/full: no space left on device"),
+    ],
+)
+def test_export_to_a_place_it_cannot_go_is_one_line(
+    config: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    target: str,
+    says: str,
+) -> None:
+    target, says = target.format(tmp=tmp_path), says.format(tmp=tmp_path)
+    code, out, err = sessions(capsys, config, "export", "telegram:100", "-o", target)
+    assert code == 1 and out == ""
+    assert len(err.splitlines()) == 1 and says in err, err
+
+
 def test_forget_removes_only_that_session_and_scrubs_the_file(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -192,8 +228,11 @@ async def test_a_session_forgotten_while_the_gateway_runs_starts_fresh(tmp_path,
         await adapter.say("remember me")
         await adapter.wait_sent(1)
         await gateway.lanes.wait_idle(5)
-        async with SQLiteStore(config.database_path) as other:  # `nightowl sessions forget`
+        other = await SQLiteStore(config.database_path).open("shared")  # `sessions forget`
+        try:
             assert await other.forget("console:t") > 0
+        finally:
+            await other.close()
         await adapter.say("hello again")
         assert (await adapter.wait_sent(2))[-1] == "echo: hello again"
     users = [m["content"] for m in fake_llm.requests[-1].messages if m["role"] == "user"]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import shutil
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +107,7 @@ def test_a_broken_config_is_reported_with_exit_1(
     assert main(["doctor", "-c", str(config)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out == [
-        '✗ config: compression.threshold: expected a number between 0 and 1, got "high"'
+        f'✗ config: {config}:2: compression.threshold: expected a number between 0 and 1, got "high"'
         " — fix that key (see config.yaml.example)"
     ]
 
@@ -182,8 +185,53 @@ async def test_a_corrupt_database_is_reported(tmp_path: Path, fake_llm: FakeLLM)
     (tmp_path / "data" / "state.db").chmod(0o600)
     code, lines = await doctor(config)
     assert code == 1
-    assert "cannot open" in line(lines, "database")
-    assert "restore state.db from a backup" in line(lines, "database")
+    assert "is damaged (PRAGMA integrity_check: file is not a database)" in line(lines, "database")
+    assert "restore a backup" in line(lines, "database")
+
+
+def without_root_privileges() -> tuple[str, ...]:
+    """A command prefix under which file permissions apply (root ignores them otherwise)."""
+    if os.geteuid() != 0:
+        return ()
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv(1): file permissions cannot apply")
+    return ("setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--")
+
+
+@pytest.mark.parametrize(
+    ("file_mode", "dir_mode", "says"),
+    [
+        (0o000, 0o700, "permission denied: cannot read {data}/state.db (mode 0000"),
+        (0o400, 0o500, "permission denied: cannot write to {data} (mode 0500"),
+    ],
+)
+async def test_a_permissions_problem_is_named_not_blamed_on_the_file(
+    tmp_path: Path, fake_llm: FakeLLM, file_mode: int, dir_mode: int, says: str
+) -> None:
+    config = write_config(tmp_path, fake_llm.openai_base_url)
+    database = await make_database(tmp_path)
+    database.chmod(file_mode)
+    database.parent.chmod(dir_mode)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *without_root_privileges(),
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "doctor",
+            "-c",
+            str(config),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        database.parent.chmod(0o700)
+    assert process.returncode == 1, err.decode()
+    found = line(out.decode().splitlines(), "database")
+    assert found.startswith("✗") and says.format(data=database.parent) in found, found
+    assert "backup" not in found
 
 
 async def test_a_database_from_a_newer_nightowl_is_reported(
