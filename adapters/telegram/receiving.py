@@ -8,10 +8,12 @@ A crash in between would lose messages (SPEC F7). :class:`UpdatePoller` keeps PT
 ``Bot.get_updates`` long poll but asks for the next offset only after every update of
 the batch went through the sink, in order.
 
-Failures (:class:`UpdateProcessor`): a sink that raises leaves its update unconfirmed,
-so it is fetched again, after a back-off; after ``max_update_failures`` failed attempts
-of the same update it is logged as skipped and confirmed, so one poison update cannot
-stall a chat forever.
+Failures (:class:`UpdateProcessor`): a sink that raises did not store the update (a
+full disk, a broken database), so it stays unconfirmed and is fetched again after a
+back-off, for as long as it takes: a failed store write is never acknowledged. Only an
+update this adapter cannot read (conversion fails) is a poison update: after
+``max_update_failures`` attempts it is logged as skipped and confirmed, so it cannot
+stall every chat forever.
 """
 
 from __future__ import annotations
@@ -69,12 +71,17 @@ class UpdateProcessor:
         if update_id in self._done:
             return True
         try:
-            if not await self._already_stored(update_id):
-                message = await self._convert(update)
-                if message is not None:
-                    await self._sink(message)
-        except Exception as error:  # a gateway failure must not stop receiving: retry later
-            return self._record_failure(update, error)
+            if await self._already_stored(update_id):
+                message = None
+            else:
+                try:
+                    message = await self._convert(update)
+                except Exception as error:  # an update we cannot read: counted, then skipped
+                    return self._record_failure(update, error)
+            if message is not None:
+                await self._sink(message)
+        except Exception as error:  # not stored: keep receiving, never confirm it
+            return self._record_unstored(update, error)
         self._failures.pop(update_id, None)
         self._done.append(update_id)
         return True
@@ -84,6 +91,22 @@ class UpdateProcessor:
             return False
         seen = self._dedupe(f"telegram:{update_id}")
         return bool(await seen) if inspect.isawaitable(seen) else bool(seen)
+
+    def _record_unstored(self, update: Update, error: Exception) -> bool:
+        update_id = update.update_id
+        attempts = self._failures.get(update_id, 0) + 1
+        self._failures[update_id] = attempts
+        chat = update.effective_chat.id if update.effective_chat else "?"
+        reason = redact(f"{type(error).__name__}: {error}", self._settings.token)
+        log.error(
+            "Telegram update %s (chat %s) not stored (attempt %d); it stays unconfirmed and"
+            " is retried: %s",
+            update_id,
+            chat,
+            attempts,
+            reason,
+        )
+        return False
 
     def _record_failure(self, update: Update, error: Exception) -> bool:
         update_id = update.update_id
@@ -104,7 +127,7 @@ class UpdateProcessor:
             return True
         self._failures[update_id] = attempts
         log.error(
-            "Telegram update %s (chat %s) not stored, attempt %d of %d: %s",
+            "Telegram update %s (chat %s) could not be read, attempt %d of %d: %s",
             update_id,
             chat,
             attempts,

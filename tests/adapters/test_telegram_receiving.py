@@ -85,16 +85,36 @@ async def test_failing_sink_does_not_confirm_and_the_update_is_retried(
     await telegram_server.wait_for(lambda: telegram_server.confirmed_offset >= 3)
 
 
-async def test_poison_update_is_skipped_after_the_failure_limit(
+async def test_a_store_that_keeps_failing_never_gets_its_update_confirmed(
     telegram_server, sink, start_telegram, caplog
 ):
-    sink.fail_times = 3
+    """A full disk for longer than the failure limit: the update waits at Telegram."""
+    sink.fail_times = 8
     await start_telegram(max_update_failures=3)
-    telegram_server.push_text(5, "poison")
+    first = telegram_server.push_text(5, "written while the disk is full")["message_id"]
+    telegram_server.push_text(5, "after it")
+    await telegram_server.wait_for(lambda: sink.calls >= 5)
+    assert telegram_server.confirmed_offset <= 1, "a failed store write was acknowledged"
+    assert sink.received == []
+    received = await sink.wait_for(2, within=5)  # space returns: stored in order, then confirmed
+    assert [m.text for m in received] == ["written while the disk is full", "after it"]
+    assert received[0].platform_message_id == str(first)
+    await telegram_server.wait_for(lambda: telegram_server.confirmed_offset >= 3)
+    assert "skipped" not in caplog.text
+    assert "not stored (attempt 8); it stays unconfirmed" in caplog.text
+    assert telegram_server.token not in caplog.text
+
+
+async def test_an_update_that_cannot_be_read_is_skipped_after_the_failure_limit(
+    telegram_server, sink, start_telegram, caplog
+):
+    await start_telegram(max_update_failures=3)
+    unreadable = {"file_id": "p1", "file_unique_id": "u1", "width": "wide", "height": 1}
+    telegram_server.push_update({"message": telegram_server.make_message(5, photo=[unreadable])})
     telegram_server.push_text(5, "fine")
     [message] = await sink.wait_for(1)
     assert message.text == "fine"
-    assert sink.calls == 4
+    assert sink.calls == 1
     assert "skipped after 3 failed attempts" in caplog.text
     assert telegram_server.token not in caplog.text
 
@@ -173,9 +193,10 @@ async def test_webhook_mode(telegram_server, sink, start_telegram):
             url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "x"}
         ) as r:
             assert r.status == 403
-        sink.fail_times = 1
-        async with http.post(url, json=update, headers=good) as response:
-            assert response.status == 500, "not stored: Telegram must deliver it again"
+        sink.fail_times = 7  # more than max_update_failures: still never acknowledged
+        for _ in range(7):
+            async with http.post(url, json=update, headers=good) as response:
+                assert response.status == 500, "not stored: Telegram must deliver it again"
         async with http.post(url, json=update, headers=good) as response:
             assert response.status == 200
         async with http.post(url, json=update, headers=good) as response:
