@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"nightowl: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    setup_logging(config, fmt=args.log_format)
+    setup_logging(config, fmt=args.log_format, chat=args.command == "chat")
     try:
         return int(args.handler(config, args) or 0)
     except StoreError as exc:  # the database cannot be used: one line, never a traceback
@@ -233,14 +233,16 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     if config.console_enabled:
         console = ConsoleAdapter(config.platforms.console.name)
         adapters.append(console)
-    return asyncio.run(serve(config, adapters, console, drain_seconds=args.shutdown_timeout))
+    code = asyncio.run(serve(config, adapters, console, drain_seconds=args.shutdown_timeout))
+    return code or (1 if console is not None and console.unstored else 0)
 
 
 def cmd_chat(config: Config, args: argparse.Namespace) -> int:
     if not _require_llm_key(config):
         return EXIT_CONFIG
     console = ConsoleAdapter(args.name or config.platforms.console.name)
-    return asyncio.run(serve(config, [console], console, drain_seconds=args.shutdown_timeout))
+    code = asyncio.run(serve(config, [console], console, drain_seconds=args.shutdown_timeout))
+    return code or (1 if console.unstored else 0)
 
 
 def build_platform_adapters(config: Config) -> list[Adapter]:
@@ -284,6 +286,8 @@ async def serve(
         signals += 1
         if signals > 1:
             log.warning("second signal: exiting now")
+            if console is not None:
+                console.restore_terminal()
             _flush_output()
             os._exit(128 + signum)
         log.info(

@@ -18,6 +18,8 @@ import sys
 import time
 from collections.abc import Iterable
 from contextvars import ContextVar
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
 from typing import Any
 
 from gateway.config import Config, resolve_api_key
@@ -132,17 +134,38 @@ def config_secrets(config: Config) -> list[str]:
     return [v for v in values if v and v != "not-needed"]
 
 
-def setup_logging(config: Config, fmt: str | None = None) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.addFilter(RedactingFilter(config_secrets(config)))
-    handler.addFilter(SessionKeyFilter())
+CHAT_LOG_NAME = "chat.log"
+_CHAT_LOG_BYTES = 1_000_000
+
+
+def setup_logging(config: Config, fmt: str | None = None, *, chat: bool = False) -> None:
+    """Log to stderr; in ``chat`` mode only warnings go there, one line each.
+
+    A chat in a terminal shares stderr with the conversation: INFO telemetry and SDK
+    retry lines would land between its lines. There, everything at the configured level
+    (tracebacks included) goes to ``<data_dir>/chat.log`` instead, when it can be written.
+    """
+    secrets = config_secrets(config)
+    handlers: list[logging.Handler] = []
+    stderr = logging.StreamHandler(sys.stderr)
     if (fmt or config.logging.format) == "json":
-        handler.setFormatter(JsonFormatter())
+        stderr.setFormatter(JsonFormatter())
+    elif chat:
+        stderr.setFormatter(OneLineFormatter())
     else:
         # systemd sets JOURNAL_STREAM when stderr goes to the journal, which timestamps lines.
-        handler.setFormatter(TextFormatter(timestamps="JOURNAL_STREAM" not in os.environ))
+        stderr.setFormatter(TextFormatter(timestamps="JOURNAL_STREAM" not in os.environ))
+    if chat:
+        stderr.setLevel(logging.WARNING)
+        chat_log = _chat_log(config.data_dir / CHAT_LOG_NAME)
+        if chat_log is not None:
+            handlers.append(chat_log)
+    handlers.append(stderr)
+    for handler in handlers:
+        handler.addFilter(RedactingFilter(secrets))
+        handler.addFilter(SessionKeyFilter())
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = handlers
     root.setLevel(config.logging.level)
     # aiosqlite logs every statement with its parameters (message text) at DEBUG.
     for noisy in (
@@ -159,3 +182,36 @@ def setup_logging(config: Config, fmt: str | None = None) -> None:
     logging.getLogger("discord.client").addFilter(
         lambda record: "voice will NOT be supported" not in record.getMessage()
     )
+
+
+class OneLineFormatter(logging.Formatter):
+    """``nightowl: message (the exception's last line)``: for a terminal someone chats in."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            last = record.exc_text.strip().splitlines()[-1]
+            message += f" ({last})"
+        return f"nightowl: {message}"
+
+
+class _QuietFileHandler(RotatingFileHandler):
+    """A log file that gives up silently when it cannot be written (a full disk)."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
+
+
+def _chat_log(path: Path) -> logging.Handler | None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = _QuietFileHandler(
+            path, maxBytes=_CHAT_LOG_BYTES, backupCount=1, encoding="utf-8", delay=False
+        )
+        path.chmod(0o600)  # it names sessions and may quote what went wrong
+    except OSError:
+        return None  # the store reports what is wrong with the data dir, in one line
+    handler.setFormatter(TextFormatter())
+    return handler

@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
+import pty
+import resource
+import shutil
+import subprocess
 import sys
+import termios
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from gateway.store import NewMessage, SessionOrigin, SQLiteStore
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 
 
-def write_config(tmp_path: Path, llm: FakeLLM) -> Path:
+def write_config(tmp_path: Path, llm: FakeLLM, data_dir: Path | None = None) -> Path:
     config = tmp_path / "config.yaml"
     config.write_text(
-        f"data_dir: {tmp_path / 'data'}\n"
+        f"data_dir: {data_dir or tmp_path / 'data'}\n"
         "model:\n"
         f"  base_url: {llm.openai_base_url}\n"
         "  name: fake-model\n"
@@ -28,7 +40,9 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-async def nightowl(*args: str, stdin: str = "", cwd: Path) -> tuple[int, str, str]:
+async def nightowl(
+    *args: str, stdin: str = "", cwd: Path, within: float = 60
+) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -40,7 +54,14 @@ async def nightowl(*args: str, stdin: str = "", cwd: Path) -> tuple[int, str, st
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 60)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(stdin.encode()), within)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError(
+            f"nightowl {' '.join(args)}: no exit within {within}s (a hang)"
+        ) from None
     return process.returncode or 0, out.decode(), err.decode()
 
 
@@ -79,3 +100,507 @@ async def test_an_invalid_config_is_refused_with_the_key_path(tmp_path: Path) ->
     code, _, err = await nightowl("run", "-c", str(tmp_path / "config.yaml"), cwd=tmp_path)
     assert code == 2
     assert 'compression.threshold: expected a number between 0 and 1, got "high"' in err
+
+
+# -- a chat that keeps running while the test talks to it -----------------------------------
+
+
+class Output:
+    """What a child wrote to one stream so far; ``expect`` waits for more."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.closed = False
+        self._seen = 0
+        self._changed = asyncio.Condition()
+
+    async def add(self, data: bytes) -> None:
+        async with self._changed:
+            if data:
+                self.text += data.decode("utf-8", "replace")
+            else:
+                self.closed = True
+            self._changed.notify_all()
+
+    async def expect(self, wanted: str, within: float = 15.0) -> str:
+        """Wait until ``wanted`` appears after the last match; returns the text up to it."""
+
+        def found() -> bool:
+            return wanted in self.text[self._seen :] or self.closed
+
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(found), within)
+            except TimeoutError:
+                raise AssertionError(
+                    f"{wanted!r} not written within {within}s:\n{self.text}"
+                ) from None
+            index = self.text.find(wanted, self._seen)
+            assert index >= 0, f"{wanted!r} never written:\n{self.text}"
+            before, self._seen = self.text[self._seen : index], index + len(wanted)
+        return before
+
+
+class Chat:
+    """``python -m gateway.cli <args>`` as a child; stdin a pipe, or a terminal (a pty)."""
+
+    def __init__(self, process: asyncio.subprocess.Process, master: int | None) -> None:
+        self.process = process
+        self.master = master
+        self.out = Output()
+        self.err = Output()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @classmethod
+    async def start(
+        cls,
+        *args: str,
+        cwd: Path,
+        terminal: bool = False,
+        env: dict[str, str] | None = None,
+        prefix: tuple[str, ...] = (),
+        preexec_fn: Any = None,
+    ) -> Chat:
+        master = slave = None
+        if terminal:
+            master, slave = pty.openpty()
+        process = await asyncio.create_subprocess_exec(
+            *prefix,
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            *args,
+            cwd=cwd,
+            env=env or clean_env(),
+            stdin=slave if terminal else asyncio.subprocess.PIPE,
+            stdout=slave if terminal else asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            preexec_fn=preexec_fn,
+        )
+        if slave is not None:
+            os.close(slave)
+        chat = cls(process, master)
+        if master is not None:
+            os.set_blocking(master, False)
+            chat._watch_terminal(master)
+        else:
+            assert process.stdout is not None
+            chat._tasks.append(asyncio.create_task(_pump(process.stdout, chat.out)))
+        assert process.stderr is not None
+        chat._tasks.append(asyncio.create_task(_pump(process.stderr, chat.err)))
+        return chat
+
+    def _watch_terminal(self, master: int) -> None:
+        loop = asyncio.get_running_loop()
+
+        def readable() -> None:
+            try:
+                data = os.read(master, 65536)
+            except BlockingIOError:
+                return
+            except OSError:  # EIO: the child closed the terminal
+                data = b""
+            if not data:
+                loop.remove_reader(master)
+            self._tasks.append(loop.create_task(self.out.add(data)))
+
+        loop.add_reader(master, readable)
+
+    async def type(self, text: str, within: float = 15.0) -> None:
+        """Write to the terminal (or the pipe) everything, however long."""
+        data = text.encode()
+        if self.master is None:
+            assert self.process.stdin is not None
+            self.process.stdin.write(data)
+            await asyncio.wait_for(self.process.stdin.drain(), within)
+            return
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(within):
+            while data:
+                try:
+                    data = data[os.write(self.master, data) :]
+                except BlockingIOError:
+                    writable = loop.create_future()
+                    loop.add_writer(self.master, writable.set_result, None)
+                    try:
+                        await writable
+                    finally:
+                        loop.remove_writer(self.master)
+
+    async def say(self, line: str) -> None:
+        await self.type(line + ("\r" if self.master is not None else "\n"))
+
+    async def end(self, within: float = 30.0) -> int:
+        """End the input (Ctrl-D, or the pipe closed) and wait for the exit code."""
+        if self.master is not None:
+            await self.type("\x04")
+        else:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+        return await self.wait(within)
+
+    async def wait(self, within: float = 30.0) -> int:
+        try:
+            code = await asyncio.wait_for(self.process.wait(), within)
+        except TimeoutError:
+            raise AssertionError(
+                f"no exit within {within}s (a hang)\nout: {self.out.text}\nerr: {self.err.text}"
+            ) from None
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        return code
+
+    def kill(self) -> None:
+        if self.process.returncode is None:
+            self.process.kill()
+        if self.master is not None:
+            with contextlib.suppress(ValueError, OSError):
+                asyncio.get_running_loop().remove_reader(self.master)
+            with contextlib.suppress(OSError):
+                os.close(self.master)
+            self.master = None
+
+
+async def _pump(stream: asyncio.StreamReader, output: Output) -> None:
+    while True:
+        data = await stream.read(65536)
+        await output.add(data)
+        if not data:
+            return
+
+
+@pytest.fixture
+async def chats() -> AsyncIterator[Callable[..., Awaitable[Chat]]]:
+    """``await chats(*args, cwd=...)``: children killed at teardown if still running."""
+    started: list[Chat] = []
+
+    async def start(*args: str, **options: Any) -> Chat:
+        chat = await Chat.start(*args, **options)
+        started.append(chat)
+        return chat
+
+    yield start
+    for chat in started:
+        chat.kill()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(chat.process.wait(), 10)
+
+
+def one_line(err: str) -> str:
+    """stderr must be one sentence: no traceback, no second line."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# -- defect: two processes on one data dir --------------------------------------------------
+
+
+async def test_a_second_gateway_on_the_same_data_dir_is_refused_while_sessions_and_doctor_work(
+    tmp_path: Path, fake_llm: FakeLLM, chats: Callable[..., Awaitable[Chat]]
+) -> None:
+    config = str(write_config(tmp_path, fake_llm))
+    first = await chats("chat", "-c", config, cwd=tmp_path)
+    await first.say("remember me")
+    await first.out.expect("owl › echo: remember me")
+    pid = first.process.pid
+
+    for command in ("chat", "run"):
+        code, out, err = await nightowl(command, "-c", config, stdin="hello?\n", cwd=tmp_path)
+        assert code != 0 and "owl ›" not in out
+        assert f"data dir in use by pid {pid}" in one_line(err)
+
+    code, out, err = await nightowl("sessions", "list", "-c", config, cwd=tmp_path)
+    assert code == 0, err
+    assert out.splitlines()[1].split()[:3] == ["console:local", "console", "3"]
+    code, out, _ = await nightowl("doctor", "-c", config, cwd=tmp_path)
+    [database] = [line for line in out.splitlines() if "database:" in line]
+    assert database.startswith("✓") and f"in use by a running gateway (pid {pid})" in database
+
+    # forget writes beside the running gateway; the chat then starts afresh.
+    code, out, err = await nightowl(
+        "sessions", "forget", "console:local", "--yes", "-c", config, cwd=tmp_path
+    )
+    assert code == 0, err
+    assert "Forgot console:local" in out and f"(pid {pid})" in out
+    await first.say("who am I?")
+    await first.out.expect("owl › echo: who am I?")
+    assert users(fake_llm.requests[-1]) == ["who am I?"]
+    assert await first.end() == 0
+    assert not [r for r in fake_llm.requests if "hello?" in users(r)], "refused ones never ask"
+
+
+# -- defect: a store error must not kill the console ----------------------------------------
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A real 2 MB file system (tmpfs), for a real full disk; needs root and mount(8)."""
+    mountpoint = tmp_path / "disk"
+    mountpoint.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a 2 MB tmpfs needs root; the RLIMIT_FSIZE test covers a full disk here")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], timeout=10, check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Take every free byte of ``disk``; delete the returned file to give them back."""
+    filler = disk / "filler"
+    with open(filler, "wb") as file:
+        with contextlib.suppress(OSError):  # ENOSPC: full
+            while True:
+                file.write(b"\0" * 65536)
+                file.flush()
+    return filler
+
+
+async def test_a_full_disk_gets_one_line_per_message_which_is_stored_once_space_returns(
+    tmp_path: Path, fake_llm: FakeLLM, small_tmpfs: Path, chats: Callable[..., Awaitable[Chat]]
+) -> None:
+    config = write_config(tmp_path, fake_llm, data_dir=small_tmpfs / "data")
+    chat = await chats("chat", "-c", str(config), cwd=tmp_path)
+    await chat.say("hello")
+    await chat.out.expect("owl › echo: hello")
+    filler = fill(small_tmpfs)
+
+    big = "the disk is full " * 20_000  # 340 KB: more than the WAL has room for
+    await chat.say(big)
+    await chat.err.expect("your message was not stored (database or disk is full)")
+    await chat.say("are you there?")
+    await chat.err.expect("your message was not stored (database or disk is full)")
+    filler.unlink()  # space returns: the waiting messages go in on the next retry, in order
+    await chat.err.expect("stored 2 messages that had been waiting")
+    await chat.out.expect("owl › echo: are you there?")
+    asked = users(fake_llm.requests[-1])
+    assert asked[0] == "hello" and asked[1].startswith("the disk is full the disk")
+    assert asked[2:] == ["are you there?"]
+    await chat.say("and now?")
+    await chat.out.expect("owl › echo: and now?")
+    assert await chat.end() == 0
+    assert chat.err.text.count("not stored") == 2, chat.err.text
+    assert "Traceback" not in chat.err.text
+    code, out, err = await nightowl(
+        "sessions", "export", "console:local", "-c", str(config), cwd=tmp_path
+    )
+    assert code == 0, err
+    stored = [json.loads(line) for line in out.splitlines()]
+    assert [r["content"].strip() for r in stored if r["role"] == "user"] == [
+        "hello",
+        big.strip(),
+        "are you there?",
+        "and now?",
+    ], "every message stored, once, in order"
+
+
+async def test_a_message_that_cannot_be_stored_is_reported_and_end_of_input_exits(
+    tmp_path: Path, fake_llm: FakeLLM, chats: Callable[..., Awaitable[Chat]]
+) -> None:
+    """A full disk without root: the child may not grow any file past a size limit."""
+    config = str(write_config(tmp_path, fake_llm))
+    code, _, err = await nightowl("chat", "-c", config, stdin="hello\n", cwd=tmp_path)
+    assert code == 0, err
+    limit = (tmp_path / "data" / "state.db").stat().st_size + 64 * 1024
+
+    def full_disk() -> None:  # in the child: EFBIG past ``limit`` (SIGXFSZ is ignored)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    chat = await chats("chat", "-c", config, cwd=tmp_path, preexec_fn=full_disk)
+    await chat.say("x" * (256 * 1024))
+    await chat.err.expect("your message was not stored (disk I/O error)")  # EFBIG
+    await chat.say("/status")
+    await chat.err.expect("your message was not stored (disk I/O error)")
+    assert await chat.end() == 1
+    assert "2 messages could not be stored and were not sent" in chat.err.text
+    assert "Traceback" not in chat.err.text
+    assert len(fake_llm.requests) == 1  # nothing half-stored reached the model
+
+
+@pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
+async def test_undecodable_input_is_replaced_not_fatal(
+    tmp_path: Path, fake_llm: FakeLLM, locale: str
+) -> None:
+    config = write_config(tmp_path, fake_llm)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "chat",
+        "-c",
+        str(config),
+        cwd=tmp_path,
+        env={k: v for k, v in clean_env().items() if k != "PYTHONUTF8"} | {"LC_ALL": locale},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(b"\xff\xfe ok\n"), 30)
+    assert process.returncode == 0, err.decode()
+    assert "owl › echo: \ufffd\ufffd ok" in out.decode()
+    assert users(fake_llm.requests[-1]) == ["\ufffd\ufffd ok"]
+
+
+# -- defect: an unusable state.db -----------------------------------------------------------
+
+
+async def damage(data_dir: Path, how: str) -> None:
+    """A state.db of random bytes, or a real one cut to a third of its size."""
+    path = data_dir / "state.db"
+    if how == "garbage":
+        data_dir.mkdir(parents=True)  # noqa: ASYNC240 - test setup, before any child runs
+        path.write_bytes(os.urandom(64 * 1024))
+        return
+    async with SQLiteStore(path) as store:
+        origin = SessionOrigin("console:local", "console", "local")
+        session = await store.start_session(origin, "m", NewMessage({"role": "system"}, 1))
+        for n in range(300):
+            row = NewMessage({"role": "user", "content": f"message {n} " * 40}, 100)
+            await store.commit_turn(session.id, [row])
+    os.truncate(path, path.stat().st_size // 3)
+
+
+COMMANDS = ("chat", "run", "sessions list")
+
+
+async def each_command(config: Path | str, cwd: Path, **options: Any) -> list[tuple[int, str]]:
+    """``chat``, ``run`` and ``sessions list`` side by side: (exit code, its one stderr line)."""
+    results = await asyncio.gather(
+        *(
+            nightowl(*command.split(), "-c", str(config), stdin="hello\n", cwd=cwd, within=20)
+            for command in COMMANDS
+        )
+    )
+    for command, (code, out, err) in zip(COMMANDS, results, strict=True):
+        assert code != 0 and "owl ›" not in out, (command, out, err)
+    return [(code, one_line(err)) for code, _, err in results]
+
+
+@pytest.mark.parametrize("how", ["garbage", "truncated"])
+async def test_a_damaged_database_is_one_line_and_never_a_hang(
+    tmp_path: Path, fake_llm: FakeLLM, how: str
+) -> None:
+    config = write_config(tmp_path, fake_llm)
+    await damage(tmp_path / "data", how)
+    for _, line in await each_command(config, tmp_path):
+        assert "state.db is damaged (PRAGMA integrity_check: " in line, line
+        assert "restore a backup" in line
+
+
+def without_root_privileges() -> tuple[str, ...]:
+    """A command prefix under which file permissions apply (root ignores them otherwise)."""
+    if os.geteuid() != 0:
+        return ()
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv(1): file permissions cannot apply")
+    return ("setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--")
+
+
+async def test_a_read_only_data_dir_is_a_permissions_problem_in_one_line(
+    tmp_path: Path, fake_llm: FakeLLM, chats: Callable[..., Awaitable[Chat]]
+) -> None:
+    config = write_config(tmp_path, fake_llm)
+    code, _, err = await nightowl("chat", "-c", str(config), stdin="hello\n", cwd=tmp_path)
+    assert code == 0, err
+    data = tmp_path / "data"
+    (data / "state.db").chmod(0o400)
+    data.chmod(0o500)
+    prefix = without_root_privileges()
+    try:
+        results = await asyncio.gather(
+            *(
+                chats(*command.split(), "-c", str(config), cwd=tmp_path, prefix=prefix)
+                for command in COMMANDS
+            )
+        )
+        codes = [await child.end(within=20) for child in results]
+    finally:
+        data.chmod(0o700)
+    assert all(codes), codes
+    for child in results:
+        line = one_line(child.err.text)
+        assert line.startswith(f"nightowl: permission denied: cannot write to {data}"), line
+        assert "backup" not in line
+
+
+async def test_a_read_only_file_system_is_said_in_one_line(
+    tmp_path: Path, fake_llm: FakeLLM, small_tmpfs: Path
+) -> None:
+    config = str(write_config(tmp_path, fake_llm, data_dir=small_tmpfs / "data"))
+    code, _, err = await nightowl("chat", "-c", config, stdin="hello\n", cwd=tmp_path)
+    assert code == 0, err
+    remount = ["mount", "-o", "remount,ro", str(small_tmpfs)]
+    await asyncio.to_thread(subprocess.run, remount, check=True, timeout=10)
+    for _, line in await each_command(config, tmp_path):
+        assert f"{small_tmpfs / 'data'} is on a read-only file system" in line, line
+
+
+# -- the terminal ---------------------------------------------------------------------------
+
+
+async def test_a_paste_longer_than_the_terminal_line_limit_reaches_the_model_whole(
+    tmp_path: Path, fake_llm: FakeLLM, chats: Callable[..., Awaitable[Chat]]
+) -> None:
+    config = str(write_config(tmp_path, fake_llm))
+    chat = await chats("chat", "-c", config, cwd=tmp_path, terminal=True)
+    await chat.out.expect("you › ")
+    paste = "".join(f"{n:05d} " for n in range(2000))  # 12,000 characters on one line
+    await chat.say(paste)
+    await chat.out.expect("owl › echo: 00000 00001")
+    assert users(fake_llm.requests[-1]) == [paste]
+    await chat.out.expect("you › ")
+    await chat.say("typo\x7f\x7f\x7f\x7fshort one")  # Backspace still edits the line
+    await chat.out.expect("owl › echo: short one")
+    assert await chat.end() == 0
+    assert chat.master is not None
+    mode = termios.tcgetattr(chat.master)[3]
+    assert mode & termios.ICANON and mode & termios.ECHO, "the terminal is given back"
+    assert users(fake_llm.requests[-1])[-1] == "short one"
+
+
+async def test_a_slow_model_shows_waiting_once(
+    tmp_path: Path, fake_llm: FakeLLM, chats: Callable[..., Awaitable[Chat]]
+) -> None:
+    config = str(write_config(tmp_path, fake_llm))
+    fake_llm.script(Reply("at last", delay=3.0))
+    chat = await chats("chat", "-c", config, cwd=tmp_path, terminal=True)
+    await chat.out.expect("you › ")
+    await chat.say("are you slow?")
+    await chat.out.expect("(waiting for the model…)")
+    await chat.out.expect("owl › at last")
+    await chat.say("and now?")
+    await chat.out.expect("owl › echo: and now?")
+    assert await chat.end() == 0
+    assert chat.out.text.count("waiting for the model") == 1
+
+
+async def test_model_output_cannot_drive_the_terminal(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    config = write_config(tmp_path, fake_llm)
+    fake_llm.script(
+        Reply("\x1b]0;pwned\x07red \x1b[31mtext\x1b[0m\x1b[2J\rover\x08\x07 done\ttab\nnext\x9b2J")
+    )
+    code, out, err = await nightowl("chat", "-c", str(config), stdin="hi\n", cwd=tmp_path)
+    assert code == 0, err
+    assert out == "owl › red textover done\ttab\nnext\n"
+
+
+async def test_chat_keeps_log_lines_out_of_the_conversation(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    config = write_config(tmp_path, fake_llm)
+    config.write_text(config.read_text().replace("max_retries: 0", "max_retries: 1"))
+    fake_llm.script(Reply(status=500), Reply("fine after a retry"))
+    code, out, err = await nightowl("chat", "-c", str(config), stdin="hi\n", cwd=tmp_path)
+    assert code == 0, err
+    assert out == "owl › fine after a retry\n"
+    assert err == "", "no INFO telemetry or SDK retry lines between chat lines"
+    log = (tmp_path / "data" / "chat.log").read_text()
+    assert "Retrying request" in log and "model fake-model via" in log

@@ -107,3 +107,25 @@ def test_under_journald_text_lines_have_no_timestamp(
     configure("text", logged)
     log.warning("hello")
     assert logged.getvalue() == "WARNING nightowl.test: hello\n"
+
+
+def test_in_chat_mode_only_warnings_reach_stderr_as_one_line_each(
+    logged: io.StringIO, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = parse_config({"data_dir": str(tmp_path), "model": {"api_key": OPENAI_KEY}}, {})
+    setup_logging(config, chat=True)
+    log.info("model %s, window %d", "gpt", 128000)  # telemetry: not between chat lines
+    try:
+        raise OSError(28, f"No space left on device (key {OPENAI_KEY})")
+    except OSError:
+        log.exception("turn failed")
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    err = capsys.readouterr().err
+    assert err == (
+        "nightowl: turn failed (OSError: [Errno 28] No space left on device (key [redacted]))\n"
+    )
+    chat_log = (tmp_path / "chat.log").read_text()
+    assert "INFO    nightowl.test: model gpt, window 128000" in chat_log
+    assert "Traceback (most recent call last)" in chat_log and OPENAI_KEY not in chat_log
+    assert (tmp_path / "chat.log").stat().st_mode & 0o777 == 0o600
