@@ -472,13 +472,12 @@ COMMANDS = ("chat", "run", "sessions list")
 
 
 async def each_command(config: Path | str, cwd: Path, **options: Any) -> list[tuple[int, str]]:
-    """``chat``, ``run`` and ``sessions list`` side by side: (exit code, its one stderr line)."""
-    results = await asyncio.gather(
-        *(
-            nightowl(*command.split(), "-c", str(config), stdin="hello\n", cwd=cwd, within=20)
-            for command in COMMANDS
-        )
-    )
+    """``chat``, ``run`` and ``sessions list`` one after the other (side by side, the
+    first to hold the data dir's lock would refuse the others): (exit code, stderr line)."""
+    results = [
+        await nightowl(*command.split(), "-c", str(config), stdin="hello\n", cwd=cwd, within=20)
+        for command in COMMANDS
+    ]
     for command, (code, out, err) in zip(COMMANDS, results, strict=True):
         assert code != 0 and "owl ›" not in out, (command, out, err)
     return [(code, one_line(err)) for code, _, err in results]
