@@ -105,8 +105,8 @@ def serve_gateway(raw_config: dict[str, Any], fake_port: int, ready: Any, stop: 
 
 async def _serve_gateway(raw_config: dict[str, Any], ready: Any, stop: Any, report: Any) -> None:
     from gateway.app import Gateway
-    from gateway.config import parse_config
-    from gateway.platforms import discord_adapter
+    from gateway.build import discord_adapter
+    from gateway.config.schema import parse_config
 
     config = parse_config(raw_config, {})
     gateway = Gateway(config, [discord_adapter(config)])

@@ -28,7 +28,7 @@ from adapters.base import InboundMessage
 from agent.providers.base import Completion, Provider, Usage
 from agent.tokens import estimate_messages_tokens_rough
 from gateway.app import Gateway, Providers
-from gateway.config import parse_config
+from gateway.config.schema import parse_config
 
 SUMMARY_MARK = "You are the summarization step"
 

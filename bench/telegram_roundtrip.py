@@ -106,8 +106,8 @@ def serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> None:
 
 async def _serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> None:
     from gateway.app import Gateway
-    from gateway.config import parse_config
-    from gateway.platforms import telegram_adapter
+    from gateway.build import telegram_adapter
+    from gateway.config.schema import parse_config
 
     config = parse_config(raw_config, {})
     gateway = Gateway(config, [telegram_adapter(config)])

@@ -23,7 +23,7 @@ from support import SignalAdapter, percentile  # bench/support.py (the script's 
 from adapters.base import InboundMessage
 from agent.providers.base import Completion, Provider, Usage
 from gateway.app import Gateway, Providers
-from gateway.config import parse_config
+from gateway.config.schema import parse_config
 from gateway.store import Compaction, NewMessage, SessionOrigin, SQLiteStore
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,64 +17,21 @@ from agent.context_engine import EngineChoice, resolve_context_engine
 from agent.loop import Agent
 from agent.model_metadata import ContextLengthResolver
 from agent.prompt_caching import caching_enabled, caching_log_line, resolve_cache_ttl
-from agent.providers import Provider, ProviderSettings, make_provider
 from agent.tokens import TokenCounter
 from agent.tools import BUILTIN_TOOLS, Tool, ToolBox
-from gateway.commands import Commands
-from gateway.config import Config, resolve_api_key
-from gateway.engine import build_engine_factory
+from gateway.build import Providers, build_engine_factory, build_providers, catch_up_from_store
+from gateway.config.schema import Config
+from gateway.conversation.commands import Commands
+from gateway.conversation.hygiene import Hygiene
+from gateway.conversation.lanes import Lanes
+from gateway.conversation.router import Router
+from gateway.conversation.sessions import SessionRegistry, SessionRuntime
+from gateway.conversation.turns import TurnRunner
 from gateway.events import EventBus, load_hook
-from gateway.hygiene import Hygiene
-from gateway.lanes import Lanes
-from gateway.platforms import catch_up_from_store
-from gateway.router import Router
-from gateway.scheduler import Scheduler
-from gateway.sessions import SessionRegistry, SessionRuntime
+from gateway.scheduling.scheduler import Scheduler
 from gateway.store import SessionRecord, SQLiteStore
-from gateway.turns import TurnRunner
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Providers:
-    main: Provider
-    auxiliary: Provider | None = None
-
-    async def aclose(self) -> None:
-        await self.main.aclose()
-        if self.auxiliary is not None:
-            await self.auxiliary.aclose()
-
-
-def build_providers(config: Config) -> Providers:
-    model = config.model
-    main = make_provider(
-        ProviderSettings(
-            provider=model.provider,
-            model=model.name,
-            api_key=resolve_api_key(model.provider, model.api_key, model.base_url),
-            base_url=model.base_url,
-            timeout=model.timeout_seconds,
-            max_retries=model.max_retries,
-        )
-    )
-    aux = config.auxiliary.compression
-    if not (aux.model or aux.provider or aux.base_url):
-        return Providers(main)
-    provider = aux.provider or model.provider
-    base_url = aux.base_url or (model.base_url if provider == model.provider else None)
-    auxiliary = make_provider(
-        ProviderSettings(
-            provider=provider,
-            model=aux.model or model.name,
-            api_key=resolve_api_key(provider, aux.api_key or model.api_key, base_url),
-            base_url=base_url,
-            timeout=config.compression.context_timeout_seconds,
-            max_retries=model.max_retries,
-        )
-    )
-    return Providers(main, auxiliary)
 
 
 class Gateway:

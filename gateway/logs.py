@@ -22,7 +22,7 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
 
-from gateway.config import Config, resolve_api_key
+from gateway.config.schema import Config, resolve_api_key
 
 REDACTED = "[redacted]"
 

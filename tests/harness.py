@@ -13,7 +13,7 @@ from typing import Any
 
 from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
 from gateway.app import Gateway
-from gateway.config import Config, parse_config
+from gateway.config.schema import Config, parse_config
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from adapters.discord_adapter import DiscordAdapter
 from gateway.app import Gateway
-from gateway.platforms import catch_up_from_store, discord_adapter
+from gateway.build import catch_up_from_store, discord_adapter
 from tests.adapters.discord_fixtures import TOKEN, LogCapture
 from tests.fakes import discord_world as world
 from tests.fakes.discord_server import FakeDiscord, running_fake_discord

@@ -15,8 +15,8 @@ from typing import Any
 
 from adapters.telegram import TelegramAdapter
 from gateway.app import Gateway
-from gateway.config import Config
-from gateway.platforms import telegram_adapter
+from gateway.build import telegram_adapter
+from gateway.config.schema import Config
 from tests.fakes.llm_server import FakeLLM, Recorded
 from tests.fakes.telegram_server import FakeTelegram
 from tests.harness import make_config, running_gateway

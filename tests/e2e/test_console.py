@@ -46,7 +46,7 @@ async def nightowl(
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway",
         *args,
         cwd=cwd,
         env=clean_env(),
@@ -168,7 +168,7 @@ class Chat:
             *prefix,
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway",
             *args,
             cwd=cwd,
             env=env or clean_env(),
@@ -433,7 +433,7 @@ async def test_undecodable_input_is_replaced_not_fatal(
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway",
         "chat",
         "-c",
         str(config),

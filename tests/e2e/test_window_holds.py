@@ -32,7 +32,7 @@ async def chat(config: Path, stdin: str) -> str:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway",
         "chat",
         "-c",
         str(config),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
+from gateway.ops.cli import main
 from gateway.store import Compaction, InboxEntry, NewMessage, SessionOrigin, SQLiteStore
 
 SUMMARY = "[CONTEXT COMPACTION] Earlier turns were compacted.\n## Goal\nPlan the trip to Oslo."
@@ -177,8 +177,8 @@ async def test_forget_asks_first_and_keeps_everything_without_the_key(tmp_path: 
     from argparse import Namespace
     from io import StringIO
 
-    from gateway.admin import run_sessions_command
-    from gateway.config import load_config
+    from gateway.config.schema import load_config
+    from gateway.ops.admin import run_sessions_command
 
     (tmp_path / "config.yaml").write_text(f"data_dir: {tmp_path / 'data'}\n")
     await fill(tmp_path / "data" / "state.db")

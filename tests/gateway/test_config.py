@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import (
+from gateway.config.schema import (
     Config,
     ConfigError,
     load_config,
@@ -152,7 +152,7 @@ def test_time_zone_must_be_a_real_one() -> None:
 
 def run_with(config: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
     """`nightowl run -c config` as a user starts it; the lines it printed to stderr."""
-    from gateway.cli import main
+    from gateway.ops.cli import main
 
     assert main(["run", "-c", str(config)]) == 2
     return capsys.readouterr().err.splitlines()

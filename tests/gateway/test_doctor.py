@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.cli import main
-from gateway.doctor import run_doctor
+from gateway.ops.cli import main
+from gateway.ops.doctor import run_doctor
 from gateway.store import SQLiteStore
 from tests.fakes.discord_server import running_fake_discord
 from tests.fakes.llm_server import FakeLLM
@@ -217,7 +217,7 @@ async def test_a_permissions_problem_is_named_not_blamed_on_the_file(
             *without_root_privileges(),
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway",
             "doctor",
             "-c",
             str(config),

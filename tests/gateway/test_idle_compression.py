@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway
-from gateway.scheduler import Scheduler
+from gateway.scheduling.scheduler import Scheduler
 from gateway.store import InboxEntry, NewMessage, SessionOrigin
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.harness import (

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.config import parse_config
+from gateway.config.schema import parse_config
 from gateway.logs import SESSION_KEY, session_logger, setup_logging
 
 OPENAI_KEY = "sk-live-abcdefghijklmnopqrstuvwxyz012345"

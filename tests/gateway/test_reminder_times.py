@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.tools import ToolInputError
-from gateway.reminder_times import (
+from gateway.scheduling.reminder_times import (
     check_due,
     describe_delay,
     describe_moment,

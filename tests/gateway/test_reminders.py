@@ -17,8 +17,8 @@ from typing import Any
 
 from adapters.base import DeliveryError, OutboundMessage
 from gateway.app import Gateway
-from gateway.config import Config
-from gateway.scheduler import REMINDER_PREFIX
+from gateway.config.schema import Config
+from gateway.scheduling.scheduler import REMINDER_PREFIX
 from gateway.store import Reminder, SQLiteStore
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
 from tests.fakes.llm_server import FakeLLM, Reply

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
-from gateway.replay import read_replay_file, replay, replay_config
+from gateway.ops.cli import main
+from gateway.ops.replay.run import read_replay_file, replay, replay_config
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import is_summary_request, make_config, summarizing
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
-from gateway.service import Notifier
+from gateway.ops.cli import main
+from gateway.ops.service import Notifier
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 needs_systemd_analyze = pytest.mark.skipif(

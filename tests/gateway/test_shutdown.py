@@ -106,7 +106,7 @@ async def start_nightowl(config: Path, *args: str, env: dict[str, str] | None = 
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway",
         "run",
         "-c",
         str(config),

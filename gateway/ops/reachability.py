@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import dataclass
 
 from agent.providers import ProviderError, ProviderSettings, make_provider
-from gateway.config import Config, resolve_api_key
+from gateway.config.schema import Config, resolve_api_key
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ from typing import Any, Literal
 from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
 from agent.providers.scripted import ScriptedProvider
 from gateway.app import Gateway, Providers
-from gateway.config import Config
-from gateway.hygiene import HYGIENE_THRESHOLD
-from gateway.replay_chart import render_chart
+from gateway.config.schema import Config
+from gateway.conversation.hygiene import HYGIENE_THRESHOLD
+from gateway.ops.replay.chart import render_chart
 
 SESSION_CHAT = "replay"
 SESSION_KEY = f"console:{SESSION_CHAT}"

@@ -28,16 +28,17 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from adapters.base import OutboundMessage
 from agent.tools import Tool, ToolContext, ToolInputError
-from gateway.hygiene import MIN_MESSAGES, measure_tokens
-from gateway.lanes import Lanes
-from gateway.reminder_times import (
+from gateway.conversation.hygiene import MIN_MESSAGES, measure_tokens
+from gateway.conversation.lanes import Lanes
+from gateway.conversation.sessions import SessionRegistry
+from gateway.conversation.turns import TurnRunner
+from gateway.scheduling.reminder_times import (
     check_due,
     describe_delay,
     describe_moment,
     parse_when,
     zone_named,
 )
-from gateway.sessions import SessionRegistry
 from gateway.store import (
     IdleSession,
     NewMessage,
@@ -46,7 +47,6 @@ from gateway.store import (
     SessionRecord,
     SQLiteStore,
 )
-from gateway.turns import TurnRunner
 
 log = logging.getLogger(__name__)
 

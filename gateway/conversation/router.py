@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from adapters.base import InboundMessage, OutboundMessage
 from agent.tokens import TokenCounter
-from gateway.background import BackgroundTasks
-from gateway.config import Config
+from gateway.config.schema import Config
+from gateway.conversation.background import BackgroundTasks
 from gateway.events import EventBus
 from gateway.store import InboxEntry, SQLiteStore
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 if TYPE_CHECKING:
-    from gateway.replay import ReplayResult
+    from gateway.ops.replay.run import ReplayResult
 
 WIDTH, HEIGHT = 960, 440
 LEFT, RIGHT, TOP, BOTTOM = 78, 24, 64, 52

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from gateway.config import (
+from gateway.config.schema import (
     Config,
     ConfigError,
     default_config_paths,
@@ -29,7 +29,7 @@ from gateway.config import (
     resolve_api_key,
 )
 from gateway.logs import config_secrets, redact, setup_logging
-from gateway.reachability import Check, check_discord, check_providers, check_telegram
+from gateway.ops.reachability import Check, check_discord, check_providers, check_telegram
 from gateway.store import SQLiteStore
 from gateway.store.datadir_lock import lock_holder
 from gateway.store.errors import diagnose, write_problem

@@ -16,11 +16,11 @@ from typing import Any
 from adapters.base import InboundMessage
 from agent.compression.markers import SUMMARY_PREFIX
 from agent.window import row_caps
-from gateway.background import BackgroundTasks
-from gateway.hygiene import measure_tokens
-from gateway.lanes import Lanes
-from gateway.router import session_key
-from gateway.sessions import SessionRegistry
+from gateway.conversation.background import BackgroundTasks
+from gateway.conversation.hygiene import measure_tokens
+from gateway.conversation.lanes import Lanes
+from gateway.conversation.router import session_key
+from gateway.conversation.sessions import SessionRegistry
 from gateway.store import SQLiteStore
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,8 @@ from typing import Any
 from adapters.base import Adapter
 from adapters.console import ConsoleAdapter
 from gateway.app import Gateway
-from gateway.config import (
+from gateway.build import platform_adapters
+from gateway.config.schema import (
     Config,
     ConfigError,
     load_config,
@@ -23,7 +24,7 @@ from gateway.config import (
     resolve_api_key,
 )
 from gateway.logs import setup_logging
-from gateway.service import DEFAULT_DRAIN_SECONDS, Notifier
+from gateway.ops.service import DEFAULT_DRAIN_SECONDS, Notifier
 from gateway.store.errors import StoreError
 
 log = logging.getLogger("nightowl")
@@ -114,7 +115,7 @@ def add_doctor_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from gateway.doctor import run_doctor
+    from gateway.ops.doctor import run_doctor
 
     return asyncio.run(
         run_doctor(args.config, fix=args.fix, timeout=args.timeout, log_format=args.log_format)
@@ -145,7 +146,7 @@ def add_sessions_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_sessions(config: Config, args: argparse.Namespace) -> int:
-    from gateway.admin import run_sessions_command
+    from gateway.ops.admin import run_sessions_command
 
     return asyncio.run(run_sessions_command(config, args))
 
@@ -176,7 +177,7 @@ def add_service_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_install_service(config: Config, args: argparse.Namespace) -> int:
-    from gateway.service import install_service
+    from gateway.ops.service import install_service
 
     return install_service(config, args)
 
@@ -208,7 +209,7 @@ def add_replay_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_replay(config: Config, args: argparse.Namespace) -> int:
-    from gateway.replay import run_replay_command
+    from gateway.ops.replay.run import run_replay_command
 
     if args.provider == "configured" and not _require_llm_key(config):
         return EXIT_CONFIG
@@ -228,7 +229,7 @@ def _require_llm_key(config: Config) -> bool:
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     if not _require_llm_key(config):
         return EXIT_CONFIG
-    adapters: list[Adapter] = build_platform_adapters(config)
+    adapters: list[Adapter] = platform_adapters(config)
     console = None
     if config.console_enabled:
         console = ConsoleAdapter(config.platforms.console.name)
@@ -243,20 +244,6 @@ def cmd_chat(config: Config, args: argparse.Namespace) -> int:
     console = ConsoleAdapter(args.name or config.platforms.console.name)
     code = asyncio.run(serve(config, [console], console, drain_seconds=args.shutdown_timeout))
     return code or (1 if console.unstored else 0)
-
-
-def build_platform_adapters(config: Config) -> list[Adapter]:
-    """Adapters for every enabled chat platform (imported only when enabled)."""
-    adapters: list[Adapter] = []
-    if config.platforms.telegram.enabled:
-        from gateway.platforms import telegram_adapter
-
-        adapters.append(telegram_adapter(config))
-    if config.platforms.discord.enabled:
-        from gateway.platforms import discord_adapter
-
-        adapters.append(discord_adapter(config))
-    return adapters
 
 
 async def serve(
@@ -347,7 +334,3 @@ def _flush_output() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe must not block the exit
             stream.flush()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

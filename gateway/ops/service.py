@@ -29,7 +29,7 @@ from string import Template
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gateway.config import Config
+    from gateway.config.schema import Config
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class UnitSpec:
 def find_template() -> Path:
     """The unit template: in the source tree, or where a package install put it."""
     candidates = [
-        Path(__file__).resolve().parent.parent / "systemd" / UNIT_NAME,
+        Path(__file__).resolve().parents[2] / "systemd" / UNIT_NAME,
         Path(sys.prefix) / "share" / "nightowl" / "systemd" / UNIT_NAME,
     ]
     for candidate in candidates:
@@ -79,7 +79,7 @@ def nightowl_command() -> tuple[str, ...]:
     script = Path(sys.executable).parent / "nightowl"
     if script.is_file() and os.access(script, os.X_OK):
         return (str(script.absolute()),)
-    return (str(Path(sys.executable).absolute()), "-m", "gateway.cli")
+    return (str(Path(sys.executable).absolute()), "-m", "gateway")
 
 
 def quote_exec_arg(arg: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from gateway.typed_yaml import (
+from gateway.config.typed_yaml import (
     ConfigError,
     Problem,
     Unset,

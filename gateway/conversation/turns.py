@@ -18,9 +18,9 @@ from agent.loop import CompressionExhausted, TurnResult
 from agent.providers.base import ProviderError
 from agent.tools import ToolContext
 from agent.usage_anchor import UsageAnchor
+from gateway.conversation.hygiene import HygieneOutcome
+from gateway.conversation.sessions import SessionRegistry, SessionRuntime, SessionTranscript
 from gateway.events import EventBus
-from gateway.hygiene import HygieneOutcome
-from gateway.sessions import SessionRegistry, SessionRuntime, SessionTranscript
 from gateway.store import InboxEntry, NewMessage, SessionOrigin, SQLiteStore
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from typing import Literal
 
 from agent.compression.settings import SAFETY_SHARE
 from agent.usage_anchor import UsageAnchor, anchored_tokens
-from gateway.sessions import SessionRuntime, SessionTranscript
+from gateway.conversation.sessions import SessionRuntime, SessionTranscript
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent.compression.markers import SUMMARY_PREFIX, text_of
-from gateway.config import Config
+from gateway.config.schema import Config
 from gateway.store import SessionSummary, SQLiteStore, StoredMessage
 from gateway.store.errors import DataDirInUse, StoreError, explained
 

@@ -1,0 +1,205 @@
+"""Everything the gateway is made of, built from the config: the model providers, the
+context engine for each session, and the chat platforms' adapters.
+
+:mod:`gateway.app` calls these once at start; nothing else reads the config to build
+parts. Adapters never read the config themselves (docs/design.md#house).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from adapters.base import Adapter, InboundMessage
+from agent.compression.settings import CompressionSettings
+from agent.context_engine import ContextEngine, EngineChoice
+from agent.providers import Provider, ProviderSettings, make_provider
+from gateway.config.schema import Config, resolve_api_key
+from gateway.conversation.commands import COMMAND_LIST
+from gateway.conversation.router import authorize
+from gateway.store import SQLiteStore
+
+if TYPE_CHECKING:
+    from adapters.discord_adapter.catch_up import CatchUpChat
+
+
+# -- model providers ---------------------------------------------------------------------
+
+
+@dataclass
+class Providers:
+    main: Provider
+    auxiliary: Provider | None = None
+
+    async def aclose(self) -> None:
+        await self.main.aclose()
+        if self.auxiliary is not None:
+            await self.auxiliary.aclose()
+
+
+def build_providers(config: Config) -> Providers:
+    model = config.model
+    main = make_provider(
+        ProviderSettings(
+            provider=model.provider,
+            model=model.name,
+            api_key=resolve_api_key(model.provider, model.api_key, model.base_url),
+            base_url=model.base_url,
+            timeout=model.timeout_seconds,
+            max_retries=model.max_retries,
+        )
+    )
+    aux = config.auxiliary.compression
+    if not (aux.model or aux.provider or aux.base_url):
+        return Providers(main)
+    provider = aux.provider or model.provider
+    base_url = aux.base_url or (model.base_url if provider == model.provider else None)
+    auxiliary = make_provider(
+        ProviderSettings(
+            provider=provider,
+            model=aux.model or model.name,
+            api_key=resolve_api_key(provider, aux.api_key or model.api_key, base_url),
+            base_url=base_url,
+            timeout=config.compression.context_timeout_seconds,
+            max_retries=model.max_retries,
+        )
+    )
+    return Providers(main, auxiliary)
+
+
+# -- the context engine ------------------------------------------------------------------
+
+
+def compression_settings(config: Config) -> CompressionSettings:
+    c = config.compression
+    return CompressionSettings(
+        enabled=c.enabled,
+        threshold=c.threshold,
+        model_thresholds=dict(c.model_thresholds),
+        target_ratio=c.target_ratio,
+        tail_mode=c.tail_mode,
+        protect_last_n=c.protect_last_n,
+        min_tail_user_messages=c.min_tail_user_messages,
+        abort_on_summary_failure=c.abort_on_summary_failure,
+        max_compression_attempts=c.max_compression_attempts,
+        context_timeout_seconds=c.context_timeout_seconds,
+        max_output_tokens=config.model.max_output_tokens,
+    )
+
+
+def build_engine_factory(
+    config: Config, choice: EngineChoice, providers: Providers
+) -> Callable[[int], ContextEngine]:
+    """A function that makes one engine per session for a given window.
+
+    The built-in and plugins are called with the same keyword arguments; ``context.engine:
+    compressor`` (or an unknown name, after a warning) is the built-in.
+    """
+    settings = compression_settings(config)
+    factory = choice.factory
+
+    def build(context_length: int) -> ContextEngine:
+        return factory(
+            settings=settings,
+            main=providers.main,
+            auxiliary=providers.auxiliary,
+            model=config.model.name,
+            provider=config.model.provider,
+            context_length=context_length,
+        )
+
+    return build
+
+
+# -- chat platforms ----------------------------------------------------------------------
+
+
+def platform_adapters(config: Config) -> list[Adapter]:
+    """Adapters for every enabled chat platform (their libraries imported only then)."""
+    adapters: list[Adapter] = []
+    if config.platforms.telegram.enabled:
+        adapters.append(telegram_adapter(config))
+    if config.platforms.discord.enabled:
+        adapters.append(discord_adapter(config))
+    return adapters
+
+
+def telegram_adapter(config: Config) -> Adapter:
+    from adapters.telegram import TelegramAdapter, TelegramSettings, WebhookSettings
+
+    telegram = config.platforms.telegram
+    webhook = None
+    if telegram.webhook is not None:
+        webhook = WebhookSettings(
+            url=telegram.webhook.url,
+            listen=telegram.webhook.listen,
+            port=telegram.webhook.port,
+            secret=telegram.webhook.secret_token or "",
+        )
+    settings = TelegramSettings(
+        token=telegram.token or "",
+        base_url=telegram.base_url,
+        require_mention=telegram.require_mention,
+        free_response_chats=telegram.free_response_chats,
+        stream=telegram.stream,
+        webhook=webhook,
+        health_timeout_seconds=telegram.health_timeout_seconds,
+        bot_commands=COMMAND_LIST,
+    )
+    return TelegramAdapter(settings)
+
+
+def discord_adapter(config: Config) -> Adapter:
+    from adapters.discord_adapter import DiscordAdapter, DiscordSettings
+
+    discord = config.platforms.discord
+    settings = DiscordSettings(
+        token=discord.token or "",
+        require_mention=discord.require_mention,
+        free_response_channels=discord.free_response_channels,
+        allow_bots=discord.allow_bots,
+        slash_commands=COMMAND_LIST,
+        catch_up_hours=discord.catch_up_hours,
+    )
+    return DiscordAdapter(settings)
+
+
+class StoredCatchUp:
+    """The Discord adapter's catch-up source: cursors from what the store holds, chats
+    judged by the same allowlists as every message (SPEC F4)."""
+
+    def __init__(self, store: SQLiteStore, config: Config) -> None:
+        self.store = store
+        self.config = config
+
+    async def cursors(self, since: datetime) -> list[tuple[int, int]]:
+        newest = await self.store.newest_stored_message_ids("discord", since.timestamp())
+        return [(int(chat), last) for chat, last in sorted(newest.items()) if chat.isdigit()]
+
+    def allows(self, chat: CatchUpChat) -> bool:
+        # An unaddressed message from nobody in particular: only an allowed place (or, in
+        # a DM, an allowed user) lets it in.
+        probe = InboundMessage(
+            platform="discord",
+            chat_id=chat.chat_id,
+            user_id=chat.user_id or "",
+            text="",
+            chat_type=chat.chat_type,
+            addressed=False,
+            parent_chat_id=chat.parent_chat_id,
+        )
+        return authorize(self.config, probe).allowed
+
+
+def catch_up_from_store(adapters: Iterable[Adapter], store: SQLiteStore, config: Config) -> None:
+    """Let the Discord adapter read what it missed while disconnected, after the newest
+    message ``store`` holds in each chat. The gateway calls this once it has its store."""
+    for adapter in adapters:
+        if adapter.platform != "discord":
+            continue
+        from adapters.discord_adapter import DiscordAdapter
+
+        if isinstance(adapter, DiscordAdapter):
+            adapter.catch_up_from(StoredCatchUp(store, config))

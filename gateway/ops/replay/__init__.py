@@ -1,0 +1,1 @@
+"""``nightowl replay``: a recorded chat through the real turn runner, with a chart."""
