@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
+from nightowl_errors import NightowlError
+
 ChatType = Literal["private", "group", "channel", "thread", "console"]
 
 
@@ -76,7 +78,7 @@ class OutboundMessage:
     reply_to_message_id: str | None = None
 
 
-class DeliveryError(Exception):
+class DeliveryError(NightowlError):
     """A platform refused or failed a delivery after the adapter's own retries."""
 
     def __init__(self, message: str, *, platform: str = "", chat_id: str = "") -> None:

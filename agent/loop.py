@@ -22,6 +22,7 @@ from agent.tools import ToolBox, ToolContext
 from agent.transcript import Transcript
 from agent.usage_anchor import UsageAnchor, anchored_tokens, build_anchor
 from agent.window import FittedRequest, Window, fit_request, represented_tokens
+from nightowl_errors import NightowlError
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class TurnResult:
 
     messages: list[dict[str, Any]]
     reply: str | None = None
-    error: ProviderError | None = None
+    error: ProviderError | CompressionExhausted | None = None
     anchor: UsageAnchor | None = None
     usage: Usage = field(default_factory=Usage)
     requests: int = 0
@@ -46,8 +47,19 @@ class TurnResult:
         return [c.notice for c in self.compressions if c.notice]
 
 
-class CompressionExhausted(ProviderError):
-    """The window still overflows after every allowed compression attempt."""
+class CompressionExhausted(NightowlError):
+    """The window still overflows after every allowed compression attempt.
+
+    Not a provider's failure: the provider did what it should (said the prompt is too
+    long); nightowl could not make it fit. ``kind`` is what the ``agent:error`` event
+    reports.
+    """
+
+    kind = "context_exhausted"
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Agent:
@@ -89,7 +101,7 @@ class Agent:
         context = context or ToolContext(transcript=transcript)
         try:
             await turn.run(context)
-        except ProviderError as exc:
+        except (ProviderError, CompressionExhausted) as exc:
             turn.result.error = exc
         return turn.result
 
@@ -200,9 +212,7 @@ class _Turn:
                 attempts += 1
                 if attempts > self.agent.max_compression_attempts:
                     raise CompressionExhausted(
-                        "overflow",
-                        "the conversation still exceeds the model's window",
-                        status=exc.status,
+                        "the conversation still exceeds the model's window", status=exc.status
                     ) from exc
                 self.learn_limit(exc)
                 before, _ = self.prompt_tokens()
@@ -211,7 +221,7 @@ class _Turn:
                 after, _ = self.prompt_tokens()
                 if after >= before:  # no-progress guard: another pass would not help
                     raise CompressionExhausted(
-                        "overflow", "compression made no progress", status=exc.status
+                        "compression made no progress", status=exc.status
                     ) from exc
 
     async def call(self, *, tools: bool) -> Completion:

@@ -15,6 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent.transcript import Transcript
+from nightowl_errors import NightowlError
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class ToolBox:
         return result
 
 
-class ToolInputError(ValueError):
+class ToolInputError(NightowlError):
     """The model called a tool with arguments it cannot use; the message tells it why."""
 
 

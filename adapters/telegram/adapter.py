@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 _LOGGERS_SEEING_THE_TOKEN = ("httpx", "telegram.Bot")
 
 
-class TelegramStartError(RuntimeError):
+class TelegramStartError(DeliveryError):
     """The adapter could not connect (bad token, unreachable API); message is redacted."""
 
 

@@ -14,13 +14,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from nightowl_errors import NightowlError
+
 ErrorKind = Literal["overflow", "rate_limit", "overloaded", "auth", "timeout", "network", "other"]
 
 #: Called with each piece of streamed reply text as it arrives.
 TextCallback = Callable[[str], Awaitable[None]]
 
 
-class ProviderError(Exception):
+class ProviderError(NightowlError):
     """A provider call failed. ``kind`` is what callers branch on, never the message text.
 
     ``retry_after`` is set for rate limits when the server said how long to wait;

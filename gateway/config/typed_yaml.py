@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 import yaml
 
+from nightowl_errors import NightowlError
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -38,7 +40,7 @@ class Problem:
         return f"{where}{self.path}: {self.reason}" if self.path else f"{where}{self.reason}"
 
 
-class ConfigError(Exception):
+class ConfigError(NightowlError):
     """The configuration cannot be used. ``problems`` holds every one found, each printed
     as ``<file>:<line>: <key.path>: <reason>`` (file and line when known)."""
 

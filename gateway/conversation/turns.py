@@ -220,7 +220,7 @@ def _replace_text(target: OutboundMessage, text: str) -> OutboundMessage:
     )
 
 
-def describe_provider_error(error: ProviderError) -> str:
+def describe_provider_error(error: ProviderError | CompressionExhausted) -> str:
     """One secret-free sentence telling the user what happened and what to do."""
     if isinstance(error, CompressionExhausted):
         return (

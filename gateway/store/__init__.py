@@ -17,6 +17,7 @@ Invariants kept here (SPEC S1–S5):
   same transaction that stores the turn's reply (so a crash mid-turn re-runs the turn).
 """
 
+from gateway.store.errors import DataDirInUse, SessionEnded, StoreError
 from gateway.store.records import (
     KEEP,
     AnchorRecord,
@@ -28,7 +29,6 @@ from gateway.store.records import (
     PendingDelivery,
     Reminder,
     SearchHit,
-    SessionEnded,
     SessionOrigin,
     SessionRecord,
     SessionSummary,
@@ -42,6 +42,7 @@ __all__ = [
     "KEEP",
     "AnchorRecord",
     "Compaction",
+    "DataDirInUse",
     "DatabaseReport",
     "IdleSession",
     "InboxEntry",
@@ -55,6 +56,7 @@ __all__ = [
     "SessionRecord",
     "SessionSummary",
     "Store",
+    "StoreError",
     "StoredMessage",
     "UsageTotals",
 ]

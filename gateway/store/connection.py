@@ -145,9 +145,10 @@ class Connection:
         async with self._lock:
             version = await user_version(db)
             if version > SCHEMA_VERSION:
-                raise RuntimeError(
+                raise StoreError(
                     f"{self.path} was written by a newer nightowl (schema {version});"
-                    " upgrade nightowl to open it"
+                    " upgrade nightowl to open it",
+                    reason="schema",
                 )
             for target, step in MIGRATIONS:
                 if target <= version:
@@ -191,7 +192,7 @@ class Connection:
 
     def _conn(self) -> aiosqlite.Connection:
         if self._db is None:
-            raise RuntimeError("store is not open")
+            raise StoreError("the store is not open")
         return self._db
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from gateway.store.rows import read_only_uri
+from nightowl_errors import NightowlError
 
 Reason = Literal["in_use", "permission", "read_only", "damaged", "full", "schema", "other"]
 
@@ -26,11 +27,8 @@ _DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 _FULL = ("SQLITE_FULL",)
 
 
-class StoreError(RuntimeError):
-    """The database cannot be used; ``str()`` is one sentence for the user.
-
-    A RuntimeError, as the store's refusals were before they had a type of their own.
-    """
+class StoreError(NightowlError):
+    """The database cannot be used; ``str()`` is one sentence for the user."""
 
     reason: Reason = "other"
 
@@ -38,6 +36,14 @@ class StoreError(RuntimeError):
         super().__init__(message)
         if reason is not None:
             self.reason = reason
+
+
+class SessionEnded(StoreError):
+    """The session was ended (``/new``, erased) while something still wrote to it."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id} has ended")
+        self.session_id = session_id
 
 
 class DataDirInUse(StoreError):

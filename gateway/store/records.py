@@ -93,11 +93,6 @@ class StoredMessage(NamedTuple):
 
 
 @dataclass(frozen=True)
-class SessionEnded(RuntimeError):
-    """The session was ended (``/new``, erased) while something still wrote to it."""
-
-
-@dataclass(frozen=True)
 class SessionOrigin:
     """Where a session's messages come from and its replies go."""
 

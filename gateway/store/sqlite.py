@@ -15,6 +15,7 @@ from typing import Any
 from agent.compression.markers import SUMMARY_PREFIX
 from gateway.store.connection import Connection, new_session_id
 from gateway.store.cursors import CursorQueries
+from gateway.store.errors import SessionEnded
 from gateway.store.operator import OperatorQueries
 from gateway.store.records import (
     KEEP,
@@ -24,7 +25,6 @@ from gateway.store.records import (
     NewMessage,
     PendingDelivery,
     SearchHit,
-    SessionEnded,
     SessionOrigin,
     SessionRecord,
     StoredMessage,

@@ -18,6 +18,7 @@ from gateway.store import (
     NewMessage,
     SessionOrigin,
     SQLiteStore,
+    StoreError,
     UsageTotals,
 )
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
@@ -233,7 +234,7 @@ async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
-    with pytest.raises(RuntimeError, match="newer nightowl"):
+    with pytest.raises(StoreError, match="newer nightowl"):
         await SQLiteStore(path).open()
 
 
