@@ -113,6 +113,9 @@ class TerminalLines:
         )
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         atexit.register(self.restore)
+        # Now, not on the reader thread: a paste that arrives right after the prompt is
+        # printed must already meet a terminal without the line limit.
+        self._raw_mode()
 
     @classmethod
     def open(cls, stream: Any) -> TerminalLines | None:
