@@ -88,7 +88,7 @@ class Gateway:
             self.sessions,
             self.lanes,
             self.runner,
-            context_length=self.context_length,
+            window=self.current_window,
             idle_after_minutes=config.compression.idle_after_minutes,
             idle_threshold=config.compression.idle_threshold,
         )

@@ -1,8 +1,10 @@
-"""Idle compression (SPEC C13): a chat that grew and went quiet is compact by morning.
+"""Idle compression (docs/design.md#idle-compression): a chat that grew and went quiet is
+compact by morning.
 
 Sessions are seeded straight into the real store (as a night of turns would leave them);
-the scheduler's clock is moved past ``idle_after_minutes`` instead of waiting, and the
-scan is called directly — except in the one test that lets apscheduler's interval run it.
+the idle compression's clock is moved past ``idle_after_minutes`` instead of waiting, and
+the scan is called directly — except in the one test that lets apscheduler's interval run
+it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tests.harness import (
 )
 
 WINDOW = 4000
+LEARNED_WINDOW = 2000  # what the provider states in an overflow error, later
 IDLE_MINUTES = 30
 LATER = (IDLE_MINUTES + 1) * 60.0
 TELEMETRY = "context compression attempt telemetry: "
@@ -90,9 +93,9 @@ async def test_an_idle_session_above_the_threshold_is_compressed_and_keeps_every
         small = await seed(gateway, "small", rows=6, words=4)
         before = await gateway.store.export_rows("console:big")
 
-        assert await gateway.scheduler.scan_idle() == []  # written to just now: not idle
-        gateway.scheduler.clock = lambda: time.time() + LATER
-        assert await gateway.scheduler.scan_idle() == ["console:big"]
+        assert await gateway.scheduler.idle.scan() == []  # written to just now: not idle
+        gateway.scheduler.idle.clock = lambda: time.time() + LATER
+        assert await gateway.scheduler.idle.scan() == ["console:big"]
         await gateway.events.drain(2)
 
         after = {row.id: row for _, row in await gateway.store.export_rows("console:big")}
@@ -126,19 +129,19 @@ async def test_an_idle_session_is_not_compressed_again_until_it_has_new_rows(
     config = idle_config(tmp_path, summarizing_llm, idle_threshold=0.02)
     async with running_gateway(config, adapter) as gateway:
         await seed(gateway, "night", rows=24, words=80)
-        gateway.scheduler.clock = lambda: time.time() + LATER
-        assert await gateway.scheduler.scan_idle() == ["console:night"]
+        gateway.scheduler.idle.clock = lambda: time.time() + LATER
+        assert await gateway.scheduler.idle.scan() == ["console:night"]
         summaries = summary_requests(summarizing_llm)
 
-        assert await gateway.scheduler.scan_idle() == []
-        assert await gateway.scheduler.scan_idle() == []
+        assert await gateway.scheduler.idle.scan() == []
+        assert await gateway.scheduler.idle.scan() == []
         assert summary_requests(summarizing_llm) == summaries
         assert len(idle_attempts(caplog)) == 1
 
         await adapter.say("good morning", chat_id="night")  # new rows
         await adapter.wait_sent(1)
         await gateway.lanes.wait_idle(5)
-        await gateway.scheduler.scan_idle()
+        await gateway.scheduler.idle.scan()
     assert len(idle_attempts(caplog)) == 2
 
 
@@ -157,8 +160,8 @@ async def test_a_session_with_messages_waiting_is_not_compressed(
                 addressed=True,
             )
         )
-        gateway.scheduler.clock = lambda: time.time() + LATER
-        assert await gateway.scheduler.scan_idle() == []
+        gateway.scheduler.idle.clock = lambda: time.time() + LATER
+        assert await gateway.scheduler.idle.scan() == []
         assert len(await gateway.store.load_active(session)) == 25
     assert summary_requests(summarizing_llm) == 0
 
@@ -169,8 +172,8 @@ async def test_idle_compression_is_off_unless_configured(
     config = make_config(tmp_path, summarizing_llm, model={"context_length": WINDOW})
     async with running_gateway(config) as gateway:
         session = await seed(gateway, "big", rows=24, words=80)
-        gateway.scheduler.clock = lambda: time.time() + 24 * 3600
-        assert await gateway.scheduler.scan_idle() == []
+        gateway.scheduler.idle.clock = lambda: time.time() + 24 * 3600
+        assert await gateway.scheduler.idle.scan() == []
         assert len(await gateway.store.load_active(session)) == 25
 
 
@@ -188,7 +191,7 @@ async def test_the_interval_job_compresses_without_anyone_asking(
             gateway.sessions,
             gateway.lanes,
             gateway.runner,
-            context_length=WINDOW,
+            window=lambda: WINDOW,
             idle_after_minutes=IDLE_MINUTES,
             idle_scan_seconds=0.05,
             clock=lambda: time.time() + LATER,
@@ -201,3 +204,26 @@ async def test_the_interval_job_compresses_without_anyone_asking(
         await gateway.lanes.wait_idle(5)
         record = await gateway.store.current_session("console:overnight")
         assert record.id == session and record.compression_count == 1
+
+
+async def test_a_window_learned_after_the_start_decides_which_sessions_are_big(
+    tmp_path: Path, summarizing_llm: FakeLLM
+) -> None:
+    adapter = RecordingAdapter()
+    async with running_gateway(idle_config(tmp_path, summarizing_llm), adapter) as gateway:
+        session = await seed(gateway, "night", rows=8, words=80)
+        tokens = sum(m.token_count for m in await gateway.store.load_active(session))
+        assert 0.30 * LEARNED_WINDOW < tokens < 0.30 * WINDOW  # idle_threshold's default
+        gateway.scheduler.idle.clock = lambda: time.time() + LATER
+        assert await gateway.scheduler.idle.scan() == []  # small for the configured window
+
+        # The server really holds less than the config says, and its overflow error says so.
+        summarizing_llm.context_window = LEARNED_WINDOW
+        await adapter.say("a long one: " + "lorem ipsum dolor " * 400, chat_id="day")
+        await adapter.wait_sent(1)
+        await gateway.lanes.wait_idle(5)
+        assert gateway.current_window() == LEARNED_WINDOW
+
+        assert await gateway.scheduler.idle.scan() == ["console:night"]
+        record = await gateway.store.current_session("console:night")
+    assert record.id == session and record.compression_count == 1

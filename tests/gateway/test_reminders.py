@@ -1,7 +1,7 @@
-"""Reminders (SPEC A1): set through a real turn, delivered to the same chat, exactly once,
-across restarts and while their platform is away.
+"""Reminders (docs/design.md#tools): set through a real turn, delivered to the same chat,
+exactly once, across restarts and while their platform is away.
 
-The scheduler's clock is shifted instead of waiting: a gateway whose clock runs two hours
+The reminders' clock is shifted instead of waiting: a gateway whose clock runs two hours
 ahead finds a one-hour reminder overdue at start; one whose clock runs a few seconds
 behind sees "in 2 seconds" as the future while apscheduler (real time) fires it at once.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from adapters.base import DeliveryError, OutboundMessage
 from gateway.app import Gateway
 from gateway.config.schema import Config
-from gateway.scheduling.scheduler import REMINDER_PREFIX
+from gateway.scheduling.reminders import REMINDER_PREFIX
 from gateway.store import Reminder, SQLiteStore
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
 from tests.fakes.llm_server import FakeLLM, Reply
@@ -31,9 +31,9 @@ HOUR = 3600.0
 async def gateway_at(
     config: Config, *adapters: RecordingAdapter, clock: Callable[[], float] = time.time
 ) -> AsyncIterator[Gateway]:
-    """A running gateway whose scheduler reads ``clock`` from the start."""
+    """A running gateway whose reminders read ``clock`` from the start."""
     gateway = Gateway(config, list(adapters))
-    gateway.scheduler.clock = clock
+    gateway.scheduler.reminders.clock = clock
     await gateway.start()
     try:
         yield gateway
@@ -156,7 +156,7 @@ async def test_a_refused_delivery_is_retried_and_arrives_once(
 ) -> None:
     adapter = RefusesFirstReminder()
     async with gateway_at(make_config(tmp_path, fake_llm), adapter, clock=shifted(-5)) as gateway:
-        gateway.scheduler.retry_seconds = 0.01
+        gateway.scheduler.reminders.retry_seconds = 0.01
         fake_llm.script(schedule("in 1 second", "drink water"), Reply("Sure."))
         await adapter.say("remind me to drink water")
         assert await adapter.wait_sent(2) == ["Sure.", REMINDER_PREFIX + "drink water"]

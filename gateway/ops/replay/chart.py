@@ -9,11 +9,9 @@ triggered it (hover a marker for the numbers).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-if TYPE_CHECKING:
-    from gateway.ops.replay.run import ReplayResult
+from gateway.ops.replay.results import ReplayResult
 
 WIDTH, HEIGHT = 960, 440
 LEFT, RIGHT, TOP, BOTTOM = 78, 24, 64, 52

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,8 +28,8 @@ from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
 from agent.providers.scripted import ScriptedProvider
 from gateway.app import Gateway, Providers
 from gateway.config.schema import Config
-from gateway.conversation.hygiene import HYGIENE_THRESHOLD
 from gateway.ops.replay.chart import render_chart
+from gateway.ops.replay.results import CompressionMark, ReplayResult, TurnPoint
 
 SESSION_CHAT = "replay"
 SESSION_KEY = f"console:{SESSION_CHAT}"
@@ -67,52 +67,6 @@ def read_replay_file(path: str | Path) -> list[ReplayLine]:
             )
         )
     return lines
-
-
-@dataclass(frozen=True)
-class TurnPoint:
-    turn: int
-    message: int  # 1-based position in the file
-    prompt_tokens: int
-    #: "reported": the provider's count for the turn's last request; "estimated": none came.
-    source: Literal["reported", "estimated"]
-
-
-@dataclass(frozen=True)
-class CompressionMark:
-    turn: int  # the turn it ran in (before that turn's point)
-    message: int
-    trigger_source: str
-    method: str
-    tokens_before: int
-    tokens_after: int
-    messages_before: int
-    messages_after: int
-
-
-@dataclass
-class ReplayResult:
-    model: str
-    provider: str
-    window: int
-    threshold: int
-    messages: int = 0
-    observed: int = 0
-    turns: list[TurnPoint] = field(default_factory=list)
-    compressions: list[CompressionMark] = field(default_factory=list)
-    errors: Counter[str] = field(default_factory=Counter)
-    archived_rows: int = 0
-    active_rows: int = 0
-    active_tokens: int = 0
-    seconds: float = 0.0
-
-    @property
-    def hygiene_threshold(self) -> int:
-        return int(self.window * HYGIENE_THRESHOLD)
-
-    @property
-    def max_prompt(self) -> int:
-        return max((t.prompt_tokens for t in self.turns), default=0)
 
 
 class ReplayAdapter(Adapter):
