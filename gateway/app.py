@@ -25,7 +25,8 @@ from gateway.conversation.commands import Commands
 from gateway.conversation.hygiene import Hygiene
 from gateway.conversation.lanes import Lanes
 from gateway.conversation.router import Router
-from gateway.conversation.sessions import SessionRegistry, SessionRuntime
+from gateway.conversation.runtime import SessionRuntime
+from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.turns import TurnRunner
 from gateway.events import EventBus, load_hook
 from gateway.scheduling.scheduler import Scheduler
@@ -50,7 +51,7 @@ class Gateway:
         self.providers = providers or build_providers(config)
         self.store = SQLiteStore(config.database_path)
         # Discord reads what it missed while disconnected, after what the store holds.
-        catch_up_from_store(self.adapters.values(), self.store, config)
+        catch_up_from_store(self.adapters.values(), self.store.conversation, config)
         self.events = EventBus()
         self.windows = ContextLengthResolver(config.data_dir)
         self.counter = TokenCounter.for_model(config.model.name)
@@ -62,7 +63,7 @@ class Gateway:
         )
         self.context_length = self.current_window()
         self.sessions = SessionRegistry(
-            self.store,
+            self.store.conversation,
             self.events,
             self._build_runtime,
             system_prompt=config.model.system_prompt,
@@ -71,7 +72,7 @@ class Gateway:
             in_place=config.compression.in_place,
         )
         self.runner = TurnRunner(
-            self.store,
+            self.store.conversation,
             self.sessions,
             self.events,
             self.adapters,
@@ -93,7 +94,7 @@ class Gateway:
             idle_threshold=config.compression.idle_threshold,
         )
         self.commands = Commands(
-            self.store,
+            self.store.conversation,
             self.sessions,
             self.lanes,
             self._reply,
@@ -101,7 +102,7 @@ class Gateway:
         )
         self.router = Router(
             config,
-            self.store,
+            self.store.conversation,
             self.events,
             self.counter,
             self.lanes.notify,
@@ -181,7 +182,7 @@ class Gateway:
         await self.scheduler.start()  # after the adapters: overdue reminders go out at once
         self._started = True
         self.events.emit("gateway:start", {"platforms": sorted(self.adapters)})
-        for key in await self.store.session_keys_with_inbox():
+        for key in await self.store.conversation.session_keys_with_inbox():
             self.lanes.notify(key)  # messages stored before a restart get their turn now
 
     def _subscribe_hooks(self) -> None:

@@ -16,10 +16,16 @@ from adapters.base import Adapter, InboundMessage
 from agent.compression.settings import CompressionSettings
 from agent.context_engine import ContextEngine, EngineChoice
 from agent.providers import Provider, ProviderSettings, make_provider
-from gateway.config.schema import Config, resolve_api_key
+from gateway.config.schema import (
+    Config,
+    ModelRoute,
+    main_model_route,
+    resolve_api_key,
+    summary_model_route,
+)
 from gateway.conversation.commands import COMMAND_LIST
 from gateway.conversation.router import authorize
-from gateway.store import SQLiteStore
+from gateway.store import ConversationStore
 
 if TYPE_CHECKING:
     from adapters.discord_adapter.catch_up import CatchUpChat
@@ -40,33 +46,25 @@ class Providers:
 
 
 def build_providers(config: Config) -> Providers:
-    model = config.model
-    main = make_provider(
-        ProviderSettings(
-            provider=model.provider,
-            model=model.name,
-            api_key=resolve_api_key(model.provider, model.api_key, model.base_url),
-            base_url=model.base_url,
-            timeout=model.timeout_seconds,
-            max_retries=model.max_retries,
-        )
-    )
-    aux = config.auxiliary.compression
-    if not (aux.model or aux.provider or aux.base_url):
+    """The main model's provider, and the summary model's when one is configured."""
+    main = _provider(main_model_route(config), config.model.timeout_seconds, config)
+    summary = summary_model_route(config)
+    if summary is None:
         return Providers(main)
-    provider = aux.provider or model.provider
-    base_url = aux.base_url or (model.base_url if provider == model.provider else None)
-    auxiliary = make_provider(
+    return Providers(main, _provider(summary, config.compression.context_timeout_seconds, config))
+
+
+def _provider(route: ModelRoute, timeout: float, config: Config) -> Provider:
+    return make_provider(
         ProviderSettings(
-            provider=provider,
-            model=aux.model or model.name,
-            api_key=resolve_api_key(provider, aux.api_key or model.api_key, base_url),
-            base_url=base_url,
-            timeout=config.compression.context_timeout_seconds,
-            max_retries=model.max_retries,
+            provider=route.provider,
+            model=route.name,
+            api_key=resolve_api_key(route.provider, route.api_key, route.base_url),
+            base_url=route.base_url,
+            timeout=timeout,
+            max_retries=config.model.max_retries,
         )
     )
-    return Providers(main, auxiliary)
 
 
 # -- the context engine ------------------------------------------------------------------
@@ -170,7 +168,7 @@ class StoredCatchUp:
     """The Discord adapter's catch-up source: cursors from what the store holds, chats
     judged by the same allowlists as every message (SPEC F4)."""
 
-    def __init__(self, store: SQLiteStore, config: Config) -> None:
+    def __init__(self, store: ConversationStore, config: Config) -> None:
         self.store = store
         self.config = config
 
@@ -193,7 +191,9 @@ class StoredCatchUp:
         return authorize(self.config, probe).allowed
 
 
-def catch_up_from_store(adapters: Iterable[Adapter], store: SQLiteStore, config: Config) -> None:
+def catch_up_from_store(
+    adapters: Iterable[Adapter], store: ConversationStore, config: Config
+) -> None:
     """Let the Discord adapter read what it missed while disconnected, after the newest
     message ``store`` holds in each chat. The gateway calls this once it has its store."""
     for adapter in adapters:

@@ -22,7 +22,7 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
 
-from gateway.config.schema import Config, resolve_api_key
+from gateway.config.schema import NO_KEY_NEEDED, Config, resolve_api_key
 
 REDACTED = "[redacted]"
 
@@ -131,7 +131,7 @@ def config_secrets(config: Config) -> list[str]:
         config.platforms.telegram.token or "",
         config.platforms.discord.token or "",
     ]
-    return [v for v in values if v and v != "not-needed"]
+    return [v for v in values if v and v != NO_KEY_NEEDED]
 
 
 CHAT_LOG_NAME = "chat.log"

@@ -325,6 +325,38 @@ def _usual_key_variable(config: Config, path: str) -> str | None:
 
 
 _KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+#: The "key" of a local OpenAI-compatible server that wants none (the SDK wants a string).
+NO_KEY_NEEDED = "not-needed"
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """Where requests to one model go: what a provider is built from and doctor checks."""
+
+    provider: str
+    name: str
+    base_url: str | None
+    #: As configured (None: the provider's usual environment variable); see resolve_api_key.
+    api_key: str | None
+
+
+def main_model_route(config: Config) -> ModelRoute:
+    model = config.model
+    return ModelRoute(model.provider, model.name, model.base_url, model.api_key)
+
+
+def summary_model_route(config: Config) -> ModelRoute | None:
+    """``auxiliary.compression``'s model, or None when the main model summarizes.
+
+    What it leaves out comes from ``model``; the main model's base URL (and key) only
+    when it is the same provider.
+    """
+    model, aux = config.model, config.auxiliary.compression
+    if not (aux.model or aux.provider or aux.base_url):
+        return None
+    provider = aux.provider or model.provider
+    base_url = aux.base_url or (model.base_url if provider == model.provider else None)
+    return ModelRoute(provider, aux.model or model.name, base_url, aux.api_key or model.api_key)
 
 
 def resolve_api_key(
@@ -345,7 +377,7 @@ def resolve_api_key(
     if key:
         return key
     if base_url or (provider == "openai" and env.get("OPENAI_BASE_URL")):
-        return "not-needed"
+        return NO_KEY_NEEDED
     return None
 
 

@@ -21,7 +21,7 @@ from gateway.conversation.hygiene import measure_tokens
 from gateway.conversation.lanes import Lanes
 from gateway.conversation.router import session_key
 from gateway.conversation.sessions import SessionRegistry
-from gateway.store import SQLiteStore
+from gateway.store import ConversationStore
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ Reply = Callable[[InboundMessage, str], Awaitable[None]]
 class Commands:
     def __init__(
         self,
-        store: SQLiteStore,
+        store: ConversationStore,
         sessions: SessionRegistry,
         lanes: Lanes,
         reply: Reply,

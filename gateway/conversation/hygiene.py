@@ -13,7 +13,8 @@ from typing import Literal
 
 from agent.compression.settings import SAFETY_SHARE
 from agent.usage_anchor import UsageAnchor, anchored_tokens
-from gateway.conversation.sessions import SessionRuntime, SessionTranscript
+from gateway.conversation.runtime import SessionRuntime
+from gateway.conversation.transcript import SessionTranscript
 
 log = logging.getLogger(__name__)
 

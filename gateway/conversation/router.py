@@ -19,7 +19,7 @@ from agent.tokens import TokenCounter
 from gateway.config.schema import Config
 from gateway.conversation.background import BackgroundTasks
 from gateway.events import EventBus
-from gateway.store import InboxEntry, SQLiteStore
+from gateway.store import ConversationStore, InboxEntry
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class Router:
     def __init__(
         self,
         config: Config,
-        store: SQLiteStore,
+        store: ConversationStore,
         events: EventBus,
         counter: TokenCounter,
         notify_lane: Callable[[str], None],

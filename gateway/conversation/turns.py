@@ -19,9 +19,11 @@ from agent.providers.base import ProviderError
 from agent.tools import ToolContext
 from agent.usage_anchor import UsageAnchor
 from gateway.conversation.hygiene import HygieneOutcome
-from gateway.conversation.sessions import SessionRegistry, SessionRuntime, SessionTranscript
+from gateway.conversation.runtime import SessionRuntime
+from gateway.conversation.sessions import SessionRegistry
+from gateway.conversation.transcript import SessionTranscript
 from gateway.events import EventBus
-from gateway.store import InboxEntry, NewMessage, SessionOrigin, SQLiteStore
+from gateway.store import ConversationStore, InboxEntry, SessionOrigin
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,7 @@ HygieneStep = Callable[
 class TurnRunner:
     def __init__(
         self,
-        store: SQLiteStore,
+        store: ConversationStore,
         sessions: SessionRegistry,
         events: EventBus,
         adapters: dict[str, Adapter],
@@ -57,19 +59,13 @@ class TurnRunner:
         if not entries:
             return
         runtime = await self.sessions.open(_origin(entries[-1]))
+        transcript = await self.sessions.transcript(runtime, entries)
         if not any(entry.addressed for entry in entries):
-            # Observed group chatter: stored one row per message, no turn (SPEC F3, F3b).
-            await self.store.commit_turn(
-                runtime.id,
-                [
-                    NewMessage(e.message, e.token_count, e.platform_message_id)
-                    for e in entries
-                    if not e.in_history
-                ],
-                consumed_inbox=[e.id for e in entries],
-            )
+            await (
+                transcript.store_observed()
+            )  # group chatter: rows, no turn (docs/design.md#groups)
             return
-        await self.run_turn(runtime, await self.sessions.transcript(runtime, entries), entries)
+        await self.run_turn(runtime, transcript, entries)
 
     async def run_turn(
         self, runtime: SessionRuntime, transcript: SessionTranscript, entries: list[InboxEntry]

@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from agent.compression.markers import SUMMARY_PREFIX, text_of
 from gateway.config.schema import Config
-from gateway.store import SessionSummary, SQLiteStore, StoredMessage
+from gateway.store import OperatorStore, SessionSummary, SQLiteStore, Store, StoredMessage
 from gateway.store.errors import DataDirInUse, StoreError, explained
 
 #: Messages longer than this are shortened in ``show`` (``--full`` prints them whole).
@@ -78,14 +78,16 @@ async def _open_to_read(path: Path) -> SQLiteStore:
     return await store.open("read_only")
 
 
-async def _read_only_action(store: SQLiteStore, args: Any, out: TextIO, err: TextIO) -> int:
+async def _read_only_action(store: Store, args: Any, out: TextIO, err: TextIO) -> int:
     if args.action == "list":
-        print_table(await store.list_sessions(), out)
+        print_table(await store.operator.list_sessions(), out)
         return 0
     if args.action == "show":
         return await show_session(store, args.key, out, err, full=args.full)
     if args.action == "export":
-        return await export_session(store, args.key, args.output, out, err, force=args.force)
+        return await export_session(
+            store.operator, args.key, args.output, out, err, force=args.force
+        )
     raise ValueError(f"unknown sessions action {args.action!r}")
 
 
@@ -146,16 +148,15 @@ def _when(epoch: float) -> str:
 
 
 async def show_session(
-    store: SQLiteStore, key: str, out: TextIO, err: TextIO, *, full: bool = False
+    store: Store, key: str, out: TextIO, err: TextIO, *, full: bool = False
 ) -> int:
-    record = await store.current_session(key)
+    record = await store.conversation.current_session(key)
     if record is None:
         print(f"nightowl: no current session {key!r} (see: nightowl sessions list)", file=err)
         return 1
-    rows = await store.load_active(record.id)
-    archived = next(
-        (s.archived_messages for s in await store.list_sessions() if s.session_id == record.id), 0
-    )
+    rows = await store.conversation.load_active(record.id)
+    sessions = await store.operator.list_sessions()
+    archived = next((s.archived_messages for s in sessions if s.session_id == record.id), 0)
     tokens = sum(row.token_count for row in rows)
     print(f"{key}  ({record.platform}, session {record.id}, model {record.model})", file=out)
     print(
@@ -219,7 +220,7 @@ def export_line(session_id: str, row: StoredMessage) -> str:
 
 
 async def export_session(
-    store: SQLiteStore,
+    store: OperatorStore,
     key: str,
     output: str | None,
     out: TextIO,
@@ -296,7 +297,7 @@ def _os_reason(exc: OSError) -> str:
 
 
 async def forget_session(
-    store: SQLiteStore,
+    store: Store,
     key: str,
     out: TextIO,
     err: TextIO,
@@ -306,8 +307,8 @@ async def forget_session(
     running: int | None = None,
 ) -> int:
     """Erase ``key`` for good. ``running``: the pid of a gateway open on the same file."""
-    rows = await store.export_rows(key)
-    if not rows and not await store.inbox(key):
+    rows = await store.operator.export_rows(key)
+    if not rows and not await store.conversation.inbox(key):
         print(f"nightowl: nothing stored under {key!r}", file=err)
         return 1
     if not yes:
@@ -323,8 +324,8 @@ async def forget_session(
         if answer.strip() != key:
             print("Nothing erased.", file=out)
             return 1
-    deleted = await store.forget(key)
-    scrubbed = await store.scrub()
+    deleted = await store.operator.forget(key)
+    scrubbed = await store.operator.scrub()
     print(f"Forgot {key}: {deleted:,} messages erased.", file=out)
     if running is not None:
         print(

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gateway.config.schema import (
+    NO_KEY_NEEDED,
     Config,
     ConfigError,
     default_config_paths,
@@ -30,9 +31,9 @@ from gateway.config.schema import (
 )
 from gateway.logs import config_secrets, redact, setup_logging
 from gateway.ops.reachability import Check, check_discord, check_providers, check_telegram
-from gateway.store import SQLiteStore
 from gateway.store.datadir_lock import lock_holder
 from gateway.store.errors import diagnose, write_problem
+from gateway.store.operator import SQLiteOperator
 
 
 class Report:
@@ -119,7 +120,7 @@ def check_secrets(config: Config) -> Check:
     key = resolve_api_key(model.provider, model.api_key, model.base_url)
     if key is None:
         return Check("secrets", False, "no LLM key", missing_llm_key_message(config))
-    found = ["LLM key found" if key != "not-needed" else "no LLM key needed (local server)"]
+    found = ["LLM key found" if key != NO_KEY_NEEDED else "no LLM key needed (local server)"]
     for name in ("telegram", "discord"):
         if getattr(config.platforms, name).enabled:
             found.append(f"{name} token set")  # load_config refused it if missing
@@ -161,7 +162,7 @@ async def check_database(config: Config) -> Check:
             )
         return Check("database", True, f"none yet; the first run creates {path}")
     try:
-        found = await SQLiteStore.inspect(path)
+        found = await SQLiteOperator.inspect(path)
     except (sqlite3.Error, OSError) as exc:
         # Say what is wrong: a permissions problem is not fixed by restoring a backup.
         problem = await diagnose(path, exc, writing=False)

@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import dataclass
 
 from agent.providers import ProviderError, ProviderSettings, make_provider
-from gateway.config.schema import Config, resolve_api_key
+from gateway.config.schema import Config, main_model_route, resolve_api_key, summary_model_route
 
 
 @dataclass(frozen=True)
@@ -30,27 +30,16 @@ class Check:
 
 
 async def check_providers(config: Config, timeout: float) -> list[Check]:
-    model = config.model
-    checks = [
+    routes = [("provider", main_model_route(config))]
+    summary = summary_model_route(config)
+    if summary is not None:
+        routes.append(("summary model", summary))
+    return [
         await check_provider(
-            "provider", model.provider, model.name, model.base_url, model.api_key, timeout
+            label, route.provider, route.name, route.base_url, route.api_key, timeout
         )
+        for label, route in routes
     ]
-    aux = config.auxiliary.compression
-    if aux.model or aux.provider or aux.base_url:
-        provider = aux.provider or model.provider
-        base_url = aux.base_url or (model.base_url if provider == model.provider else None)
-        checks.append(
-            await check_provider(
-                "summary model",
-                provider,
-                aux.model or model.name,
-                base_url,
-                aux.api_key or model.api_key,
-                timeout,
-            )
-        )
-    return checks
 
 
 async def check_provider(

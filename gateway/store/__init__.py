@@ -1,23 +1,22 @@
 """Session storage: the only package that speaks SQL.
 
-:class:`Store` is the interface the gateway uses (a PostgreSQL backend would implement
-the same methods); :class:`SQLiteStore` implements it with aiosqlite in WAL mode.
+The gateway types against the protocols in :mod:`gateway.store.protocols`
+(:class:`ConversationStore`, :class:`SchedulingStore`, :class:`OperatorStore`); a
+backend provides all three over one connection — :class:`SQLiteStore` with aiosqlite in
+WAL mode. The rules every backend keeps are in docs/design.md#storage:
 
-Invariants kept here (SPEC S1–S5):
-
-- No row of a session is ever deleted by compression, hygiene, a failed compression or a
-  crash, and none is copied: compaction archives the rows that leave the active list
+- No row is ever deleted by compression, hygiene, a failed compression or a crash, and
+  none is copied: a compaction archives the rows that leave the active list
   (``active=0, compacted=1``), keeps the ones that stay (same id, same time) and inserts
-  only what is new (the summary), in ONE transaction. Only :meth:`Store.forget`
-  deletes, on a user's explicit request.
-- Loading a turn's history reads ``active=1`` rows in conversation order (``seq``)
-  through ``(session_id, active, seq)``; the archive is never read on the hot path.
-- An inbound message is durable once :meth:`Store.enqueue` returns: it waits in the
-  ``inbox`` until its session's lane takes it into a turn, and leaves the inbox in the
-  same transaction that stores the turn's reply (so a crash mid-turn re-runs the turn).
+  only what is new, in ONE transaction. Only ``OperatorStore.forget`` deletes.
+- A turn reads ``active=1`` rows in conversation order (``seq``) through
+  ``(session_id, active, seq)``; the archive is never read on the hot path.
+- An inbound message is durable once ``enqueue`` returns; it leaves the inbox in the
+  transaction that stores its turn's reply, so a crash mid-turn re-runs the turn.
 """
 
 from gateway.store.errors import DataDirInUse, SessionEnded, StoreError
+from gateway.store.protocols import ConversationStore, OperatorStore, SchedulingStore, Store
 from gateway.store.records import (
     KEEP,
     AnchorRecord,
@@ -25,6 +24,7 @@ from gateway.store.records import (
     DatabaseReport,
     IdleSession,
     InboxEntry,
+    Keep,
     NewMessage,
     PendingDelivery,
     Reminder,
@@ -32,7 +32,6 @@ from gateway.store.records import (
     SessionOrigin,
     SessionRecord,
     SessionSummary,
-    Store,
     StoredMessage,
     UsageTotals,
 )
@@ -42,14 +41,18 @@ __all__ = [
     "KEEP",
     "AnchorRecord",
     "Compaction",
+    "ConversationStore",
     "DataDirInUse",
     "DatabaseReport",
     "IdleSession",
     "InboxEntry",
+    "Keep",
     "NewMessage",
+    "OperatorStore",
     "PendingDelivery",
     "Reminder",
     "SQLiteStore",
+    "SchedulingStore",
     "SearchHit",
     "SessionEnded",
     "SessionOrigin",

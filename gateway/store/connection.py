@@ -34,7 +34,12 @@ def new_session_id() -> str:
 
 
 class Connection:
-    """Opens ``state.db``, migrates it, and hands out transactions and reads."""
+    """Opens ``state.db``, migrates it, and hands out transactions and reads.
+
+    The store's views (:mod:`gateway.store.conversation`, ``scheduling``, ``operator``)
+    hold one of these, the way an aiosqlite cursor holds its connection: every statement
+    runs inside :meth:`transaction` (writes) or :meth:`read`.
+    """
 
     #: Held while open ``exclusive``: see :mod:`gateway.store.datadir_lock`.
     _datadir_lock: DataDirLock | None = None
@@ -137,7 +142,7 @@ class Connection:
         await self.close()
 
     async def schema_version(self) -> int:
-        async with self._read() as db:
+        async with self.read() as db:
             return await user_version(db)
 
     async def _migrate(self) -> None:
@@ -171,7 +176,7 @@ class Connection:
                     raise
 
     @contextlib.asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         db = self._conn()
         async with self._lock:
             # Everything shielded: a cancelled caller must still leave the connection
@@ -186,7 +191,7 @@ class Connection:
             await asyncio.shield(db.execute("COMMIT"))
 
     @contextlib.asynccontextmanager
-    async def _read(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def read(self) -> AsyncIterator[aiosqlite.Connection]:
         async with self._lock:
             yield self._conn()
 

@@ -22,11 +22,16 @@ from gateway.store.rows import (
 from gateway.store.schema import SCHEMA_VERSION
 
 
-class OperatorQueries(Connection):
+class SQLiteOperator:
+    """:class:`~gateway.store.protocols.OperatorStore` on a :class:`Connection`."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
     # -- operator tools ------------------------------------------------------------------
 
     async def list_sessions(self) -> list[SessionSummary]:
-        async with self._read() as db:
+        async with self.connection.read() as db:
             rows = await db.execute_fetchall(
                 "SELECT s.session_key, s.id, s.platform, s.updated_at,"
                 " COALESCE(SUM(m.active), 0) AS active,"
@@ -50,7 +55,7 @@ class OperatorQueries(Connection):
 
     async def export_rows(self, session_key: str) -> list[tuple[str, StoredMessage]]:
         """Every row of every session ever held under ``session_key``, archived included."""
-        async with self._read() as db:
+        async with self.connection.read() as db:
             rows = await db.execute_fetchall(
                 f"SELECT {MESSAGE_COLUMNS}, m.session_id FROM messages m"
                 " JOIN sessions s ON s.id = m.session_id"
@@ -61,7 +66,7 @@ class OperatorQueries(Connection):
 
     async def forget(self, session_key: str) -> int:
         """Erase everything stored under ``session_key`` — the only deletion in nightowl."""
-        async with self._transaction() as db:
+        async with self.connection.transaction() as db:
             ids = [
                 r[0]
                 for r in await db.execute_fetchall(
@@ -81,7 +86,7 @@ class OperatorQueries(Connection):
         return deleted
 
     async def integrity_check(self) -> str:
-        async with self._read() as db:
+        async with self.connection.read() as db:
             rows = await db.execute_fetchall("PRAGMA integrity_check")
         return rows[0][0]
 
@@ -93,7 +98,7 @@ class OperatorQueries(Connection):
         the file, and truncate the WAL. False when the WAL could not be truncated (a
         running gateway was reading through the whole busy timeout).
         """
-        async with self._read() as db:
+        async with self.connection.read() as db:
             await db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
             await db.execute("VACUUM")
             rows = await db.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -1,14 +1,11 @@
-"""The records the store hands out and the :class:`Store` interface the gateway calls.
-
-A second backend (PostgreSQL, for users who outgrow one machine) implements
-:class:`Store`; nothing else in the gateway would change.
-"""
+"""The records the store takes and hands out, the same for every backend."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from enum import Enum
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True)
@@ -196,56 +193,11 @@ class DatabaseReport:
         return self.integrity == ["ok"]
 
 
-KEEP = object()  # "leave the anchor as it is" for commit_turn
+class Keep(Enum):
+    """The type of :data:`KEEP`."""
+
+    KEEP = "keep"
 
 
-class Store(Protocol):
-    """What the gateway needs from session storage."""
-
-    async def enqueue(self, entry: InboxEntry) -> bool: ...
-    async def inbox(self, session_key: str) -> list[InboxEntry]: ...
-    async def session_keys_with_inbox(self) -> list[str]: ...
-    async def current_session(self, session_key: str) -> SessionRecord | None: ...
-    async def start_session(
-        self,
-        origin: SessionOrigin,
-        model: str,
-        system: NewMessage,
-        *,
-        parent_id: str | None = None,
-    ) -> SessionRecord: ...
-    async def load_active(self, session_id: str) -> list[StoredMessage]: ...
-    async def commit_turn(
-        self,
-        session_id: str,
-        new: Sequence[NewMessage],
-        *,
-        consumed_inbox: Sequence[int] = (),
-        anchor: Any = KEEP,
-        usage: UsageTotals | None = None,
-    ) -> list[int]: ...
-    async def archive_and_compact(self, session_id: str, compaction: Compaction) -> list[int]: ...
-    async def rotate(
-        self,
-        session_id: str,
-        compacted: Sequence[NewMessage],
-        *,
-        originals: Sequence[NewMessage] = (),
-        absorbed_inbox: Sequence[int] = (),
-        engine_state: dict[str, Any] | None = None,
-    ) -> tuple[SessionRecord, list[int]]: ...
-    async def save_engine_state(self, session_id: str, state: dict[str, Any]) -> None: ...
-    async def set_anchor(self, session_id: str, anchor: AnchorRecord | None) -> None: ...
-    async def end_session(self, session_id: str, reason: str) -> None: ...
-    async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]: ...
-    async def mark_delivered(self, message_ids: Sequence[int]) -> None: ...
-    async def pending_deliveries(self, session_key: str | None = None) -> list[PendingDelivery]: ...
-    async def remember_inbound(self, dedupe_key: str) -> bool: ...
-    async def add_reminder(self, reminder: Reminder) -> Reminder: ...
-    async def get_reminder(self, reminder_id: int) -> Reminder | None: ...
-    async def pending_reminders(self, session_key: str | None = None) -> list[Reminder]: ...
-    async def mark_reminder_sent(
-        self, reminder_id: int, *, session_id: str | None = None, row: NewMessage | None = None
-    ) -> bool: ...
-    async def idle_sessions(self, idle_since: float, min_tokens: int = 0) -> list[IdleSession]: ...
-    async def mark_idle_compressed(self, session_id: str) -> None: ...
+#: "Leave the usage anchor as it is" for ``commit_turn``.
+KEEP = Keep.KEEP

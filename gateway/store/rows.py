@@ -140,6 +140,14 @@ async def insert_active_list(
     return ids
 
 
+async def mark_reminder_sent(db: aiosqlite.Connection, reminder_id: int, now: float) -> bool:
+    """Mark a reminder delivered; False when it was not pending any more."""
+    cursor = await db.execute(
+        "UPDATE reminders SET sent_at = ? WHERE id = ? AND sent_at IS NULL", (now, reminder_id)
+    )
+    return cursor.rowcount == 1
+
+
 async def mark_inbox_in_history(db: aiosqlite.Connection, ids: Sequence[int]) -> None:
     if ids:
         await db.executemany("UPDATE inbox SET in_history = 1 WHERE id = ?", [(i,) for i in ids])

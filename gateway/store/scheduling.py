@@ -3,26 +3,28 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from gateway.store.connection import Connection
 from gateway.store.records import (
     IdleSession,
-    NewMessage,
     Reminder,
 )
-from gateway.store.rows import (
-    insert_messages,
-    reminder_record,
-)
+from gateway.store.rows import insert_messages, mark_reminder_sent, reminder_record
 
 
-class SchedulingQueries(Connection):
+class SQLiteScheduling:
+    """:class:`~gateway.store.protocols.SchedulingStore` on a :class:`Connection`."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
     # -- reminders (SPEC A1) -------------------------------------------------------------
 
     async def add_reminder(self, reminder: Reminder) -> Reminder:
         """Store a pending reminder; returns it with its id and creation time."""
         now = time.time()
-        async with self._transaction() as db:
+        async with self.connection.transaction() as db:
             cursor = await db.execute(
                 "INSERT INTO reminders(session_key, platform, chat_id, thread_id, text, due_at,"
                 " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -41,14 +43,14 @@ class SchedulingQueries(Connection):
         return stored
 
     async def get_reminder(self, reminder_id: int) -> Reminder | None:
-        async with self._read() as db:
+        async with self.connection.read() as db:
             rows = await db.execute_fetchall("SELECT * FROM reminders WHERE id = ?", (reminder_id,))
         return reminder_record(rows[0]) if rows else None
 
     async def pending_reminders(self, session_key: str | None = None) -> list[Reminder]:
         """Reminders not delivered yet (all chats, or one), soonest first."""
         where = "sent_at IS NULL" + (" AND session_key = ?" if session_key is not None else "")
-        async with self._read() as db:
+        async with self.connection.read() as db:
             rows = await db.execute_fetchall(
                 f"SELECT * FROM reminders WHERE {where} ORDER BY due_at, id",
                 () if session_key is None else (session_key,),
@@ -56,27 +58,16 @@ class SchedulingQueries(Connection):
         return [reminder_record(row) for row in rows]
 
     async def mark_reminder_sent(
-        self, reminder_id: int, *, session_id: str | None = None, row: NewMessage | None = None
+        self, reminder_id: int, *, session_id: str | None = None, row: Any = None
     ) -> bool:
-        """Mark a reminder delivered and append ``row`` to ``session_id``: one transaction.
-
-        False (and nothing appended) when it was not pending any more, so a reminder is
-        recorded in a transcript at most once.
-        """
-        now = time.time()
-        async with self._transaction() as db:
-            cursor = await db.execute(
-                "UPDATE reminders SET sent_at = ? WHERE id = ? AND sent_at IS NULL",
-                (now, reminder_id),
-            )
-            if cursor.rowcount == 0:
-                return False
-            if session_id is not None and row is not None:
-                await insert_messages(db, session_id, [row], now)
-                await db.execute(
-                    "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
-                )
-        return True
+        """Mark a reminder delivered without recording it in a transcript (one recorded
+        in a transcript goes through ``ConversationStore.commit_turn(reminder_sent=...)``);
+        False when it was not pending any more."""
+        async with self.connection.transaction() as db:
+            sent = await mark_reminder_sent(db, reminder_id, time.time())
+            if sent and session_id is not None and row is not None:  # TEMPORARY
+                await insert_messages(db, session_id, [row], time.time())
+            return sent
 
     # -- idle compression (SPEC C13) -----------------------------------------------------
 
@@ -87,7 +78,7 @@ class SchedulingQueries(Connection):
         sessions with no new row since :meth:`mark_idle_compressed` (C13's own cooldown).
         Tokens are the stored per-row counts of active rows, read through the index.
         """
-        async with self._read() as db:
+        async with self.connection.read() as db:
             rows = await db.execute_fetchall(
                 "SELECT s.id, s.session_key, s.updated_at, COUNT(m.id) AS messages,"
                 " COALESCE(SUM(m.token_count), 0) AS tokens"
@@ -114,7 +105,7 @@ class SchedulingQueries(Connection):
 
     async def mark_idle_compressed(self, session_id: str) -> None:
         """Idle compression looked at every row ``session_id`` has now; skip it until more."""
-        async with self._transaction() as db:
+        async with self.connection.transaction() as db:
             await db.execute(
                 "UPDATE sessions SET idle_compressed_through ="
                 " (SELECT MAX(id) FROM messages WHERE session_id = ?) WHERE id = ?",

@@ -1,0 +1,302 @@
+"""One session's transcript as a turn sees it, and the one writer of its rows.
+
+:class:`SessionTranscript` is the gateway's implementation of the agent's
+:class:`~agent.transcript.Transcript`. Every row a session gets after it is started goes
+through it: the turn's own rows, compactions (in-loop, hygiene, ``/compress``, idle),
+observed group chatter and reminders the scheduler delivered. The store writes a
+session's first row, its system prompt, together with the session itself
+(docs/design.md#compaction-commit).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agent.context_engine import CompressionResult
+from agent.loop import TurnResult
+from agent.tokens import TokenCounter
+from agent.transcript import SearchResult
+from agent.usage_anchor import UsageAnchor
+from agent.window import represented_tokens
+from gateway.conversation.runtime import SessionRuntime
+from gateway.events import EventBus
+from gateway.store import (
+    AnchorRecord,
+    Compaction,
+    ConversationStore,
+    InboxEntry,
+    NewMessage,
+    StoredMessage,
+    UsageTotals,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SessionTranscript:
+    """One turn's view of a session: the active rows plus the inbox entries it answers."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        runtime: SessionRuntime,
+        history: list[StoredMessage],
+        entries: list[InboxEntry],
+        counter: TokenCounter,
+        events: EventBus,
+        *,
+        in_place: bool = True,
+    ) -> None:
+        self.store = store
+        self.runtime = runtime
+        self.counter = counter
+        self.events = events
+        self.in_place = in_place
+        waiting = [entry for entry in entries if not entry.in_history]
+        self.messages: list[dict[str, Any]] = [row.message for row in history]
+        self.messages += [entry.message for entry in waiting]
+        # What we know of each message object (its stored count, its platform id), so
+        # rows carried unchanged into a compacted list are not re-tokenized. The object
+        # is kept in the value: an id() is only unique while its object lives.
+        self._known: dict[int, tuple[dict[str, Any], int, str | None]] = {
+            id(row.message): (row.message, row.token_count, row.platform_message_id)
+            for row in history
+        }
+        for entry in waiting:
+            self._known[id(entry.message)] = (
+                entry.message,
+                entry.token_count,
+                entry.platform_message_id,
+            )
+        self._row_ids: list[int] = [row.id for row in history]
+        self._persisted = len(history)
+        # Every entry is owed its turn; all leave the inbox when the turn is stored.
+        self._inbox_ids = [entry.id for entry in entries]
+
+    # -- agent.transcript.Transcript --------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self.runtime.record.id
+
+    async def commit_compaction(
+        self, result: CompressionResult, original: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        old = self.runtime.record
+        if self.in_place:
+            ids = await self.store.archive_and_compact(old.id, self._compaction(result, original))
+        else:
+            # Rotation (SPEC S3b) starts a child session: the list is written there whole.
+            child, ids = await self.store.rotate(
+                old.id,
+                [self.row(m) for m in result.messages],
+                originals=[self.row(m) for m in original[self._persisted :]],
+                absorbed_inbox=self._inbox_ids,
+                engine_state=self.runtime.engine.export_state(),
+            )
+            self.runtime.record = child
+            self.runtime.engine.on_session_start(child.id)
+        self._row_ids = ids
+        self._persisted = len(ids)
+        self.messages = list(result.messages)
+        self.runtime.last_prompt_tokens = None
+        self.runtime.anchor = None
+        self.events.emit(
+            "session:compress",
+            {
+                "session_id": self.runtime.record.id,
+                "session_key": self.runtime.key,
+                "in_place": self.in_place,
+                "old_session_id": "" if self.in_place else old.id,
+                "trigger_source": result.trigger_source,
+                "method": result.method,
+                "messages_before": result.messages_before,
+                "messages_after": result.messages_after,
+                "tokens_before": result.tokens_before,
+                "tokens_after": result.tokens_after,
+            },
+        )
+        return self.messages
+
+    def _compaction(self, result: CompressionResult, original: list[dict[str, Any]]) -> Compaction:
+        """What to commit: stored rows the new list keeps stay as they are (same id,
+        same time); everything else in it is new; messages not stored yet that the
+        summary covers are kept as archived originals (docs/design.md#compaction-commit)."""
+        kept = kept_positions(original, result.messages)
+        active: list[int | NewMessage] = []
+        for message, position in zip(result.messages, kept, strict=True):
+            if position is not None and position < self._persisted:
+                active.append(self._row_ids[position])
+            else:
+                active.append(self.row(message))
+        carried = {p for p in kept if p is not None}
+        originals = [
+            self.row(m) for p, m in enumerate(original) if p >= self._persisted and p not in carried
+        ]
+        for item in active:
+            if isinstance(item, NewMessage):  # counted once, not again on every later turn
+                self._known[id(item.message)] = (
+                    item.message,
+                    item.token_count,
+                    item.platform_message_id,
+                )
+        return Compaction(
+            active=active,
+            originals=originals,
+            absorbed_inbox=self._inbox_ids,
+            engine_state=self.runtime.engine.export_state(),
+        )
+
+    async def save_engine_state(self, state: dict[str, Any]) -> None:
+        await self.store.save_engine_state(self.session_id, state)
+
+    async def compress(
+        self, *, trigger_source: str, focus: str | None = None, force: bool = False
+    ) -> CompressionResult:
+        """Run the session's engine over the transcript and commit what it produced.
+
+        The gateway's own compressions (hygiene, /compress, idle) all come through here;
+        the agent's in-loop ones come through :meth:`commit_compaction` directly.
+        """
+        engine = self.runtime.engine
+        result = await engine.compress(
+            self.messages, focus=focus, force=force, trigger_source=trigger_source
+        )
+        await self.save_engine_state(engine.export_state())
+        if result.committed:
+            await self.commit_compaction(result, self.messages)
+            self.runtime.hygiene_notice_sent = False
+        return result
+
+    async def search(self, query: str, limit: int) -> list[SearchResult]:
+        hits = await self.store.search(self.session_id, query, limit)
+        return [SearchResult(h.role, h.snippet, h.created_at, h.archived) for h in hits]
+
+    # -- the gateway's side -----------------------------------------------------------------
+
+    def count(self, message: dict[str, Any]) -> int:
+        known = self._known.get(id(message))
+        return known[1] if known is not None else self.counter.count(message)
+
+    def row(self, message: dict[str, Any], *, pending_delivery: bool = False) -> NewMessage:
+        """``message`` as a row to store, with its known count and platform id."""
+        known = self._known.get(id(message))
+        if known is None:
+            return NewMessage(message, self.counter.count(message), None, pending_delivery)
+        return NewMessage(message, known[1], known[2], pending_delivery)
+
+    def token_total(self) -> int:
+        """The context as a request shows it, from the stored per-row counts (no
+        re-tokenizing, SPEC H3c): a row too big to show whole counts as its excerpt."""
+        counts = [self.count(m) for m in self.messages]
+        return represented_tokens(self.messages, self.runtime.agent.window, counts)
+
+    def restore_anchor(self) -> UsageAnchor | None:
+        """The persisted usage anchor, if the row it ends at is still active (SPEC S4)."""
+        stored = self.runtime.anchor
+        if stored is None:
+            return None
+        try:
+            covered = self._row_ids.index(stored.message_id) + 1
+        except ValueError:
+            return None  # the transcript was rewritten since: fail closed
+        return UsageAnchor(
+            prompt_tokens=stored.prompt_tokens,
+            completion_tokens=stored.completion_tokens,
+            covered=covered,
+            fingerprint=stored.fingerprint,
+            route=stored.route,
+        )
+
+    async def store_observed(self) -> None:
+        """Store the waiting messages as rows, one per message, and take them out of the
+        inbox: observed group chatter, which starts no turn (docs/design.md#groups)."""
+        await self._append([self.row(m) for m in self.messages[self._persisted :]])
+
+    async def record_reminder(self, reminder_id: int, text: str) -> bool:
+        """Record a delivered reminder as an assistant row (so the model knows it reminded)
+        and mark it sent, in one transaction; False when it was not pending any more."""
+        message = {"role": "assistant", "content": text}
+        ids = await self._append([self.row(message)], reminder_sent=reminder_id)
+        if ids:
+            self.messages.append(message)
+        return bool(ids)
+
+    async def _append(self, rows: list[NewMessage], **extra: Any) -> list[int]:
+        ids = await self.store.commit_turn(
+            self.session_id, rows, consumed_inbox=self._inbox_ids, **extra
+        )
+        self._inbox_ids = []
+        self._row_ids += ids
+        self._persisted = len(self._row_ids)
+        return ids
+
+    async def commit_turn(self, result: TurnResult, *, reply_pending: bool) -> list[int]:
+        """Store the turn's rows, take its inbox entries, move the anchor: one transaction."""
+        self.messages = result.messages
+        new = result.messages[self._persisted :]
+        rows = [self.row(m) for m in new]
+        if reply_pending and rows and rows[-1].message.get("role") == "assistant":
+            rows[-1] = self.row(rows[-1].message, pending_delivery=True)
+        anchor = self._anchor_record(result.anchor, len(new))
+        ids = await self.store.commit_turn(
+            self.session_id,
+            rows,
+            consumed_inbox=self._inbox_ids,
+            anchor=anchor,
+            usage=UsageTotals(
+                result.usage.prompt_tokens,
+                result.usage.completion_tokens,
+                result.usage.cache_read_tokens,
+                result.usage.cache_write_tokens,
+                result.requests,
+            ),
+        )
+        self._inbox_ids = []
+        self._row_ids += ids
+        self._persisted = len(self._row_ids)
+        if anchor is not None and anchor.message_id < 0:
+            anchor = replace(anchor, message_id=ids[anchor.message_id])
+        self.runtime.anchor = anchor
+        return ids
+
+    def _anchor_record(self, anchor: UsageAnchor | None, new_rows: int) -> AnchorRecord | None:
+        if anchor is None or anchor.covered < 1:
+            return None
+        boundary = anchor.covered - 1
+        if boundary >= self._persisted:
+            message_id = boundary - self._persisted - new_rows  # negative: among the new rows
+        else:
+            message_id = self._row_ids[boundary]
+        return AnchorRecord(
+            anchor.prompt_tokens,
+            anchor.completion_tokens,
+            message_id,
+            anchor.fingerprint,
+            anchor.route,
+        )
+
+
+def kept_positions(
+    original: list[dict[str, Any]], compacted: list[dict[str, Any]]
+) -> list[int | None]:
+    """For each message of ``compacted``, its position in ``original`` if it is one of them.
+
+    The built-in engine hands back the very objects it keeps; an engine that returns
+    copies is matched by equality, in order. Anything else (a summary, a head row it
+    rewrote) is new.
+    """
+    by_identity = {id(message): index for index, message in enumerate(original)}
+    positions: list[int | None] = []
+    cursor = 0
+    for message in compacted:
+        found = by_identity.get(id(message))
+        if found is None or found < cursor:
+            found = next((i for i in range(cursor, len(original)) if original[i] == message), None)
+        positions.append(found)
+        if found is not None:
+            cursor = found + 1
+    return positions

@@ -1,0 +1,463 @@
+"""The conversation's statements on SQLite: the inbox, sessions, rows, the compaction
+commit, search, delivery marks (:class:`~gateway.store.protocols.ConversationStore`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agent.compression.markers import SUMMARY_PREFIX
+from gateway.store.connection import Connection, new_session_id
+from gateway.store.errors import SessionEnded
+from gateway.store.records import (
+    KEEP,
+    AnchorRecord,
+    Compaction,
+    InboxEntry,
+    Keep,
+    NewMessage,
+    PendingDelivery,
+    SearchHit,
+    SessionOrigin,
+    SessionRecord,
+    StoredMessage,
+    UsageTotals,
+)
+from gateway.store.rows import (
+    MESSAGE_COLUMNS,
+    anchor_at,
+    delete_inbox,
+    fts_query,
+    insert_active_list,
+    insert_messages,
+    mark_inbox_in_history,
+    mark_reminder_sent,
+    save_engine_state,
+    session_record,
+    set_anchor,
+    stored_message,
+)
+
+# Platform ids are numeric text (Discord snowflakes); other ids, such as
+# "interaction:<id>", say nothing about a channel's history.
+_NEWEST_STORED_IDS = """
+SELECT chat_id, MAX(CAST(platform_message_id AS INTEGER)) AS newest FROM (
+    SELECT s.chat_id AS chat_id, m.platform_message_id AS platform_message_id
+    FROM sessions s JOIN messages m ON m.session_id = s.id
+    WHERE s.platform = :platform AND m.role = 'user' AND m.created_at >= :since
+    UNION ALL
+    SELECT chat_id, platform_message_id FROM inbox
+    WHERE platform = :platform AND created_at >= :since
+)
+WHERE chat_id IS NOT NULL AND platform_message_id <> ''
+    AND platform_message_id NOT GLOB '*[^0-9]*'
+GROUP BY chat_id
+"""
+
+
+#: Sessions whose active rows are kept between turns (least recently used go first).
+ACTIVE_CACHE_SESSIONS = 256
+
+
+class SQLiteConversation:
+    """:class:`~gateway.store.protocols.ConversationStore` on a :class:`Connection`."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        # session id -> (compression count, last seq, active rows): see load_active.
+        self._active_cache: dict[str, tuple[int, float, list[StoredMessage]]] = {}
+
+    # -- inbox ---------------------------------------------------------------------------
+
+    async def enqueue(self, entry: InboxEntry) -> bool:
+        """Store an inbound message durably; False when its dedupe key was seen before."""
+        now = time.time()
+        async with self.connection.transaction() as db:
+            if entry.dedupe_key is not None:
+                cursor = await db.execute(
+                    "INSERT OR IGNORE INTO inbound_seen(dedupe_key, seen_at) VALUES (?, ?)",
+                    (entry.dedupe_key, now),
+                )
+                if cursor.rowcount == 0:
+                    return False
+            await db.execute(
+                "INSERT INTO inbox(session_key, platform, chat_id, thread_id, user_id, message,"
+                " token_count, addressed, platform_message_id, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    entry.session_key,
+                    entry.platform,
+                    entry.chat_id,
+                    entry.thread_id,
+                    entry.user_id,
+                    json.dumps(entry.message, ensure_ascii=False),
+                    entry.token_count,
+                    int(entry.addressed),
+                    entry.platform_message_id,
+                    now,
+                ),
+            )
+        return True
+
+    async def remember_inbound(self, dedupe_key: str) -> bool:
+        """Record an event handled without an inbox row (a command); False if seen before."""
+        async with self.connection.transaction() as db:
+            cursor = await db.execute(
+                "INSERT OR IGNORE INTO inbound_seen(dedupe_key, seen_at) VALUES (?, ?)",
+                (dedupe_key, time.time()),
+            )
+        return cursor.rowcount == 1
+
+    async def inbox(self, session_key: str) -> list[InboxEntry]:
+        async with self.connection.read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT * FROM inbox WHERE session_key = ? ORDER BY id", (session_key,)
+            )
+        return [
+            InboxEntry(
+                id=row["id"],
+                session_key=row["session_key"],
+                platform=row["platform"],
+                chat_id=row["chat_id"],
+                thread_id=row["thread_id"],
+                user_id=row["user_id"],
+                message=json.loads(row["message"]),
+                token_count=row["token_count"],
+                addressed=bool(row["addressed"]),
+                platform_message_id=row["platform_message_id"],
+                created_at=row["created_at"],
+                in_history=bool(row["in_history"]),
+            )
+            for row in rows
+        ]
+
+    async def session_keys_with_inbox(self) -> list[str]:
+        async with self.connection.read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT session_key FROM inbox GROUP BY session_key ORDER BY MIN(id)"
+            )
+        return [row[0] for row in rows]
+
+    # -- sessions ------------------------------------------------------------------------
+
+    async def current_session(self, session_key: str) -> SessionRecord | None:
+        async with self.connection.read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT * FROM sessions WHERE session_key = ? AND ended_at IS NULL", (session_key,)
+            )
+        return session_record(rows[0]) if rows else None
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        async with self.connection.read() as db:
+            rows = await db.execute_fetchall("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        return session_record(rows[0]) if rows else None
+
+    async def start_session(
+        self,
+        origin: SessionOrigin,
+        model: str,
+        system: NewMessage,
+        *,
+        parent_id: str | None = None,
+    ) -> SessionRecord:
+        """Open a new session for ``origin.session_key`` with its system prompt row."""
+        now = time.time()
+        session_id = new_session_id()
+        async with self.connection.transaction() as db:
+            await db.execute(
+                "INSERT INTO sessions(id, session_key, platform, chat_id, thread_id, user_id,"
+                " model, parent_session_id, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    origin.session_key,
+                    origin.platform,
+                    origin.chat_id,
+                    origin.thread_id,
+                    origin.user_id,
+                    model,
+                    parent_id,
+                    now,
+                    now,
+                ),
+            )
+            await insert_messages(db, session_id, [system], now)
+        record = await self.get_session(session_id)
+        assert record is not None
+        return record
+
+    async def end_session(self, session_id: str, reason: str) -> None:
+        """End a session (``/new``): its rows stay; the next message opens a new one."""
+        now = time.time()
+        async with self.connection.transaction() as db:
+            await db.execute(
+                "UPDATE sessions SET ended_at = ?, end_reason = ?, updated_at = ?"
+                " WHERE id = ? AND ended_at IS NULL",
+                (now, reason, now, session_id),
+            )
+
+    async def save_engine_state(self, session_id: str, state: dict[str, Any]) -> None:
+        async with self.connection.transaction() as db:
+            await save_engine_state(db, session_id, state)
+
+    async def set_anchor(self, session_id: str, anchor: AnchorRecord | None) -> None:
+        async with self.connection.transaction() as db:
+            await set_anchor(db, session_id, anchor)
+
+    # -- messages ------------------------------------------------------------------------
+
+    async def load_active(self, session_id: str) -> list[StoredMessage]:
+        """The session's active rows in conversation order. Treat the dicts as read-only.
+
+        Rows read earlier are reused while one cheap query proves nothing changed under
+        them: the same compression count (no compaction since, by any process) and the
+        same number of active rows up to the last seq we hold (none archived or erased).
+        Only rows after it are read. The archive is never touched.
+        """
+        async with self.connection.read() as db:
+            generation, last_seq, rows = self._active_cache.pop(session_id, (-1, 0.0, []))
+            if rows:
+                found = await db.execute_fetchall(
+                    "SELECT (SELECT compression_count FROM sessions WHERE id = ?),"
+                    " (SELECT count(*) FROM messages INDEXED BY messages_active"
+                    "  WHERE session_id = ? AND active = 1 AND seq <= ?)",
+                    (session_id, session_id, last_seq),
+                )
+                now_generation, count = next(iter(found))
+                if (now_generation, count) != (generation, len(rows)):
+                    last_seq, rows = 0.0, []
+            fetched = await db.execute_fetchall(
+                f"SELECT {MESSAGE_COLUMNS}, m.seq,"
+                " (SELECT compression_count FROM sessions WHERE id = ?)"
+                " FROM messages m INDEXED BY messages_active"
+                " WHERE session_id = ? AND active = 1 AND seq > ? ORDER BY seq",
+                (session_id, session_id, last_seq if rows else float("-inf")),
+            )
+            rows = rows + [stored_message(row) for row in fetched]
+            if fetched:
+                last_seq, generation = fetched[-1][-2], fetched[-1][-1]
+            if rows and generation >= 0:
+                self._active_cache[session_id] = (generation, last_seq, rows)
+                while len(self._active_cache) > ACTIVE_CACHE_SESSIONS:
+                    self._active_cache.pop(next(iter(self._active_cache)))
+        return list(rows)
+
+    async def commit_turn(
+        self,
+        session_id: str,
+        new: Sequence[NewMessage],
+        *,
+        consumed_inbox: Sequence[int] = (),
+        anchor: AnchorRecord | Keep | None = KEEP,
+        usage: UsageTotals | None = None,
+        reminder_sent: int | None = None,
+    ) -> list[int]:
+        """Append a turn's rows, take its inbox entries out, and move the anchor: atomically.
+
+        ``anchor`` is an :class:`AnchorRecord` (a negative ``message_id`` counts back from
+        the end of ``new``: -1 is the last row inserted here), ``None`` to clear it, or
+        :data:`KEEP` to leave it. ``reminder_sent`` marks that reminder delivered in the
+        same transaction; if it was not pending any more, nothing is written (``[]``).
+        """
+        now = time.time()
+        async with self.connection.transaction() as db:
+            if reminder_sent is not None and not await mark_reminder_sent(db, reminder_sent, now):
+                return []
+            ids = await insert_messages(db, session_id, new, now)
+            await delete_inbox(db, consumed_inbox)
+            if isinstance(anchor, AnchorRecord):
+                anchor = anchor_at(anchor, ids)
+            if not isinstance(anchor, Keep):
+                await set_anchor(db, session_id, anchor)
+            if usage is not None:
+                await db.execute(
+                    "UPDATE sessions SET usage_prompt = usage_prompt + ?,"
+                    " usage_completion = usage_completion + ?, usage_cache_read = usage_cache_read + ?,"
+                    " usage_cache_write = usage_cache_write + ?, usage_requests = usage_requests + ?"
+                    " WHERE id = ?",
+                    (
+                        usage.prompt_tokens,
+                        usage.completion_tokens,
+                        usage.cache_read_tokens,
+                        usage.cache_write_tokens,
+                        usage.requests,
+                        session_id,
+                    ),
+                )
+            await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+        return ids
+
+    async def archive_and_compact(self, session_id: str, compaction: Compaction) -> list[int]:
+        """Commit a compaction in place, in one transaction (SPEC S3).
+
+        The active rows that ``compaction.active`` does not keep become ``active=0,
+        compacted=1`` (kept, still searchable); the kept ones stay as they are; the new
+        ones are inserted in their places; ``originals`` are inserted archived. Inbox
+        entries the new list absorbed are marked, not deleted (their turn is still
+        owed); the usage anchor is cleared and the compression counted. Returns the id
+        of every entry of the new active list.
+        """
+        now = time.time()
+        kept = [item for item in compaction.active if isinstance(item, int)]
+        async with self.connection.transaction() as db:
+            await db.execute(
+                "UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ? AND active = 1"
+                " AND id NOT IN (SELECT value FROM json_each(?))",
+                (session_id, json.dumps(kept)),
+            )
+            await insert_messages(db, session_id, compaction.originals, now, archived=True)
+            ids = await insert_active_list(db, session_id, compaction.active, now)
+            await mark_inbox_in_history(db, compaction.absorbed_inbox)
+            await set_anchor(db, session_id, None)
+            await db.execute(
+                "UPDATE sessions SET compression_count = compression_count + 1, updated_at = ?"
+                " WHERE id = ?",
+                (now, session_id),
+            )
+            if compaction.engine_state is not None:
+                await save_engine_state(db, session_id, compaction.engine_state)
+        self._active_cache.pop(session_id, None)
+        return ids
+
+    async def rotate(
+        self,
+        session_id: str,
+        compacted: Sequence[NewMessage],
+        *,
+        originals: Sequence[NewMessage] = (),
+        absorbed_inbox: Sequence[int] = (),
+        engine_state: dict[str, Any] | None = None,
+    ) -> tuple[SessionRecord, list[int]]:
+        """Legacy compaction (SPEC S3b): a child session carries ``compacted`` forward.
+
+        ``originals`` (not stored yet) complete the parent's transcript. Raises
+        :class:`SessionEnded` if the session ended meanwhile: it is never revived.
+        """
+        now = time.time()
+        old = await self.get_session(session_id)
+        if old is None:
+            raise SessionEnded(session_id)
+        child_id = new_session_id()
+        async with self.connection.transaction() as db:
+            ended = await db.execute(
+                "UPDATE sessions SET ended_at = ?, end_reason = 'compression', updated_at = ?"
+                " WHERE id = ? AND ended_at IS NULL",
+                (now, now, session_id),
+            )
+            if ended.rowcount == 0:
+                raise SessionEnded(session_id)
+            await insert_messages(db, session_id, originals, now)
+            await db.execute(
+                "INSERT INTO sessions(id, session_key, platform, chat_id, thread_id, user_id, model,"
+                " parent_session_id, created_at, updated_at, compression_count, engine_state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    child_id,
+                    old.session_key,
+                    old.platform,
+                    old.chat_id,
+                    old.thread_id,
+                    old.user_id,
+                    old.model,
+                    session_id,
+                    now,
+                    now,
+                    old.compression_count + 1,
+                    json.dumps(engine_state if engine_state is not None else old.engine_state),
+                ),
+            )
+            ids = await insert_messages(db, child_id, compacted, now)
+            await mark_inbox_in_history(db, absorbed_inbox)
+        child = await self.get_session(child_id)
+        assert child is not None
+        return child, ids
+
+    async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]:
+        """Full-text search over a session's rows, archived ones included (SPEC A1, S3).
+
+        Sessions it was rotated from (S3b) count as the same conversation.
+        """
+        match = fts_query(query)
+        if not match:
+            return []
+        async with self.connection.read() as db:
+            rows = await db.execute_fetchall(
+                "WITH RECURSIVE lineage(id) AS ("
+                "  SELECT ? UNION SELECT s.parent_session_id FROM sessions s"
+                "  JOIN lineage l ON s.id = l.id WHERE s.parent_session_id IS NOT NULL)"
+                " SELECT m.id, m.role, m.created_at, m.active,"
+                "  snippet(messages_fts, 0, '«', '»', '…', 24) AS snippet"
+                " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+                " WHERE messages_fts MATCH ? AND m.session_id IN (SELECT id FROM lineage)"
+                "  AND (m.active = 1 OR m.compacted = 1) AND m.role IN ('user', 'assistant', 'tool')"
+                # Summaries repeat what the originals say (and each supersedes the last):
+                # the originals are what a search should find, once each.
+                f"  AND coalesce(m.content, '') NOT LIKE '{SUMMARY_PREFIX}%'"
+                " ORDER BY bm25(messages_fts) LIMIT ?",
+                (session_id, match, limit),
+            )
+        return [
+            SearchHit(
+                message_id=row["id"],
+                role=row["role"],
+                snippet=row["snippet"],
+                created_at=row["created_at"],
+                archived=not row["active"],
+            )
+            for row in rows
+        ]
+
+    # -- delivery ------------------------------------------------------------------------
+
+    async def mark_delivered(self, message_ids: Sequence[int]) -> None:
+        if not message_ids:
+            return
+        async with self.connection.transaction() as db:
+            await db.executemany(
+                "UPDATE messages SET pending_delivery = 0 WHERE id = ?", [(i,) for i in message_ids]
+            )
+
+    async def pending_deliveries(self, session_key: str | None = None) -> list[PendingDelivery]:
+        """Replies stored but not yet handed to their platform, oldest first.
+
+        Each carries the platform id of the user message it answers, to thread it.
+        """
+        where = "m.pending_delivery = 1" + (" AND s.session_key = ?" if session_key else "")
+        async with self.connection.read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT m.id, m.content, s.session_key, s.platform, s.chat_id, s.thread_id,"
+                " (SELECT u.platform_message_id FROM messages u WHERE u.session_id = m.session_id"
+                "   AND u.role = 'user' AND u.id < m.id AND u.platform_message_id IS NOT NULL"
+                "   ORDER BY u.id DESC LIMIT 1) AS reply_to"
+                " FROM messages m JOIN sessions s ON s.id = m.session_id"
+                f" WHERE {where} ORDER BY m.id",
+                (session_key,) if session_key else (),
+            )
+        return [
+            PendingDelivery(
+                message_id=row["id"],
+                session_key=row["session_key"],
+                platform=row["platform"],
+                chat_id=row["chat_id"],
+                thread_id=row["thread_id"],
+                text=row["content"] or "",
+                reply_to=row["reply_to"],
+            )
+            for row in rows
+        ]
+
+    # -- catch-up cursors ----------------------------------------------------------------
+
+    async def newest_stored_message_ids(self, platform: str, since: float) -> dict[str, int]:
+        """``{chat id: newest platform message id}`` over the user messages of
+        ``platform`` stored since ``since`` (epoch seconds), in transcripts or the inbox.
+
+        A chat with nothing stored since then is left out: it had no recent activity.
+        """
+        async with self.connection.read() as db:
+            rows = await db.execute_fetchall(
+                _NEWEST_STORED_IDS, {"platform": platform, "since": since}
+            )
+        return {row["chat_id"]: int(row["newest"]) for row in rows}

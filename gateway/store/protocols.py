@@ -1,0 +1,193 @@
+"""What the gateway needs from storage, in three narrow protocols.
+
+Every consumer types against one of these, never against a backend: the conversation
+(router, sessions, turn runner, commands), the scheduling (reminders, idle sessions) and
+the operator (``nightowl sessions``, ``doctor``). A backend implements all three over
+one connection (:class:`gateway.store.sqlite.SQLiteStore`); the store's tests are
+written against these protocols so that a second backend runs the same tests.
+
+The rules every implementation keeps are in docs/design.md#storage: nothing is deleted
+but by :meth:`OperatorStore.forget`; a compaction flips flags and copies nothing
+(docs/design.md#compaction-commit); an inbound message is durable when
+:meth:`ConversationStore.enqueue` returns and leaves the inbox in the transaction that
+stores its turn (docs/design.md#inbox).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, Self
+
+from gateway.store.records import (
+    AnchorRecord,
+    Compaction,
+    DatabaseReport,
+    IdleSession,
+    InboxEntry,
+    Keep,
+    NewMessage,
+    PendingDelivery,
+    Reminder,
+    SearchHit,
+    SessionOrigin,
+    SessionRecord,
+    SessionSummary,
+    StoredMessage,
+    UsageTotals,
+)
+
+
+class ConversationStore(Protocol):
+    """Sessions, their rows and the inbox: what a conversation's way through the gateway
+    reads and writes."""
+
+    # -- the inbox (docs/design.md#inbox) -------------------------------------------------
+
+    async def enqueue(self, entry: InboxEntry) -> bool:
+        """Store an inbound message durably; False when its dedupe key was seen before."""
+        ...
+
+    async def remember_inbound(self, dedupe_key: str) -> bool:
+        """Record an event handled without an inbox row (a command); False if seen."""
+        ...
+
+    async def inbox(self, session_key: str) -> list[InboxEntry]: ...
+
+    async def session_keys_with_inbox(self) -> list[str]: ...
+
+    # -- sessions -------------------------------------------------------------------------
+
+    async def current_session(self, session_key: str) -> SessionRecord | None: ...
+
+    async def get_session(self, session_id: str) -> SessionRecord | None: ...
+
+    async def start_session(
+        self,
+        origin: SessionOrigin,
+        model: str,
+        system: NewMessage,
+        *,
+        parent_id: str | None = None,
+    ) -> SessionRecord:
+        """Open a new session for ``origin.session_key`` with its system prompt row."""
+        ...
+
+    async def end_session(self, session_id: str, reason: str) -> None: ...
+
+    async def save_engine_state(self, session_id: str, state: dict[str, Any]) -> None: ...
+
+    async def set_anchor(self, session_id: str, anchor: AnchorRecord | None) -> None: ...
+
+    # -- rows -----------------------------------------------------------------------------
+
+    async def load_active(self, session_id: str) -> list[StoredMessage]:
+        """The session's active rows in conversation order (docs/design.md#storage)."""
+        ...
+
+    async def commit_turn(
+        self,
+        session_id: str,
+        new: Sequence[NewMessage],
+        *,
+        consumed_inbox: Sequence[int] = (),
+        anchor: AnchorRecord | Keep | None = Keep.KEEP,
+        usage: UsageTotals | None = None,
+        reminder_sent: int | None = None,
+    ) -> list[int]:
+        """Append rows, take inbox entries out, move the anchor: one transaction.
+
+        ``reminder_sent`` marks that reminder delivered in the same transaction (its row
+        is among ``new``); when it was not pending any more nothing is written and the
+        result is empty, so a reminder is recorded at most once.
+        """
+        ...
+
+    async def archive_and_compact(self, session_id: str, compaction: Compaction) -> list[int]:
+        """Commit a compaction in place, in one transaction (docs/design.md#compaction-commit)."""
+        ...
+
+    async def rotate(
+        self,
+        session_id: str,
+        compacted: Sequence[NewMessage],
+        *,
+        originals: Sequence[NewMessage] = (),
+        absorbed_inbox: Sequence[int] = (),
+        engine_state: dict[str, Any] | None = None,
+    ) -> tuple[SessionRecord, list[int]]:
+        """Legacy compaction: a child session carries ``compacted`` forward (docs/design.md#rotation)."""
+        ...
+
+    async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]:
+        """Full-text search over the conversation, archived rows included, each message once."""
+        ...
+
+    # -- delivery (docs/design.md#delivery-guarantee) -------------------------------------
+
+    async def mark_delivered(self, message_ids: Sequence[int]) -> None: ...
+
+    async def pending_deliveries(self, session_key: str | None = None) -> list[PendingDelivery]:
+        """Replies stored but not yet handed to their platform, oldest first."""
+        ...
+
+    async def newest_stored_message_ids(self, platform: str, since: float) -> dict[str, int]:
+        """``{chat id: newest platform message id}`` stored since ``since``: where a
+        platform's catch-up starts (docs/design.md#delivery-guarantee)."""
+        ...
+
+
+class SchedulingStore(Protocol):
+    """Reminders the agent set and the sessions idle compression looks at."""
+
+    async def add_reminder(self, reminder: Reminder) -> Reminder: ...
+
+    async def get_reminder(self, reminder_id: int) -> Reminder | None: ...
+
+    async def pending_reminders(self, session_key: str | None = None) -> list[Reminder]: ...
+
+    async def mark_reminder_sent(self, reminder_id: int) -> bool:
+        """Mark a reminder delivered without recording it in a transcript; False when it
+        was not pending any more."""
+        ...
+
+    async def idle_sessions(self, idle_since: float, min_tokens: int = 0) -> list[IdleSession]: ...
+
+    async def mark_idle_compressed(self, session_id: str) -> None: ...
+
+
+class OperatorStore(Protocol):
+    """``nightowl sessions`` and ``doctor``: list, export, erase, check."""
+
+    async def list_sessions(self) -> list[SessionSummary]: ...
+
+    async def export_rows(self, session_key: str) -> list[tuple[str, StoredMessage]]:
+        """Every row of every session ever held under ``session_key``, archived included."""
+        ...
+
+    async def forget(self, session_key: str) -> int:
+        """Erase everything stored under ``session_key``: the only deletion in nightowl."""
+        ...
+
+    async def integrity_check(self) -> str: ...
+
+    async def scrub(self) -> bool:
+        """Make erased rows unrecoverable from the file (free pages, WAL, index segments)."""
+        ...
+
+    @staticmethod
+    async def inspect(path: str | Path) -> DatabaseReport:
+        """Schema version and integrity of the file at ``path``, opened read-only."""
+        ...
+
+
+class Store(Protocol):
+    """A backend: opened once, then each part of the gateway gets its view."""
+
+    conversation: ConversationStore
+    scheduling: SchedulingStore
+    operator: OperatorStore
+
+    async def open(self) -> Self: ...
+
+    async def close(self) -> None: ...
