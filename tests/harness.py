@@ -3,7 +3,6 @@ a recording adapter standing in for a chat platform."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import re
@@ -15,6 +14,7 @@ from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
 from gateway.app import Gateway
 from gateway.config.schema import Config, parse_config
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
+from tests.waiting import CEILING, Recording
 
 
 class RecordingAdapter(Adapter):
@@ -22,10 +22,14 @@ class RecordingAdapter(Adapter):
 
     def __init__(self, platform: str = "console") -> None:
         self.platform = platform
-        self.sent: list[OutboundMessage] = []
         self.typing_spans: list[tuple[str, str]] = []  # ("start" | "stop", chat_id)
         self._sink: InboundSink | None = None
-        self._changed = asyncio.Condition()
+        self._outbox: Recording[OutboundMessage] = Recording()
+
+    @property
+    def sent(self) -> list[OutboundMessage]:
+        """What the gateway sent through this platform, oldest first."""
+        return self._outbox.items
 
     async def start(self, sink: InboundSink) -> None:
         self._sink = sink
@@ -34,9 +38,7 @@ class RecordingAdapter(Adapter):
         self._sink = None
 
     async def send(self, message: OutboundMessage) -> list[str]:
-        self.sent.append(message)
-        async with self._changed:
-            self._changed.notify_all()
+        await self._outbox.add(message)
         return [str(len(self.sent))]
 
     @contextlib.asynccontextmanager
@@ -59,10 +61,9 @@ class RecordingAdapter(Adapter):
     def texts(self, chat_id: str | None = None) -> list[str]:
         return [m.text for m in self.sent if chat_id is None or m.chat_id == chat_id]
 
-    async def wait_sent(self, count: int, within: float = 5.0) -> list[str]:
-        async with asyncio.timeout(within):
-            async with self._changed:
-                await self._changed.wait_for(lambda: len(self.sent) >= count)
+    async def wait_sent(self, count: int, within: float = CEILING) -> list[str]:
+        """Wait until ``count`` messages were sent; returns the text of all sent so far."""
+        await self._outbox.wait_for(count, within)
         return self.texts()
 
 

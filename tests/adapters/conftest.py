@@ -2,55 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from adapters.base import InboundMessage
 from adapters.telegram import TelegramAdapter, TelegramSettings
+from tests.fakes.sink import RecordingSink
 from tests.fakes.telegram_server import FakeTelegram
-
-
-class RecordingSink:
-    """The gateway's sink as tests need it: records messages, can block, fail or answer.
-
-    ``gate``: when set to an Event, each call waits for it before returning (a slow store).
-    ``fail_times``: the next N calls raise RuntimeError (a failing store).
-    ``on_message``: awaited with each message after it is recorded (e.g. to echo a reply).
-    """
-
-    def __init__(self) -> None:
-        self.received: list[InboundMessage] = []
-        self.calls = 0
-        self.gate: asyncio.Event | None = None
-        self.fail_times = 0
-        self.on_message: Callable[[InboundMessage], Awaitable[None]] | None = None
-        self.entered = asyncio.Event()
-        self._changed = asyncio.Condition()
-
-    async def __call__(self, message: InboundMessage) -> None:
-        self.calls += 1
-        self.entered.set()
-        if self.fail_times > 0:
-            self.fail_times -= 1
-            raise RuntimeError("store unavailable")
-        if self.gate is not None:
-            await self.gate.wait()
-        self.received.append(message)
-        async with self._changed:
-            self._changed.notify_all()
-        if self.on_message is not None:
-            await self.on_message(message)
-
-    async def wait_for(self, count: int, within: float = 3.0) -> list[InboundMessage]:
-        """Wait until ``count`` messages arrived; returns all received so far."""
-        async with self._changed:
-            await asyncio.wait_for(
-                self._changed.wait_for(lambda: len(self.received) >= count), within
-            )
-        return self.received
 
 
 def fast_settings(server: FakeTelegram, **overrides: Any) -> TelegramSettings:

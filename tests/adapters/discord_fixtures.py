@@ -1,4 +1,5 @@
-"""Shared pieces for the Discord adapter tests: a recording sink and a running adapter.
+"""Shared pieces for the Discord adapter tests: a running adapter feeding the recording
+sink (tests/fakes/sink.py), and a watch on the logs.
 
 Each test module wraps these in its own small fixtures (importing fixtures across modules
 trips the linter). Every test fails when discord.py or the adapter logged an error.
@@ -9,50 +10,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from adapters.base import InboundMessage, OutboundMessage
 from adapters.discord_adapter import DiscordAdapter, DiscordSettings
 from tests.fakes.discord_server import FakeDiscord, running_fake_discord
 from tests.fakes.discord_world import FREE_CHANNEL_ID
+from tests.fakes.sink import RecordingSink
 
 TOKEN = "test-token-never-logged"
 
 
-class RecordingSink:
-    """The gateway's stand-in: records every InboundMessage; can echo addressed ones."""
+def echo_later(
+    adapter: DiscordAdapter, replies: list[asyncio.Task[list[str]]]
+) -> Callable[[InboundMessage], Awaitable[None]]:
+    """An ``on_message`` for the sink that answers addressed messages like the gateway
+    does: store, return, and answer later from another task (collected in ``replies``)."""
 
-    def __init__(self) -> None:
-        self.messages: list[InboundMessage] = []
-        self.adapter: DiscordAdapter | None = None
-        self.echo = False
-        self.replies: list[asyncio.Task[list[str]]] = []
-        self._changed = asyncio.Condition()
-
-    async def __call__(self, message: InboundMessage) -> None:
-        async with self._changed:
-            self.messages.append(message)
-            self._changed.notify_all()
-        if self.echo and message.addressed and self.adapter is not None:
-            # Like the gateway: store, return, answer later from another task.
+    async def echo(message: InboundMessage) -> None:
+        if message.addressed:
             reply = OutboundMessage(
                 platform="discord",
                 chat_id=message.chat_id,
                 text=f"echo: {message.text}",
                 reply_to_message_id=message.platform_message_id,
             )
-            self.replies.append(asyncio.create_task(self.adapter.send(reply)))
+            replies.append(asyncio.create_task(adapter.send(reply)))
 
-    async def wait_for(self, count: int, seconds: float = 5.0) -> list[InboundMessage]:
-        """Wait until ``count`` messages arrived; returns all of them."""
-
-        async def _wait() -> None:
-            async with self._changed:
-                await self._changed.wait_for(lambda: len(self.messages) >= count)
-
-        await asyncio.wait_for(_wait(), seconds)
-        return list(self.messages)
+    return echo
 
 
 class LogCapture(logging.Handler):
@@ -85,29 +71,41 @@ def settings(**overrides: Any) -> DiscordSettings:
 
 
 @contextlib.asynccontextmanager
-async def running_adapter(
-    fake: FakeDiscord, *, echo: bool = True, **overrides: Any
-) -> AsyncIterator[tuple[DiscordAdapter, RecordingSink]]:
-    """A started adapter against ``fake``; fails the test on any logged error."""
+async def watching_logs(*names: str) -> AsyncIterator[LogCapture]:
+    """Capture every record of the ``names`` loggers (default: discord.py and the
+    adapters); on a clean exit, fail on any logged error and on the token in any record."""
     capture = LogCapture()
-    loggers = [logging.getLogger("discord"), logging.getLogger("adapters")]
+    loggers = [logging.getLogger(name) for name in names or ("discord", "adapters")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.addHandler(capture)
         logger.setLevel(logging.DEBUG)
-    adapter = DiscordAdapter(settings(**overrides))
-    sink = RecordingSink()
-    sink.adapter, sink.echo = adapter, echo
     try:
-        await adapter.start(sink)
-        yield adapter, sink
-        await asyncio.gather(*sink.replies)
+        yield capture
     finally:
-        await adapter.stop()
         for logger, level in zip(loggers, levels, strict=True):
             logger.removeHandler(capture)
             logger.setLevel(level)
     capture.check()
+
+
+@contextlib.asynccontextmanager
+async def running_adapter(
+    fake: FakeDiscord, *, echo: bool = True, **overrides: Any
+) -> AsyncIterator[tuple[DiscordAdapter, RecordingSink]]:
+    """A started adapter against ``fake``; fails the test on any logged error."""
+    async with watching_logs():
+        adapter = DiscordAdapter(settings(**overrides))
+        sink = RecordingSink()
+        replies: list[asyncio.Task[list[str]]] = []
+        if echo:
+            sink.on_message = echo_later(adapter, replies)
+        try:
+            await adapter.start(sink)
+            yield adapter, sink
+            await asyncio.gather(*replies)
+        finally:
+            await adapter.stop()
 
 
 @contextlib.asynccontextmanager

@@ -14,9 +14,10 @@ import discord
 
 from adapters.discord_adapter import DiscordAdapter
 from adapters.discord_adapter.catch_up import CatchUpChat
-from tests.adapters.discord_fixtures import LogCapture, RecordingSink, settings
+from tests.adapters.discord_fixtures import LogCapture, settings, watching_logs
 from tests.fakes.discord_server import FakeDiscord, running_fake_discord
 from tests.fakes.discord_world import BOT_ID, CHANNEL_ID, DM_CHANNEL_ID, THREAD_ID
+from tests.fakes.sink import RecordingSink
 
 MENTION = f"<@{BOT_ID}>"
 
@@ -35,7 +36,7 @@ class StoredSoFar:
     async def cursors(self, since: datetime) -> Sequence[tuple[int, int]]:
         self.asked.append(since)
         newest = dict(self.seeded)
-        for message in self.sink.messages:
+        for message in self.sink.received:
             chat, last = int(message.chat_id), int(message.platform_message_id or 0)
             newest[chat] = max(newest.get(chat, 0), last)
         return sorted(newest.items())
@@ -51,25 +52,16 @@ async def catching_up(
     fake: FakeDiscord, *, allowed: set[int] | None = None, **overrides: Any
 ) -> AsyncIterator[tuple[DiscordAdapter, RecordingSink, StoredSoFar, LogCapture]]:
     """A started adapter with a catch-up source; fails the test on any logged error."""
-    capture = LogCapture()
-    loggers = [logging.getLogger("discord"), logging.getLogger("adapters")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.addHandler(capture)
-        logger.setLevel(logging.DEBUG)
-    adapter = DiscordAdapter(settings(**{"reidentify_delay": 0.0, **overrides}))
-    sink = RecordingSink()
-    source = StoredSoFar(sink, allowed)
-    adapter.catch_up_from(source)
-    try:
-        await adapter.start(sink)
-        yield adapter, sink, source, capture
-    finally:
-        await adapter.stop()
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.removeHandler(capture)
-            logger.setLevel(level)
-    capture.check()
+    async with watching_logs() as capture:
+        adapter = DiscordAdapter(settings(**{"reidentify_delay": 0.0, **overrides}))
+        sink = RecordingSink()
+        source = StoredSoFar(sink, allowed)
+        adapter.catch_up_from(source)
+        try:
+            await adapter.start(sink)
+            yield adapter, sink, source, capture
+        finally:
+            await adapter.stop()
 
 
 async def settle(fake: FakeDiscord, sink: RecordingSink) -> None:

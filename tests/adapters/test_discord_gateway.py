@@ -7,7 +7,7 @@ import pytest
 
 from adapters.base import OutboundMessage
 from adapters.discord_adapter import DEFAULT_SLASH_COMMANDS, DiscordAdapter
-from tests.adapters.discord_fixtures import RecordingSink, fake_and_adapter, settings
+from tests.adapters.discord_fixtures import fake_and_adapter, settings
 from tests.fakes.discord_server import running_fake_discord
 from tests.fakes.discord_world import (
     ALICE,
@@ -17,6 +17,7 @@ from tests.fakes.discord_world import (
     GUILD_ID,
     THREAD_ID,
 )
+from tests.fakes.sink import RecordingSink
 
 MESSAGE_CONTENT_INTENT = 1 << 15
 
@@ -56,7 +57,7 @@ async def test_after_op7_reconnect_the_session_resumes_and_answers_once() -> Non
 
     assert len(fake.identify_payloads) == 1  # resumed, not a fresh session
     assert fake.resume_count == 1
-    assert [m.text for m in sink.messages] == ["before", "after the resume", "and later"]
+    assert [m.text for m in sink.received] == ["before", "after the resume", "and later"]
     replies_to_after = [
         s for s in fake.sent if s.payload["message_reference"]["message_id"] == int(after["id"])
     ]
@@ -171,7 +172,7 @@ async def test_after_stop_receiving_messages_are_not_passed_but_replies_still_go
             OutboundMessage(platform="discord", chat_id=str(DM_CHANNEL_ID), text="last words")
         )
 
-    assert [m.text for m in sink.messages] == ["before the drain"]
+    assert [m.text for m in sink.received] == ["before the drain"]
     assert [s.content for s in fake.sent] == ["last words"]
 
 

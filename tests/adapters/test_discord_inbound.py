@@ -160,7 +160,7 @@ async def test_own_and_other_bots_messages_are_ignored() -> None:
         await sink.wait_for(2)
 
     assert only.text == "a human"
-    assert [m.text for m in sink.messages] == ["a human", "another human"]
+    assert [m.text for m in sink.received] == ["a human", "another human"]
 
 
 async def test_allow_bots_passes_other_bots_but_never_its_own() -> None:

@@ -38,6 +38,7 @@ from tests.fakes.discord_world import (
     GUILD_ID,
     USERS,
 )
+from tests.waiting import CEILING
 
 
 def _json(payload: Any, status: int = 200) -> web.Response:
@@ -281,7 +282,7 @@ class FakeDiscord:
     def release_attachment_downloads(self) -> None:
         self._downloads_open.set()
 
-    async def wait_until(self, predicate: Callable[[], bool], seconds: float = 5.0) -> None:
+    async def wait_until(self, predicate: Callable[[], bool], seconds: float = CEILING) -> None:
         """Wait (bounded) until ``predicate()`` holds; re-checked on every recorded call."""
 
         async def _wait() -> None:
@@ -290,7 +291,7 @@ class FakeDiscord:
 
         await asyncio.wait_for(_wait(), seconds)
 
-    async def wait_for_sent(self, count: int = 1, seconds: float = 5.0) -> list[SentMessage]:
+    async def wait_for_sent(self, count: int = 1, seconds: float = CEILING) -> list[SentMessage]:
         """Wait until at least ``count`` messages were sent; returns all sent so far."""
         await self.wait_until(lambda: len(self.sent) >= count, seconds)
         return list(self.sent)

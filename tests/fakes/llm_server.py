@@ -62,6 +62,8 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from tests.waiting import CEILING
+
 IMAGE_TOKENS = 1500
 
 DEFAULT_ERROR_TYPES = {
@@ -277,7 +279,7 @@ class FakeLLM:
         """Queue replies, consumed in order before the responder is asked."""
         self._queue.extend(replies)
 
-    async def wait_for_requests(self, count: int, within: float = 5.0) -> list[Recorded]:
+    async def wait_for_requests(self, count: int, within: float = CEILING) -> list[Recorded]:
         """Wait until at least ``count`` requests have arrived (raises TimeoutError)."""
         async with self._arrived:
             await asyncio.wait_for(

@@ -23,6 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.waiting import CEILING
+
 # Fields python-telegram-bot sends as plain strings; every other field is JSON-encoded.
 _STRING_FIELDS = {"text", "caption", "parse_mode", "action", "url", "secret_token", "file_id"}
 
@@ -249,12 +251,12 @@ class FakeTelegram:
         self.get_updates_paused = False
         self._notify_soon()
 
-    async def wait_for(self, predicate: Callable[[], bool], within: float = 3.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], within: float = CEILING) -> None:
         """Wait until ``predicate()`` holds (re-checked on every request); raises TimeoutError."""
         async with self._changed:
             await asyncio.wait_for(self._changed.wait_for(predicate), within)
 
-    async def wait_sent(self, count: int, within: float = 3.0) -> list[SentMessage]:
+    async def wait_sent(self, count: int, within: float = CEILING) -> list[SentMessage]:
         await self.wait_for(lambda: len(self.sent) >= count, within)
         return self.sent
 
