@@ -10,12 +10,9 @@ logged an error, or when the bot token shows up in any log record.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import itertools
-import logging
-import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,12 +21,14 @@ from typing import Any
 from adapters.discord_adapter import DiscordAdapter
 from gateway.app import Gateway
 from gateway.build import catch_up_from_store, discord_adapter
-from tests.adapters.discord_fixtures import TOKEN, LogCapture
+from tests import db
+from tests.adapters.discord_fixtures import TOKEN, LogCapture, watching_logs
 from tests.fakes import discord_world as world
 from tests.fakes.discord_server import FakeDiscord, running_fake_discord
 from tests.fakes.discord_world import ALICE, GUILD_ID
 from tests.fakes.llm_server import FakeLLM, Recorded
 from tests.harness import make_config
+from tests.waiting import CEILING, Recording
 
 #: Loggers whose errors fail a test (handler errors in discord.py are only logged).
 WATCHED_LOGGERS = ("discord", "adapters", "gateway", "agent")
@@ -54,22 +53,14 @@ class Stack:
     gateway: Gateway
     llm: FakeLLM
     #: Payloads of the gateway's ``message:received`` event (one per stored inbox row).
-    received: list[dict[str, Any]] = field(default_factory=list)
-    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    received: Recording[dict[str, Any]] = field(default_factory=Recording)
 
     async def on_received(self, event: str, payload: dict[str, Any]) -> None:
-        async with self._changed:
-            self.received.append(payload)
-            self._changed.notify_all()
+        await self.received.add(payload)
 
-    async def wait_received(self, count: int, seconds: float = 5.0) -> None:
+    async def wait_received(self, count: int, seconds: float = CEILING) -> None:
         """Wait until the gateway stored ``count`` inbound rows, then until its lanes idle."""
-
-        async def _wait() -> None:
-            async with self._changed:
-                await self._changed.wait_for(lambda: len(self.received) >= count)
-
-        await asyncio.wait_for(_wait(), seconds)
+        await self.received.wait_for(count, seconds)
         assert await self.gateway.lanes.wait_idle(seconds), "lanes still busy"
 
     async def rows(self, session_key: str) -> list[tuple[str, str]]:
@@ -99,22 +90,9 @@ def fast_adapter(config: Any) -> DiscordAdapter:
     return DiscordAdapter(quick)
 
 
-@contextlib.asynccontextmanager
-async def watching_logs() -> AsyncIterator[LogCapture]:
-    """Capture every record of :data:`WATCHED_LOGGERS`; fail on errors and on the token."""
-    capture = LogCapture()
-    loggers = [logging.getLogger(name) for name in WATCHED_LOGGERS]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.addHandler(capture)
-        logger.setLevel(logging.DEBUG)
-    try:
-        yield capture
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.removeHandler(capture)
-            logger.setLevel(level)
-    capture.check()
+def watching_all_logs() -> contextlib.AbstractAsyncContextManager[LogCapture]:
+    """Watch :data:`WATCHED_LOGGERS`: fail on any error and on the token in any record."""
+    return watching_logs(*WATCHED_LOGGERS)
 
 
 @contextlib.asynccontextmanager
@@ -150,7 +128,7 @@ async def running_stack(
 ) -> AsyncIterator[Stack]:
     """Fake Discord + gateway (see :func:`running_gateway_on`), errors in the log failing."""
     async with (
-        watching_logs(),
+        watching_all_logs(),
         running_fake_discord() as fake,
         running_gateway_on(fake, data_dir, llm, sections=sections, **discord) as stack,
     ):
@@ -195,13 +173,13 @@ def backdate_chat(database: Path, session_key: str, hours: float) -> None:
     """Move everything stored for ``session_key`` ``hours`` into the past, as if nobody
     had written there since (the gateway must not be running)."""
     seconds = hours * 3600
-    with contextlib.closing(sqlite3.connect(database)) as db, db:
-        db.execute(
+    with db.connect(database) as changing:
+        changing.execute(
             "UPDATE messages SET created_at = created_at - ? WHERE session_id IN"
             " (SELECT id FROM sessions WHERE session_key = ?)",
             (seconds, session_key),
         )
-        db.execute(
+        changing.execute(
             "UPDATE inbox SET created_at = created_at - ? WHERE session_key = ?",
             (seconds, session_key),
         )

@@ -7,8 +7,7 @@ from __future__ import annotations
 import contextlib
 import html
 import re
-import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -103,42 +102,3 @@ def user_texts(request: Recorded) -> list[str]:
 def visible(telegram_html: str) -> str:
     """What a Telegram user sees of an HTML message."""
     return html.unescape(re.sub(r"<[^>]*>", "", telegram_html))
-
-
-@contextlib.contextmanager
-def database(config: Config) -> Iterator[sqlite3.Connection]:
-    db = sqlite3.connect(config.database_path)
-    try:
-        yield db
-    finally:
-        db.close()
-
-
-def session_rows(config: Config, session_key: str) -> list[tuple[str, str, int]]:
-    """(role, content, active) of the key's conversation rows (no system prompt), oldest first."""
-    with database(config) as db:
-        return db.execute(
-            "SELECT m.role, m.content, m.active FROM messages m"
-            " JOIN sessions s ON s.id = m.session_id"
-            " WHERE s.session_key = ? AND m.role != 'system' ORDER BY m.id",
-            (session_key,),
-        ).fetchall()
-
-
-def session_keys(config: Config) -> list[str]:
-    with database(config) as db:
-        rows = db.execute("SELECT DISTINCT session_key FROM sessions ORDER BY session_key")
-        return [key for (key,) in rows.fetchall()]
-
-
-@contextlib.contextmanager
-def store_locked(config: Config) -> Iterator[None]:
-    """Hold the database's write lock (a stalled disk, another writer): nothing the
-    gateway writes can be stored until the block ends."""
-    db = sqlite3.connect(config.database_path, isolation_level=None)
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        yield
-    finally:
-        db.execute("ROLLBACK")
-        db.close()

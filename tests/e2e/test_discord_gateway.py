@@ -20,7 +20,7 @@ from tests.e2e.discord_stack import (
     running_gateway_on,
     running_stack,
     user_texts,
-    watching_logs,
+    watching_all_logs,
 )
 from tests.fakes.discord_server import FakeDiscord, running_fake_discord
 from tests.fakes.discord_world import (
@@ -208,7 +208,7 @@ async def test_a_replay_reaching_a_restarted_gateway_is_not_answered_again(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
     # The adapter's memory of seen ids dies with the process; the store's does not.
-    async with watching_logs(), running_fake_discord() as fake:
+    async with watching_all_logs(), running_fake_discord() as fake:
         async with running_gateway_on(fake, tmp_path, fake_llm):
             question = await fake.dispatch_message(DM_CHANNEL_ID, "only once, please")
             await fake.wait_for_sent(1)
@@ -387,7 +387,7 @@ async def test_messages_sent_during_an_invalidated_session_are_fetched_and_answe
 async def test_messages_sent_while_the_gateway_was_stopped_are_answered_once_after_start(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    async with watching_logs(), running_fake_discord() as fake:
+    async with watching_all_logs(), running_fake_discord() as fake:
         async with running_gateway_on(fake, tmp_path, fake_llm) as first_run:
             before = await fake.dispatch_message(DM_CHANNEL_ID, "before the restart")
             await first_run.wait_received(1)
@@ -430,7 +430,7 @@ async def test_a_message_both_delivered_live_and_fetched_is_answered_once(
         await fake.dispatch_message(DM_CHANNEL_ID, "later")
         await stack.wait_received(4)
 
-    assert len(stack.received) == 4  # each message stored once
+    assert len(stack.received.items) == 4  # each message stored once
     assert user_texts(fake_llm.requests[-1]) == ["before", "missed", "live meanwhile", "later"]
     assert len(answers_to(fake, missed)) <= 1
     assert answers_to(fake, live) == ["echo: live meanwhile"]
@@ -442,7 +442,7 @@ async def test_quiet_chats_and_chats_not_allowed_are_not_fetched(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
     allowed = {"allowed_channels": [str(CHANNEL_ID)]}
-    async with watching_logs(), running_fake_discord() as fake:
+    async with watching_all_logs(), running_fake_discord() as fake:
         async with running_gateway_on(fake, tmp_path, fake_llm, **allowed) as first_run:
             await fake.dispatch_message(DM_CHANNEL_ID, "hello")
             await fake.dispatch_message(CHANNEL_ID, f"{MENTION} in the channel")

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 import random
-import sqlite3
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import db
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing
 
@@ -82,10 +82,7 @@ async def test_an_overnight_group_stays_inside_the_window_and_loses_nothing(
     assert all(p["in_place"] is True and p["old_session_id"] == "" for p in hook_payloads())
 
     # Every message anyone wrote is still in the database, archived or active.
-    with sqlite3.connect(tmp_path / "state.db") as db:
-        rows = db.execute(
-            "SELECT content, active, compacted FROM messages WHERE role = 'user'"
-        ).fetchall()
+    rows = db.stored_messages(tmp_path, role="user")
     stored = {}
     for content, active, compacted in rows:
         stored.setdefault(content, []).append((active, compacted))

@@ -14,17 +14,14 @@ from pathlib import Path
 import pytest
 
 from adapters.chunking import utf16_length
+from tests.db import session_ends, session_keys, session_rows, write_locked
 from tests.e2e.telegram_helpers import (
     ANN,
     BOB,
-    database,
     last_update_id,
     push_command,
     push_mention,
     redeliver,
-    session_keys,
-    session_rows,
-    store_locked,
     telegram_config,
     telegram_gateway,
     user_texts,
@@ -133,7 +130,7 @@ async def test_a_crash_after_storing_is_answered_exactly_once_after_restart(
     config = telegram_config(tmp_path, fake_llm, telegram)
     fake_llm.script(Reply(hang=True))
     async with telegram_gateway(config) as gateway:
-        with store_locked(config):
+        with write_locked(config):
             asked = telegram.push_text(42, "are you there?")
             update_id = last_update_id(telegram)
             # While the row cannot be stored, Telegram must not be told the update arrived.
@@ -282,9 +279,7 @@ async def test_group_commands_with_the_bot_name_and_new_starts_a_new_session(
     assert "new conversation" in visible(telegram.sent[2].text)
     assert fake_llm.request_count == 2  # commands never reach the model
     assert user_texts(fake_llm.requests[-1]) == ["Ann: new topic"]
-    with database(config) as db:
-        ends = db.execute("SELECT end_reason FROM sessions ORDER BY created_at").fetchall()
-    assert ends == [("reset",), (None,)]
+    assert session_ends(config) == ["reset", None]
     registered = [c["command"] for c in telegram.commands[-1]]
     assert registered[:2] == ["new", "compress"] and "status" in registered
 

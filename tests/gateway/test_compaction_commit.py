@@ -3,9 +3,9 @@ what /compress, /context and /usage tell the user about it."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
+from tests import db
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import (
     RecordingAdapter,
@@ -20,11 +20,6 @@ async def chat_a_while(adapter: RecordingAdapter, turns: int) -> None:
     for i in range(turns):
         await adapter.say(f"fact: item {i} is important.\n" + "w" * 1_500)
         await adapter.wait_sent(i + 1)
-
-
-def db_rows(path: Path, sql: str) -> list[tuple]:
-    with sqlite3.connect(path / "state.db") as db:
-        return db.execute(sql).fetchall()
 
 
 async def test_compress_in_place_keeps_one_session_and_archives(
@@ -46,11 +41,11 @@ async def test_compress_in_place_keeps_one_session_and_archives(
     assert payload["in_place"] is True and payload["old_session_id"] == ""
     assert payload["trigger_source"] == "manual" and payload["method"] == "llm_summary"
     assert payload["messages_after"] < payload["messages_before"]
-    assert len(db_rows(tmp_path, "SELECT id FROM sessions")) == 1
-    archived, active_count, total = db_rows(
+    assert db.value(tmp_path, "SELECT count(*) FROM sessions") == 1
+    [(archived, active_count, total)] = db.rows(
         tmp_path,
         "SELECT sum(active = 0 AND compacted = 1), sum(active = 1), count(*) FROM messages",
-    )[0]
+    )
     # The rows that left the context are archived; the rest stay as they are. The only
     # new rows are the summary, the system prompt with its one-time compaction note, and
     # the turn after: nothing is copied.
@@ -61,8 +56,10 @@ async def test_compress_in_place_keeps_one_session_and_archives(
     assert "item 3" in summary_call.all_text.split("preserve as much detail as possible about:")[1]
     # The next turn starts from exactly what was committed.
     active = [
-        row[0]
-        for row in db_rows(tmp_path, "SELECT content FROM messages WHERE active = 1 ORDER BY seq")
+        content
+        for (content,) in db.rows(
+            tmp_path, "SELECT content FROM messages WHERE active = 1 ORDER BY seq"
+        )
     ]
     sent = [m["content"] for m in fake_llm.requests[-1].messages]
     assert sent == active[: len(sent)]
@@ -80,7 +77,7 @@ async def test_rotation_opens_a_child_session_that_carries_on(
     async with running_gateway(config, adapter) as gateway:
         gateway.events.subscribe(["session:compress"], lambda e, p: payloads.append(p))
         await chat_a_while(adapter, 30)
-        old_id = db_rows(tmp_path, "SELECT id FROM sessions")[0][0]
+        old_id = db.value(tmp_path, "SELECT id FROM sessions")
         await adapter.say("/compress")
         await adapter.wait_sent(31)
         await adapter.say("and now?")
@@ -88,7 +85,7 @@ async def test_rotation_opens_a_child_session_that_carries_on(
         await gateway.events.drain()
     (payload,) = payloads
     assert payload["in_place"] is False and payload["old_session_id"] == old_id
-    sessions = db_rows(
+    sessions = db.rows(
         tmp_path, "SELECT id, parent_session_id, end_reason FROM sessions ORDER BY created_at"
     )
     assert sessions[0] == (old_id, None, "compression")
@@ -98,12 +95,8 @@ async def test_rotation_opens_a_child_session_that_carries_on(
         and sessions[1][0] == payload["session_id"]
     )
     # The old session's rows are untouched; the conversation goes on in the child.
-    assert (
-        db_rows(
-            tmp_path, f"SELECT count(*) FROM messages WHERE session_id = '{old_id}' AND active = 1"
-        )[0][0]
-        == 61
-    )
+    old_active = "SELECT count(*) FROM messages WHERE session_id = ? AND active = 1"
+    assert db.value(tmp_path, old_active, old_id) == 61
     last = fake_llm.requests[-1]
     assert [m["content"] for m in last.messages][-1] == "and now?"
     assert any(str(m["content"]).startswith("[CONTEXT COMPACTION]") for m in last.messages)

@@ -3,9 +3,9 @@ notices, and what the database keeps."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
+from tests import db
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.harness import (
     RecordingAdapter,
@@ -34,11 +34,6 @@ async def status(adapter: RecordingAdapter) -> str:
     return (await adapter.wait_sent(count + 1))[-1]
 
 
-def active_rows(tmp_path: Path) -> list[tuple[str, int, int]]:
-    with sqlite3.connect(tmp_path / "state.db") as db:
-        return db.execute("SELECT content, active, compacted FROM messages ORDER BY id").fetchall()
-
-
 async def test_the_token_source_follows_what_is_known(tmp_path: Path, fake_llm: FakeLLM) -> None:
     config = config_for(tmp_path, fake_llm)
     adapter = RecordingAdapter("telegram")
@@ -53,8 +48,8 @@ async def test_the_token_source_follows_what_is_known(tmp_path: Path, fake_llm: 
     async with running_gateway(config, restarted):
         # After a restart only the persisted anchor is left.
         assert "provider count + estimate of newer messages" in await status(restarted)
-    with sqlite3.connect(tmp_path / "state.db") as db:  # the transcript is rewritten elsewhere
-        db.execute("UPDATE messages SET active = 0, compacted = 1 WHERE role = 'assistant'")
+    # The transcript is rewritten elsewhere (by hand, or another tool).
+    db.execute(tmp_path, "UPDATE messages SET active = 0, compacted = 1 WHERE role = 'assistant'")
     again = RecordingAdapter("telegram")
     async with running_gateway(config, again):
         assert "%, estimate)" in await status(again)  # (c): the anchor's row is gone
@@ -83,7 +78,7 @@ async def test_a_night_of_chatter_is_compressed_before_the_agent_runs(
         for m in answer.messages
         if isinstance(m["content"], str)
     )
-    notes = [row for row in active_rows(tmp_path) if row[0].startswith("Ann: note")]
+    notes = [row for row in db.stored_messages(tmp_path) if row[0].startswith("Ann: note")]
     assert len(notes) == len({row[0] for row in notes}) == 70  # every one kept, once
     assert all(row[1:] in ((1, 0), (0, 1)) for row in notes)
 
@@ -101,7 +96,7 @@ async def test_the_message_valve_compresses_regardless_of_tokens(
         await adapter.say("now?", **GROUP)  # 1 system + 29 + this one = 31 >= 30
         await adapter.wait_sent(1)
     assert any(is_summary_request(r) for r in fake_llm.requests)
-    rows = active_rows(tmp_path)
+    rows = db.stored_messages(tmp_path)
     assert sum(1 for row in rows if row[1] == 0) >= 5  # archived...
     smalls = [row[0] for row in rows if "small " in row[0]]
     assert len(smalls) == len(set(smalls)) == 29  # ...and every message there once
@@ -114,7 +109,7 @@ async def test_short_sessions_are_never_touched(tmp_path: Path, fake_llm: FakeLL
         await adapter.say("x" * 16_000, **GROUP)  # 3 rows, far past 85% of the window
         await adapter.wait_sent(1)
     assert not any(is_summary_request(r) for r in fake_llm.requests)
-    assert all(row[1] == 1 for row in active_rows(tmp_path))
+    assert all(row[1] == 1 for row in db.stored_messages(tmp_path))
 
 
 async def test_a_failing_summary_changes_nothing_tells_once_and_compress_retries(
@@ -133,12 +128,12 @@ async def test_a_failing_summary_changes_nothing_tells_once_and_compress_retries
         for i in range(40):
             await adapter.say(f"note {i} " + "n" * 1_500, addressed=False, **GROUP)
         await gateway.lanes.wait_idle(5)
-        before = active_rows(tmp_path)
+        before = db.stored_messages(tmp_path)
         await adapter.say("morning!", **GROUP)
         await adapter.wait_sent(2)
         notice, answer = adapter.texts()[-2:]
         assert "/compress" in notice and "/new" in notice and answer == "answer"
-        assert all(row[1] == 1 for row in active_rows(tmp_path)[: len(before)])  # unchanged
+        assert all(row[1] == 1 for row in db.stored_messages(tmp_path)[: len(before)])  # unchanged
         assert "left (after summary_length)" in await status(adapter)
 
         await adapter.say("still there?", **GROUP)

@@ -4,13 +4,13 @@ unanswered, answered twice or miscounted — each pinned by what a user would no
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 from adapters.base import DeliveryError
 from agent.tools import Tool, ToolContext
 from gateway.app import Gateway
 from gateway.store import NewMessage, SessionOrigin, SQLiteStore
+from tests import db
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.harness import (
     RecordingAdapter,
@@ -21,11 +21,6 @@ from tests.harness import (
 )
 
 SMALL = {"context_length": 16_000, "max_output_tokens": 1_000}
-
-
-def db_count(path: Path, sql: str, *args: object) -> int:
-    with sqlite3.connect(path / "state.db") as db:
-        return db.execute(sql, args).fetchone()[0]
 
 
 async def test_messages_queued_during_a_turn_survive_the_compaction_that_absorbs_them(
@@ -55,7 +50,7 @@ async def test_messages_queued_during_a_turn_survive_the_compaction_that_absorbs
     assert any(is_summary_request(r) for r in fake_llm.requests)
     for i in range(12):  # every one kept in full, in the archive if not in the context
         assert (
-            db_count(
+            db.value(
                 tmp_path, "SELECT count(*) FROM messages WHERE content LIKE ?", f"%q MARKER{i:02d}"
             )
             >= 1
@@ -75,7 +70,7 @@ async def test_a_huge_paste_is_stored_whole_and_answered_with_room_to_reply(
             await adapter.wait_sent(i + 1)
         await adapter.say(paste)
         await adapter.wait_sent(4, within=10)
-    assert db_count(
+    assert db.value(
         tmp_path, "SELECT max(length(content)) FROM messages WHERE role = 'user'"
     ) == len(paste)
     answer = [r for r in fake_llm.requests if not is_summary_request(r)][-1]
@@ -112,7 +107,7 @@ async def test_a_stop_right_after_compaction_still_answers_after_restart(
     last = fake_llm.requests[-1]
     lasts = [m for m in last.messages if "LAST question" in str(m.get("content"))]
     assert len(lasts) == 1  # answered once, and its message is in the context once
-    assert db_count(tmp_path, "SELECT count(*) FROM inbox") == 0
+    assert db.value(tmp_path, "SELECT count(*) FROM inbox") == 0
 
 
 async def test_new_during_a_turn_takes_effect_after_the_reply(
@@ -145,9 +140,7 @@ async def test_new_during_a_turn_takes_effect_after_the_reply(
         await adapter.wait_sent(4)
         await gateway.lanes.wait_idle(5)
     assert "fact: before the reset" not in fake_llm.requests[-1].all_text
-    with sqlite3.connect(tmp_path / "state.db") as db:
-        rows = db.execute("SELECT end_reason FROM sessions ORDER BY created_at").fetchall()
-    assert rows == [("reset",), (None,)]
+    assert db.session_ends(tmp_path) == ["reset", None]
 
 
 async def test_a_cancel_while_a_write_begins_does_not_jam_the_store(tmp_path: Path) -> None:
@@ -222,9 +215,6 @@ async def test_stored_counts_belong_to_their_own_rows(tmp_path: Path, fake_llm: 
         for i in range(30):
             await adapter.say(f"fact: {i}\n" + "w" * 1_500)
             await adapter.wait_sent(i + 1)
-    with sqlite3.connect(tmp_path / "state.db") as db:
-        rows = db.execute(
-            "SELECT content, token_count FROM messages WHERE role = 'assistant'"
-        ).fetchall()
+    rows = db.rows(tmp_path, "SELECT content, token_count FROM messages WHERE role = 'assistant'")
     for content, tokens in rows:  # every count is its own row's, not a recycled one
         assert tokens <= len(content) // 2 + 10, (content[:30], tokens)

@@ -3,19 +3,14 @@ it; databases written by versions that copied rows are cleaned on upgrade."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
 from pathlib import Path
 
 from gateway.store import SQLiteStore
 from gateway.store.schema import MIGRATIONS
+from tests import db
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing
-
-
-def rows(path: Path, sql: str) -> list[tuple]:
-    with sqlite3.connect(path) as db:
-        return db.execute(sql).fetchall()
 
 
 async def test_forty_turns_of_compactions_store_each_message_once(
@@ -35,8 +30,8 @@ async def test_forty_turns_of_compactions_store_each_message_once(
         compressions = (await gateway.store.current_session("console:t")).compression_count
 
     assert compressions >= 4
-    user_rows = rows(
-        tmp_path / "state.db",
+    user_rows = db.rows(
+        tmp_path,
         "SELECT substr(content, 1, 8), created_at FROM messages WHERE role = 'user'"
         " AND content NOT LIKE '[CONTEXT COMPACTION]%' ORDER BY id",
     )
@@ -52,16 +47,16 @@ async def test_forty_turns_of_compactions_store_each_message_once(
 def old_database(path: Path) -> None:
     """A schema-4 database as versions before 5 wrote it: two compactions, each
     re-inserting the head and the tail it kept as new rows with its own timestamp."""
-    with sqlite3.connect(path) as db:
+    with db.connect(path, create=True) as old:
         for version, script in MIGRATIONS[:4]:
-            db.executescript(f"BEGIN;\n{script}\nPRAGMA user_version={version};\nCOMMIT;")
-        db.execute(
+            old.executescript(f"BEGIN;\n{script}\nPRAGMA user_version={version};\nCOMMIT;")
+        old.execute(
             "INSERT INTO sessions(id, session_key, platform, created_at, updated_at,"
             " anchor_message_id) VALUES ('s', 'console:t', 'console', 0, 0, 12)"
         )
 
         def insert(role: str, content: str, at: float, active: int = 1) -> None:
-            db.execute(
+            old.execute(
                 "INSERT INTO messages(session_id, role, content, created_at, active, compacted)"
                 " VALUES ('s', ?, ?, ?, ?, ?)",
                 (role, content, at, active, 1 - active),
@@ -72,7 +67,7 @@ def old_database(path: Path) -> None:
             insert("user" if i % 2 == 0 else "assistant", f"m{i}", 10 + i)
         # Compaction 1 at t=100: everything archived; head (system + note, m0, m1),
         # summary, tail m4 m5 re-inserted.
-        db.execute("UPDATE messages SET active = 0, compacted = 1")
+        old.execute("UPDATE messages SET active = 0, compacted = 1")
         insert("system", "sys\n\n[note]", 100)
         insert("user", "m0", 100)
         insert("assistant", "m1", 100)
@@ -82,7 +77,7 @@ def old_database(path: Path) -> None:
         insert("user", "m6", 110)
         insert("assistant", "m7", 111)
         # Compaction 2 at t=200: head is only the system prompt now; tail m5 m6 m7.
-        db.execute("UPDATE messages SET active = 0, compacted = 1")
+        old.execute("UPDATE messages SET active = 0, compacted = 1")
         insert("system", "sys\n\n[note]", 200)
         insert("assistant", "[CONTEXT COMPACTION] second", 200)
         insert("assistant", "m5", 200)
@@ -97,7 +92,7 @@ async def test_upgrading_removes_the_copies_older_versions_wrote(tmp_path: Path)
         active = [m.message["content"] for m in await store.load_active("s")]
         hits = await store.search("s", "m5 m6", 10)
     assert active == ["sys\n\n[note]", "[CONTEXT COMPACTION] second", "m5", "m6", "m7"]
-    stored = rows(path, "SELECT content, created_at FROM messages ORDER BY id")
+    stored = db.rows(path, "SELECT content, created_at FROM messages ORDER BY id")
     originals = Counter(content for content, _ in stored if content.startswith("m"))
     assert originals == {f"m{i}": 1 for i in range(8)}  # every message once...
     assert dict(stored)["m5"] == 15 and dict(stored)["m6"] == 110  # ...the earliest

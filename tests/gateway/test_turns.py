@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
+from tests import db
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.harness import RecordingAdapter, make_config, running_gateway
 
@@ -106,9 +106,7 @@ async def test_a_turn_killed_midway_is_answered_after_restart(
     async with running_gateway(config, restarted):
         assert await restarted.wait_sent(1) == ["yes, here"]
     assert user_texts(fake_llm.requests[-1]) == ["are you there?"]
-    with sqlite3.connect(config.database_path) as db:
-        rows = db.execute("SELECT role, content FROM messages ORDER BY id").fetchall()
-    assert [r[0] for r in rows].count("user") == 1
+    assert db.value(config, "SELECT count(*) FROM messages WHERE role = 'user'") == 1
 
 
 async def test_provider_errors_are_explained_and_the_next_turn_works(
@@ -143,8 +141,7 @@ async def test_a_megabyte_message_gets_an_answer(tmp_path: Path, fake_llm: FakeL
     sent = fake_llm.requests[-1]
     assert sent.prompt_tokens + sent.max_tokens <= 32_768
     assert "too long to show whole in the context window" in user_texts(sent)[-1]
-    with sqlite3.connect(tmp_path / "state.db") as db:
-        (stored,) = db.execute("SELECT length(content) FROM messages WHERE role='user'").fetchone()
+    stored = db.value(tmp_path, "SELECT length(content) FROM messages WHERE role = 'user'")
     assert stored == len("log line\n" * 110_000)  # the stored row keeps every character
 
 
@@ -182,10 +179,8 @@ async def test_new_starts_fresh_and_keeps_the_old_rows(tmp_path: Path, fake_llm:
         await adapter.say("new topic")
         await adapter.wait_sent(3)
     assert user_texts(fake_llm.requests[-1]) == ["new topic"]
-    with sqlite3.connect(tmp_path / "state.db") as db:
-        sessions = db.execute("SELECT end_reason FROM sessions ORDER BY created_at").fetchall()
-        kept = db.execute("SELECT count(*) FROM messages WHERE content = 'old topic'").fetchone()
-    assert sessions == [("reset",), (None,)] and kept == (1,)
+    assert db.session_ends(tmp_path) == ["reset", None]
+    assert db.value(tmp_path, "SELECT count(*) FROM messages WHERE content = 'old topic'") == 1
 
 
 async def test_unknown_private_users_are_refused_with_their_id(

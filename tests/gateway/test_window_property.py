@@ -9,7 +9,6 @@ the store) with the OpenAI SDK against the fake server, which enforces the windo
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -18,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.window import Window
+from tests import db
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.harness import RecordingAdapter, is_summary_request, make_config, running_gateway
 
@@ -86,10 +86,9 @@ async def run_example(
     for i, seen in newest_seen.items():  # 2. the newest message gets its guaranteed share
         row = f"Ann: {texts[i]}"
         assert row[: min(len(row), share)] in seen
-    with sqlite3.connect(data / "state.db") as db:  # 3. every message stored once
-        stored = db.execute(
-            "SELECT content FROM messages WHERE role = 'user' AND content LIKE 'Ann: m%'"
-        ).fetchall()
+    stored = db.rows(  # 3. every message stored once
+        data, "SELECT content FROM messages WHERE role = 'user' AND content LIKE 'Ann: m%'"
+    )
     counts = Counter(content.split(":", 2)[1].strip() for (content,) in stored)
     assert counts == Counter(f"m{i}" for i in range(len(messages)))
 

@@ -7,11 +7,11 @@ window, 25-30 turns of about 700 characters, as a person on a small local model 
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from agent.compression.settings import fallback_max_chars
+from tests import db
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.harness import RecordingAdapter, is_summary_request, make_config, running_gateway
 
@@ -40,12 +40,11 @@ async def chat(adapter: RecordingAdapter, turns: int) -> None:
 
 
 def active_summary(tmp_path: Path) -> str:
-    with sqlite3.connect(tmp_path / "state.db") as db:
-        rows = db.execute(
-            "SELECT content FROM messages WHERE active = 1 AND content LIKE '[CONTEXT COMPACTION]%'"
-        ).fetchall()
-    assert len(rows) == 1
-    return rows[0][0]
+    """The one summary in the context (fails when there are none or several)."""
+    return db.value(
+        tmp_path,
+        "SELECT content FROM messages WHERE active = 1 AND content LIKE '[CONTEXT COMPACTION]%'",
+    )
 
 
 def answer_or(summary: Reply):
