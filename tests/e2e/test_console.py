@@ -6,63 +6,25 @@ import asyncio
 import contextlib
 import json
 import os
-import pty
 import resource
 import shutil
 import subprocess
-import sys
 import termios
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gateway.store import NewMessage, SessionOrigin, SQLiteStore
+from tests.child_process import (
+    Spawn,
+    clean_env,
+    nightowl,
+    without_root_privileges,
+    write_config,
+)
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
-
-
-def write_config(tmp_path: Path, llm: FakeLLM, data_dir: Path | None = None) -> Path:
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        f"data_dir: {data_dir or tmp_path / 'data'}\n"
-        "model:\n"
-        f"  base_url: {llm.openai_base_url}\n"
-        "  name: fake-model\n"
-        "  max_retries: 0\n"
-    )
-    return config
-
-
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
-    env["HOME"] = env.get("HOME", "/tmp")
-    return env
-
-
-async def nightowl(
-    *args: str, stdin: str = "", cwd: Path, within: float = 60
-) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        *args,
-        cwd=cwd,
-        env=clean_env(),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(process.communicate(stdin.encode()), within)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise AssertionError(
-            f"nightowl {' '.join(args)}: no exit within {within}s (a hang)"
-        ) from None
-    return process.returncode or 0, out.decode(), err.decode()
 
 
 def users(request: Recorded) -> list[str]:
@@ -105,186 +67,6 @@ async def test_an_invalid_config_is_refused_with_the_key_path(tmp_path: Path) ->
 # -- a chat that keeps running while the test talks to it -----------------------------------
 
 
-class Output:
-    """What a child wrote to one stream so far; ``expect`` waits for more."""
-
-    def __init__(self) -> None:
-        self.text = ""
-        self.closed = False
-        self._seen = 0
-        self._changed = asyncio.Condition()
-
-    async def add(self, data: bytes) -> None:
-        async with self._changed:
-            if data:
-                self.text += data.decode("utf-8", "replace")
-            else:
-                self.closed = True
-            self._changed.notify_all()
-
-    async def expect(self, wanted: str, within: float = 15.0) -> str:
-        """Wait until ``wanted`` appears after the last match; returns the text up to it."""
-
-        def found() -> bool:
-            return wanted in self.text[self._seen :] or self.closed
-
-        async with self._changed:
-            try:
-                await asyncio.wait_for(self._changed.wait_for(found), within)
-            except TimeoutError:
-                raise AssertionError(
-                    f"{wanted!r} not written within {within}s:\n{self.text}"
-                ) from None
-            index = self.text.find(wanted, self._seen)
-            assert index >= 0, f"{wanted!r} never written:\n{self.text}"
-            before, self._seen = self.text[self._seen : index], index + len(wanted)
-        return before
-
-
-class Chat:
-    """``python -m gateway.cli <args>`` as a child; stdin a pipe, or a terminal (a pty)."""
-
-    def __init__(self, process: asyncio.subprocess.Process, master: int | None) -> None:
-        self.process = process
-        self.master = master
-        self.out = Output()
-        self.err = Output()
-        self._tasks: list[asyncio.Task[None]] = []
-
-    @classmethod
-    async def start(
-        cls,
-        *args: str,
-        cwd: Path,
-        terminal: bool = False,
-        env: dict[str, str] | None = None,
-        prefix: tuple[str, ...] = (),
-        preexec_fn: Any = None,
-    ) -> Chat:
-        master = slave = None
-        if terminal:
-            master, slave = pty.openpty()
-        process = await asyncio.create_subprocess_exec(
-            *prefix,
-            sys.executable,
-            "-m",
-            "gateway",
-            *args,
-            cwd=cwd,
-            env=env or clean_env(),
-            stdin=slave if terminal else asyncio.subprocess.PIPE,
-            stdout=slave if terminal else asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            preexec_fn=preexec_fn,
-        )
-        if slave is not None:
-            os.close(slave)
-        chat = cls(process, master)
-        if master is not None:
-            os.set_blocking(master, False)
-            chat._watch_terminal(master)
-        else:
-            assert process.stdout is not None
-            chat._tasks.append(asyncio.create_task(_pump(process.stdout, chat.out)))
-        assert process.stderr is not None
-        chat._tasks.append(asyncio.create_task(_pump(process.stderr, chat.err)))
-        return chat
-
-    def _watch_terminal(self, master: int) -> None:
-        loop = asyncio.get_running_loop()
-
-        def readable() -> None:
-            try:
-                data = os.read(master, 65536)
-            except BlockingIOError:
-                return
-            except OSError:  # EIO: the child closed the terminal
-                data = b""
-            if not data:
-                loop.remove_reader(master)
-            self._tasks.append(loop.create_task(self.out.add(data)))
-
-        loop.add_reader(master, readable)
-
-    async def type(self, text: str, within: float = 15.0) -> None:
-        """Write to the terminal (or the pipe) everything, however long."""
-        data = text.encode()
-        if self.master is None:
-            assert self.process.stdin is not None
-            self.process.stdin.write(data)
-            await asyncio.wait_for(self.process.stdin.drain(), within)
-            return
-        loop = asyncio.get_running_loop()
-        async with asyncio.timeout(within):
-            while data:
-                try:
-                    data = data[os.write(self.master, data) :]
-                except BlockingIOError:
-                    writable = loop.create_future()
-                    loop.add_writer(self.master, writable.set_result, None)
-                    try:
-                        await writable
-                    finally:
-                        loop.remove_writer(self.master)
-
-    async def say(self, line: str) -> None:
-        await self.type(line + ("\r" if self.master is not None else "\n"))
-
-    async def end(self, within: float = 30.0) -> int:
-        """End the input (Ctrl-D, or the pipe closed) and wait for the exit code."""
-        if self.master is not None:
-            await self.type("\x04")
-        else:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-        return await self.wait(within)
-
-    async def wait(self, within: float = 30.0) -> int:
-        try:
-            code = await asyncio.wait_for(self.process.wait(), within)
-        except TimeoutError:
-            raise AssertionError(
-                f"no exit within {within}s (a hang)\nout: {self.out.text}\nerr: {self.err.text}"
-            ) from None
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        return code
-
-    def kill(self) -> None:
-        if self.process.returncode is None:
-            self.process.kill()
-        if self.master is not None:
-            with contextlib.suppress(ValueError, OSError):
-                asyncio.get_running_loop().remove_reader(self.master)
-            with contextlib.suppress(OSError):
-                os.close(self.master)
-            self.master = None
-
-
-async def _pump(stream: asyncio.StreamReader, output: Output) -> None:
-    while True:
-        data = await stream.read(65536)
-        await output.add(data)
-        if not data:
-            return
-
-
-@pytest.fixture
-async def chats() -> AsyncIterator[Callable[..., Awaitable[Chat]]]:
-    """``await chats(*args, cwd=...)``: children killed at teardown if still running."""
-    started: list[Chat] = []
-
-    async def start(*args: str, **options: Any) -> Chat:
-        chat = await Chat.start(*args, **options)
-        started.append(chat)
-        return chat
-
-    yield start
-    for chat in started:
-        chat.kill()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(chat.process.wait(), 10)
-
-
 def one_line(err: str) -> str:
     """stderr must be one sentence: no traceback, no second line."""
     lines = err.strip().splitlines()
@@ -296,10 +78,10 @@ def one_line(err: str) -> str:
 
 
 async def test_a_second_gateway_on_the_same_data_dir_is_refused_while_sessions_and_doctor_work(
-    tmp_path: Path, fake_llm: FakeLLM, chats: Callable[..., Awaitable[Chat]]
+    tmp_path: Path, fake_llm: FakeLLM, spawn: Spawn
 ) -> None:
     config = str(write_config(tmp_path, fake_llm))
-    first = await chats("chat", "-c", config, cwd=tmp_path)
+    first = await spawn("chat", "-c", config, cwd=tmp_path)
     await first.say("remember me")
     await first.out.expect("owl › echo: remember me")
     pid = first.process.pid
@@ -365,10 +147,10 @@ def fill(disk: Path) -> Path:
 
 
 async def test_a_full_disk_gets_one_line_per_message_which_is_stored_once_space_returns(
-    tmp_path: Path, fake_llm: FakeLLM, small_tmpfs: Path, chats: Callable[..., Awaitable[Chat]]
+    tmp_path: Path, fake_llm: FakeLLM, small_tmpfs: Path, spawn: Spawn
 ) -> None:
     config = write_config(tmp_path, fake_llm, data_dir=small_tmpfs / "data")
-    chat = await chats("chat", "-c", str(config), cwd=tmp_path)
+    chat = await spawn("chat", "-c", str(config), cwd=tmp_path)
     await chat.say("hello")
     await chat.out.expect("owl › echo: hello")
     filler = fill(small_tmpfs)
@@ -403,7 +185,7 @@ async def test_a_full_disk_gets_one_line_per_message_which_is_stored_once_space_
 
 
 async def test_a_message_that_cannot_be_stored_is_reported_and_end_of_input_exits(
-    tmp_path: Path, fake_llm: FakeLLM, chats: Callable[..., Awaitable[Chat]]
+    tmp_path: Path, fake_llm: FakeLLM, spawn: Spawn
 ) -> None:
     """A full disk without root: the child may not grow any file past a size limit."""
     config = str(write_config(tmp_path, fake_llm))
@@ -414,7 +196,7 @@ async def test_a_message_that_cannot_be_stored_is_reported_and_end_of_input_exit
     def full_disk() -> None:  # in the child: EFBIG past ``limit`` (SIGXFSZ is ignored)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    chat = await chats("chat", "-c", config, cwd=tmp_path, preexec_fn=full_disk)
+    chat = await spawn("chat", "-c", config, cwd=tmp_path, preexec_fn=full_disk)
     await chat.say("x" * (256 * 1024))
     await chat.err.expect("your message was not stored (disk I/O error)")  # EFBIG
     await chat.say("/status")
@@ -430,22 +212,12 @@ async def test_undecodable_input_is_replaced_not_fatal(
     tmp_path: Path, fake_llm: FakeLLM, locale: str
 ) -> None:
     config = write_config(tmp_path, fake_llm)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "chat",
-        "-c",
-        str(config),
-        cwd=tmp_path,
-        env={k: v for k, v in clean_env().items() if k != "PYTHONUTF8"} | {"LC_ALL": locale},
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    env = {k: v for k, v in clean_env().items() if k != "PYTHONUTF8"} | {"LC_ALL": locale}
+    code, out, err = await nightowl(
+        "chat", "-c", str(config), stdin=b"\xff\xfe ok\n", cwd=tmp_path, env=env
     )
-    out, err = await asyncio.wait_for(process.communicate(b"\xff\xfe ok\n"), 30)
-    assert process.returncode == 0, err.decode()
-    assert "owl › echo: \ufffd\ufffd ok" in out.decode()
+    assert code == 0, err
+    assert "owl › echo: \ufffd\ufffd ok" in out
     assert users(fake_llm.requests[-1]) == ["\ufffd\ufffd ok"]
 
 
@@ -494,17 +266,8 @@ async def test_a_damaged_database_is_one_line_and_never_a_hang(
         assert "restore a backup" in line
 
 
-def without_root_privileges() -> tuple[str, ...]:
-    """A command prefix under which file permissions apply (root ignores them otherwise)."""
-    if os.geteuid() != 0:
-        return ()
-    if shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv(1): file permissions cannot apply")
-    return ("setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--")
-
-
 async def test_a_read_only_data_dir_is_a_permissions_problem_in_one_line(
-    tmp_path: Path, fake_llm: FakeLLM, chats: Callable[..., Awaitable[Chat]]
+    tmp_path: Path, fake_llm: FakeLLM, spawn: Spawn
 ) -> None:
     config = write_config(tmp_path, fake_llm)
     code, _, err = await nightowl("chat", "-c", str(config), stdin="hello\n", cwd=tmp_path)
@@ -516,7 +279,7 @@ async def test_a_read_only_data_dir_is_a_permissions_problem_in_one_line(
     try:
         results = await asyncio.gather(
             *(
-                chats(*command.split(), "-c", str(config), cwd=tmp_path, prefix=prefix)
+                spawn(*command.split(), "-c", str(config), cwd=tmp_path, prefix=prefix)
                 for command in COMMANDS
             )
         )
@@ -546,10 +309,10 @@ async def test_a_read_only_file_system_is_said_in_one_line(
 
 
 async def test_a_paste_longer_than_the_terminal_line_limit_reaches_the_model_whole(
-    tmp_path: Path, fake_llm: FakeLLM, chats: Callable[..., Awaitable[Chat]]
+    tmp_path: Path, fake_llm: FakeLLM, spawn: Spawn
 ) -> None:
     config = str(write_config(tmp_path, fake_llm))
-    chat = await chats("chat", "-c", config, cwd=tmp_path, terminal=True)
+    chat = await spawn("chat", "-c", config, cwd=tmp_path, terminal=True)
     await chat.out.expect("you › ")
     paste = "".join(f"{n:05d} " for n in range(2000))  # 12,000 characters on one line
     await chat.say(paste)
@@ -566,11 +329,11 @@ async def test_a_paste_longer_than_the_terminal_line_limit_reaches_the_model_who
 
 
 async def test_a_slow_model_shows_waiting_once(
-    tmp_path: Path, fake_llm: FakeLLM, chats: Callable[..., Awaitable[Chat]]
+    tmp_path: Path, fake_llm: FakeLLM, spawn: Spawn
 ) -> None:
     config = str(write_config(tmp_path, fake_llm))
     fake_llm.script(Reply("at last", delay=3.0))
-    chat = await chats("chat", "-c", config, cwd=tmp_path, terminal=True)
+    chat = await spawn("chat", "-c", config, cwd=tmp_path, terminal=True)
     await chat.out.expect("you › ")
     await chat.say("are you slow?")
     await chat.out.expect("(waiting for the model…)")
@@ -594,8 +357,7 @@ async def test_model_output_cannot_drive_the_terminal(tmp_path: Path, fake_llm: 
 async def test_chat_keeps_log_lines_out_of_the_conversation(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    config = write_config(tmp_path, fake_llm)
-    config.write_text(config.read_text().replace("max_retries: 0", "max_retries: 1"))
+    config = write_config(tmp_path, fake_llm, max_retries=1)
     fake_llm.script(Reply(status=500), Reply("fine after a retry"))
     code, out, err = await nightowl("chat", "-c", str(config), stdin="hi\n", cwd=tmp_path)
     assert code == 0, err

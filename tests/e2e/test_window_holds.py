@@ -3,48 +3,18 @@ enforces its window, fed a megabyte paste, then ordinary messages in new process
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from pathlib import Path
 
+from tests.child_process import nightowl, write_config
 from tests.fakes.llm_server import FakeLLM, Recorded
 
 WINDOW = 4_096
 
 
-def config_file(tmp_path: Path, llm: FakeLLM) -> Path:
-    path = tmp_path / "config.yaml"
-    path.write_text(
-        f"data_dir: {tmp_path / 'data'}\n"
-        "model:\n"
-        f"  base_url: {llm.openai_base_url}\n"
-        "  name: fake-model\n"
-        f"  context_length: {WINDOW}\n"
-        "  max_output_tokens: 512\n"
-        "  max_retries: 0\n"
-    )
-    return path
-
-
 async def chat(config: Path, stdin: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "chat",
-        "-c",
-        str(config),
-        cwd=config.parent,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 60)
-    assert process.returncode == 0, err.decode()
-    return out.decode()
+    code, out, err = await nightowl("chat", "-c", str(config), stdin=stdin, cwd=config.parent)
+    assert code == 0, err
+    return out
 
 
 def answers(requests: list[Recorded]) -> list[Recorded]:
@@ -53,7 +23,7 @@ def answers(requests: list[Recorded]) -> list[Recorded]:
 
 async def test_a_megabyte_paste_never_overflows_a_later_turn(tmp_path: Path) -> None:
     async with FakeLLM(context_window=WINDOW) as llm:
-        config = config_file(tmp_path, llm)
+        config = write_config(tmp_path, llm, context_length=WINDOW, max_output_tokens=512)
         paste = "BEGIN " + "x" * 1_000_000 + " END"
         await chat(config, paste + "\n")
         out = await chat(config, "hello\n")

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
-import shutil
 import socket
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,8 @@ import yaml
 from gateway.ops.cli import main
 from gateway.ops.doctor import run_doctor
 from gateway.store import SQLiteStore
+from tests import db
+from tests.child_process import nightowl, without_root_privileges
 from tests.fakes.discord_server import running_fake_discord
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.telegram_server import FakeTelegram
@@ -189,15 +188,6 @@ async def test_a_corrupt_database_is_reported(tmp_path: Path, fake_llm: FakeLLM)
     assert "restore a backup" in line(lines, "database")
 
 
-def without_root_privileges() -> tuple[str, ...]:
-    """A command prefix under which file permissions apply (root ignores them otherwise)."""
-    if os.geteuid() != 0:
-        return ()
-    if shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv(1): file permissions cannot apply")
-    return ("setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--")
-
-
 @pytest.mark.parametrize(
     ("file_mode", "dir_mode", "says"),
     [
@@ -213,23 +203,13 @@ async def test_a_permissions_problem_is_named_not_blamed_on_the_file(
     database.chmod(file_mode)
     database.parent.chmod(dir_mode)
     try:
-        process = await asyncio.create_subprocess_exec(
-            *without_root_privileges(),
-            sys.executable,
-            "-m",
-            "gateway",
-            "doctor",
-            "-c",
-            str(config),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+        code, out, err = await nightowl(
+            "doctor", "-c", str(config), cwd=tmp_path, prefix=without_root_privileges()
         )
-        out, err = await asyncio.wait_for(process.communicate(), 30)
     finally:
         database.parent.chmod(0o700)
-    assert process.returncode == 1, err.decode()
-    found = line(out.decode().splitlines(), "database")
+    assert code == 1, err
+    found = line(out.splitlines(), "database")
     assert found.startswith("✗") and says.format(data=database.parent) in found, found
     assert "backup" not in found
 
@@ -239,17 +219,10 @@ async def test_a_database_from_a_newer_nightowl_is_reported(
 ) -> None:
     config = write_config(tmp_path, fake_llm.openai_base_url)
     database = await make_database(tmp_path)
-    await asyncio.to_thread(_set_user_version, database, 999)
+    await asyncio.to_thread(db.execute, database, "PRAGMA user_version=999")
     code, lines = await doctor(config)
     assert code == 1
     assert "schema v999 is newer than this nightowl" in line(lines, "database")
-
-
-def _set_user_version(path: Path, version: int) -> None:
-    import sqlite3
-
-    with sqlite3.connect(path) as db:
-        db.execute(f"PRAGMA user_version={version}")
 
 
 async def test_no_database_yet_is_fine_and_nothing_is_created(
