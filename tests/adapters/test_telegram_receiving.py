@@ -17,6 +17,7 @@ from adapters.telegram import (
     WebhookSettings,
 )
 from tests.adapters.conftest import fast_settings
+from tests.waiting import CEILING
 
 
 async def test_offset_is_confirmed_only_after_the_sink_returns(
@@ -27,7 +28,7 @@ async def test_offset_is_confirmed_only_after_the_sink_returns(
     update_id = telegram_server.push_update(
         {"message": telegram_server.make_message(5, "remember this")}
     )
-    await asyncio.wait_for(sink.entered.wait(), 2)
+    await asyncio.wait_for(sink.entered.wait(), CEILING)
 
     with pytest.raises(TimeoutError):  # the store has not returned: Telegram must not forget
         await telegram_server.wait_for(
@@ -62,7 +63,7 @@ async def test_update_in_the_sink_at_stop_is_redelivered_after_restart(
     sink.gate = asyncio.Event()  # the store never finishes before shutdown
     first = await start_telegram(stop_timeout=0.1)
     telegram_server.push_text(5, "in flight")
-    await asyncio.wait_for(sink.entered.wait(), 2)
+    await asyncio.wait_for(sink.entered.wait(), CEILING)
     await first.stop()
     assert telegram_server.confirmed_offset <= 1
 
@@ -205,11 +206,14 @@ async def test_webhook_mode(telegram_server, sink, start_telegram):
     assert message.text == "via webhook" and message.dedupe_key == "telegram:500"
 
 
-async def test_stop_is_idempotent_and_quick(start_telegram, caplog):
+async def test_stop_is_idempotent_quick_and_clean(telegram_server, start_telegram, caplog):
     caplog.set_level(logging.WARNING)
-    adapter = await start_telegram()
-    await asyncio.wait_for(adapter.stop(), 2)
+    # A long poll pending far longer than this test waits: stop must not wait it out.
+    adapter = await start_telegram(poll_timeout=4 * CEILING, health_timeout_seconds=8 * CEILING)
+    await telegram_server.wait_for(lambda: telegram_server.method_calls("getUpdates"))
+    await asyncio.wait_for(adapter.stop(), CEILING)
     await adapter.stop()
+    assert [r.getMessage() for r in caplog.records] == []  # e.g. the last offset confirmed
 
 
 async def test_stop_receiving_keeps_sending(telegram_server, sink, start_telegram):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -12,16 +11,23 @@ import pytest
 from gateway.events import EventBus
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import RecordingAdapter, make_config, running_gateway
+from tests.waiting import CEILING
 
 HOOKS = """
 import asyncio
 seen = []
+stuck = asyncio.Event()
+unstick = asyncio.Event()
 
 def explode(event, payload):
     raise RuntimeError("hook bug")
 
 async def hang(payload):
     await asyncio.Event().wait()
+
+async def stick(payload):
+    stuck.set()
+    await unstick.wait()
 
 async def record(event, payload):
     seen.append((event, payload))
@@ -46,26 +52,29 @@ async def test_hooks_that_raise_or_hang_do_not_hold_up_turns(
         hooks=[
             {"events": everything, "handler": f"{hook_module}:explode"},
             {"events": everything, "handler": f"{hook_module}:hang", "timeout_seconds": 0.2},
+            # Stuck until the test lets go, with a timeout no wait here reaches: a turn
+            # that waited for its hooks could not finish.
+            {"events": everything, "handler": f"{hook_module}:stick", "timeout_seconds": 3600},
             {"events": everything, "handler": f"{hook_module}:record"},
         ],
     )
     adapter = RecordingAdapter()
     async with running_gateway(config, adapter) as gateway:
-        started = time.monotonic()
+        hooks = sys.modules[hook_module]
         await adapter.say("first")
         await adapter.say("/status")
         await adapter.wait_sent(2)
-        await gateway.lanes.wait_idle(5)
+        assert await gateway.lanes.wait_idle(CEILING)
         await adapter.say("second")
         await adapter.wait_sent(3)
-        elapsed = time.monotonic() - started
-        await gateway.events.drain(timeout=2)
+        assert hooks.stuck.is_set() and not hooks.unstick.is_set()  # answered meanwhile
+        hooks.unstick.set()
+        await gateway.events.drain(timeout=CEILING)
     replies = adapter.texts()
     assert "echo: first" in replies and replies[-1] == "echo: second"
-    assert elapsed < 5  # generous: the hanging hook would otherwise block forever
-    events = [event for event, _ in sys.modules[hook_module].seen]
+    events = [event for event, _ in hooks.seen]
     assert events.count("agent:turn_end") == 2 and "session:start" in events
-    turn_end = next(p for e, p in sys.modules[hook_module].seen if e == "agent:turn_end")
+    turn_end = next(p for e, p in hooks.seen if e == "agent:turn_end")
     assert turn_end["session_key"] == "console:t" and turn_end["session_id"]
     log = caplog.text
     assert "user_hooks:explode" in log and "raised" in log
@@ -105,5 +114,5 @@ async def test_emit_returns_before_handlers_finish() -> None:
     bus.emit("gateway:start", original)
     assert not done.is_set()
     release.set()
-    await asyncio.wait_for(done.wait(), 2)
+    await asyncio.wait_for(done.wait(), CEILING)
     assert original == {"k": 1}  # each handler gets its own copy
