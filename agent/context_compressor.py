@@ -44,7 +44,7 @@ from agent.compression.summarizer import (
 )
 from agent.compression.summary import SummaryFailure, SummaryRequest
 from agent.compression.telemetry import log_attempt
-from agent.context_engine import CompressionResult, ContextEngine
+from agent.context_engine import CommitStatus, CompressionResult, ContextEngine, FailureClass
 from agent.providers.base import Provider, Usage
 from agent.tokens import estimate_message_tokens_rough
 from agent.window import Window, represented_tokens
@@ -401,11 +401,13 @@ class ContextCompressor(ContextEngine):
         )
 
     @staticmethod
-    def _unchanged(attempt: _Attempt, status: str, failure_class: str | None) -> CompressionResult:
+    def _unchanged(
+        attempt: _Attempt, status: CommitStatus, failure_class: FailureClass | None
+    ) -> CompressionResult:
         return CompressionResult(
             messages=attempt.messages,
             committed=False,
-            commit_status=status,  # type: ignore[arg-type]
+            commit_status=status,
             method="none",
             failure_class=failure_class,
             trigger_source=attempt.trigger_source,

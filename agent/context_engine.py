@@ -26,6 +26,33 @@ from agent.providers.base import Usage
 log = logging.getLogger(__name__)
 
 CommitStatus = Literal["committed", "aborted", "failed", "skipped", "blocked"]
+#: Why an attempt did not produce a clean LLM summary (docs/design.md#failure-ladder).
+FailureClass = Literal[
+    # nothing was done
+    "disabled",
+    "skipped:in_progress",
+    "too_few_messages",
+    "nothing_new",
+    "blocked:cooldown",
+    "blocked:ineffective",
+    "internal_error",
+    # the summary call failed; nothing changed
+    "summary_timeout",
+    "summary_length",
+    "summary_malformed",
+    "summary_empty",
+    "summary_overload_failure",
+    "summary_auth",
+    "summary_quota",
+    "summary_network",
+    "summary_other",
+    # committed, but not with the configured model's summary
+    "aux_model_fallback",
+    "summary_timeout_fallback",
+    "summary_overload_degraded",
+    "summary_failed_fallback",
+    "cooldown_fallback",
+]
 Method = Literal["llm_summary", "aux_fallback_main", "deterministic_fallback", "none"]
 TriggerSource = Literal[
     "manual",
@@ -52,7 +79,7 @@ class CompressionResult:
     committed: bool
     commit_status: CommitStatus
     method: Method = "none"
-    failure_class: str | None = None
+    failure_class: FailureClass | None = None
     trigger_source: str = "auto"
     attempt_id: str = ""
     messages_before: int = 0

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Adapter, DeliveryError, InboundMessage, OutboundMessage
+from adapters.base import Adapter, InboundMessage
 from agent.context_compressor import ContextCompressor
 from agent.context_engine import EngineChoice, resolve_context_engine
 from agent.loop import Agent
@@ -106,11 +106,10 @@ class Gateway:
             self.events,
             self.counter,
             self.lanes.notify,
-            self.send,
+            self.runner.send,
             self.commands,
         )
         self._engine_factory = build_engine_factory(config, self.engine_choice, self.providers)
-        self._started = False
 
     # -- wiring ---------------------------------------------------------------------------
 
@@ -146,16 +145,6 @@ class Gateway:
             return None
         return resolve_cache_ttl(self.config.prompt_caching.cache_ttl, source)
 
-    async def send(self, message: OutboundMessage) -> None:
-        adapter = self.adapters.get(message.platform)
-        if adapter is None:
-            log.warning("no adapter for %s", message.platform)
-            return
-        try:
-            await adapter.send(message)
-        except DeliveryError as exc:
-            log.error("delivery to %s:%s failed: %s", message.platform, message.chat_id, exc)
-
     async def _reply(self, inbound: InboundMessage, text: str) -> None:
         await self.router.reply(inbound, text)
 
@@ -180,7 +169,6 @@ class Gateway:
         for adapter in self.adapters.values():
             await adapter.start(self.router.receive)
         await self.scheduler.start()  # after the adapters: overdue reminders go out at once
-        self._started = True
         self.events.emit("gateway:start", {"platforms": sorted(self.adapters)})
         for key in await self.store.conversation.session_keys_with_inbox():
             self.lanes.notify(key)  # messages stored before a restart get their turn now
@@ -213,7 +201,6 @@ class Gateway:
         await self.events.drain(timeout=2.0)
         await self.providers.aclose()
         await self.store.close()
-        self._started = False
 
     async def __aenter__(self) -> Gateway:
         await self.start()
@@ -228,11 +215,3 @@ async def _quietly(step: Any, what: str) -> None:
         await step
     except Exception:  # one adapter failing to stop must not keep the others running
         log.exception("%s failed", what)
-
-
-async def run_until_stopped(gateway: Gateway, stop: asyncio.Event) -> None:
-    await gateway.start()
-    try:
-        await stop.wait()
-    finally:
-        await gateway.stop()

@@ -1,15 +1,13 @@
 """Logging: human-readable lines by default, JSON for log shippers; secrets never printed.
 
 Every line logged while a session's work runs carries that session's key: as
-``[telegram:42]`` in text lines and as ``"session_key"`` in JSON. The key comes from, in
-order: ``extra={"session_key": ...}`` (or :func:`session_logger`), the :data:`SESSION_KEY`
-context variable (set it where a session's work starts; tasks started from there inherit
-it), or the name of the session's lane task (``lane:<key>``, see gateway.lanes).
+``[telegram:42]`` in text lines and as ``"session_key"`` in JSON. The key comes from
+``extra={"session_key": ...}``, else the :data:`SESSION_KEY` context variable, which a
+session's lane sets (tasks started from there inherit it).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -20,7 +18,6 @@ from collections.abc import Iterable
 from contextvars import ContextVar
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import Any
 
 from gateway.config.schema import NO_KEY_NEEDED, Config, resolve_api_key
 
@@ -61,20 +58,6 @@ class RedactingFilter(logging.Filter):
 
 #: The session whose work is running in this task (and the tasks it starts).
 SESSION_KEY: ContextVar[str | None] = ContextVar("nightowl_session_key", default=None)
-_LANE_TASK_PREFIX = "lane:"
-
-
-def current_session_key() -> str | None:
-    """The session key of the work running now, if any."""
-    key = SESSION_KEY.get()
-    if key:
-        return key
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # a thread without an event loop (stdin reader, sqlite worker)
-        return None
-    name = task.get_name() if task is not None else ""
-    return name.removeprefix(_LANE_TASK_PREFIX) if name.startswith(_LANE_TASK_PREFIX) else None
 
 
 class SessionKeyFilter(logging.Filter):
@@ -82,15 +65,10 @@ class SessionKeyFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not getattr(record, "session_key", None):
-            key = current_session_key()
+            key = SESSION_KEY.get()
             if key:
                 record.session_key = key
         return True
-
-
-def session_logger(logger: logging.Logger, session_key: str) -> logging.LoggerAdapter[Any]:
-    """A logger whose every line names ``session_key``."""
-    return logging.LoggerAdapter(logger, {"session_key": session_key})
 
 
 class TextFormatter(logging.Formatter):

@@ -27,7 +27,7 @@ from agent.compression.summary import (
     plan_summary_calls,
     request_summary,
 )
-from agent.context_engine import Method
+from agent.context_engine import FailureClass, Method
 from agent.providers.base import Provider
 from agent.tokens import estimate_messages_tokens_rough
 
@@ -69,7 +69,7 @@ class SummaryOutcome:
     aux_failed: bool = False
 
     @property
-    def failure_class(self) -> str | None:
+    def failure_class(self) -> FailureClass | None:
         """The telemetry class of a committed outcome (None for a clean LLM summary)."""
         if self.method == "aux_fallback_main":
             return "aux_model_fallback"
@@ -228,9 +228,23 @@ def roomier_request(request: SummaryRequest, prompt_tokens: int) -> SummaryReque
     return replace(request, input_budget_tokens=max(1, request.input_budget_tokens // 2))
 
 
+#: The failure class of an aborted summary, by failure kind.
+ABORT_CLASSES: dict[str, FailureClass] = {
+    "timeout": "summary_timeout",
+    "length": "summary_length",
+    "malformed": "summary_malformed",
+    "empty": "summary_empty",
+    "overloaded": "summary_overload_failure",
+    "auth": "summary_auth",
+    "quota": "summary_quota",
+    "network": "summary_network",
+    "other": "summary_other",
+}
+
+
 def record_abort(
     cooldown: CooldownState, failure: SummaryFailure, now: float, minimum: float
-) -> str:
+) -> FailureClass:
     """Set the cooldown an aborted summary earns and return its failure class.
 
     Timeouts climb their ladder (already counted by the summarizer); ``length`` climbs its
@@ -247,4 +261,4 @@ def record_abort(
         cooldown.set(now, FLAT_SECONDS, f"summary_{kind}")
     elif kind == "quota" and failure.retry_after:
         cooldown.set(now, float(failure.retry_after), "summary_quota")
-    return "summary_overload_failure" if kind == "overloaded" else f"summary_{kind}"
+    return ABORT_CLASSES[kind]

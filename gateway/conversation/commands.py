@@ -1,8 +1,8 @@
-"""Chat commands (SPEC F5): /new /compress /status /context /usage /help.
+"""Chat commands: /new /compress /status /context /usage /help (docs/design.md#commands).
 
-Commands answer at once, even while a turn is running; they never queue behind it.
-``/compress`` is the exception that must not race a turn, so it runs in the session's
-lane and answers when it is done — without holding up the adapter that delivered it.
+The reading commands answer at once, even while a turn is running. ``/new`` and
+``/compress`` change the conversation, so they run in the session's lane after the turn
+in progress and answer when done — without holding up the adapter that delivered them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from agent.window import row_caps
 from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.hygiene import measure_tokens
 from gateway.conversation.lanes import Lanes
-from gateway.conversation.router import session_key
+from gateway.conversation.router import LATER, Answer, session_key
 from gateway.conversation.sessions import SessionRegistry
 from gateway.store import ConversationStore
 
@@ -74,24 +74,22 @@ class Commands:
     def handles(self, name: str) -> bool:
         return name in KNOWN_COMMANDS
 
-    async def __call__(self, message: InboundMessage, name: str, argument: str) -> str | None:
-        """The immediate answer; "" when it comes later; None when ``name`` is not ours."""
+    async def __call__(self, message: InboundMessage, name: str, argument: str) -> Answer:
+        """Run the command ``name`` (one that :meth:`handles`)."""
         key = session_key(message)
         if name in ("new", "reset"):
             self._in_background(message, self.reset(key))
-            return ""
-        if name in ("help", "start"):
-            return HELP
-        if name == "status":
-            return await self.status(key)
-        if name == "context":
-            return await self.context(key, show_summary=argument.lower().startswith("summ"))
-        if name == "usage":
-            return await self.usage(key)
+            return LATER
         if name == "compress":
             self._in_background(message, self.compress(key, argument or None))
-            return ""
-        return None
+            return LATER
+        if name == "status":
+            return Answer(await self.status(key))
+        if name == "context":
+            return Answer(await self.context(key, show_summary=argument.lower().startswith("summ")))
+        if name == "usage":
+            return Answer(await self.usage(key))
+        return Answer(HELP)
 
     def _in_background(self, message: InboundMessage, work: Awaitable[str]) -> None:
         async def run() -> None:

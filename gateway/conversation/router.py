@@ -24,10 +24,21 @@ from gateway.store import ConversationStore, InboxEntry
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What a command says now; ``text`` None when it answers later, by itself, once the
+    work it queued in the session's lane is done."""
+
+    text: str | None = None
+
+
+LATER = Answer()
+
+
 class CommandHandler(Protocol):
     def handles(self, name: str) -> bool: ...
 
-    async def __call__(self, message: InboundMessage, name: str, argument: str) -> str | None: ...
+    async def __call__(self, message: InboundMessage, name: str, argument: str) -> Answer: ...
 
 
 Send = Callable[[OutboundMessage], Awaitable[Any]]
@@ -161,8 +172,8 @@ class Router:
         if command is not None and self.commands.handles(command[0]):
             if await self._first_time(message):  # a redelivered /new must not run twice
                 answer = await self.commands(message, *command)
-                if answer:  # "" means the command answers later by itself
-                    self.answer(message, answer)
+                if answer.text is not None:
+                    self.answer(message, answer.text)
             return
         if not message.addressed and not self.config.groups.observe:
             return

@@ -149,11 +149,18 @@ class TurnRunner:
             cache_ttl=self.cache_ttl(context.source),
         )
 
+    async def send(self, message: OutboundMessage) -> bool:
+        """Hand ``message`` to its platform: the one way anything leaves the gateway
+        (replies, notices, command answers, reminders), so hooks see every message:sent."""
+        return await self.deliver(message, message.text)
+
     async def deliver(self, target: OutboundMessage, text: str, *, stream: Any = None) -> bool:
+        """Send ``text`` to ``target``'s chat (finishing ``stream`` if a reply was
+        streamed); False when the platform is missing or refused it (it is logged)."""
         adapter = self.adapters.get(target.platform)
         if adapter is None:
             log.warning(
-                "no adapter for %s; reply to %s kept for later", target.platform, target.chat_id
+                "no adapter for %s; message to %s kept for later", target.platform, target.chat_id
             )
             return False
         try:

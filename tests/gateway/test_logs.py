@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from gateway.config.schema import parse_config
-from gateway.logs import SESSION_KEY, session_logger, setup_logging
+from gateway.conversation.lanes import Lanes
+from gateway.logs import SESSION_KEY, setup_logging
 
 OPENAI_KEY = "sk-live-abcdefghijklmnopqrstuvwxyz012345"
 TELEGRAM_TOKEN = "7012345678:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
@@ -49,13 +50,14 @@ def json_lines(buffer: io.StringIO) -> list[dict]:
 async def test_lines_logged_in_a_sessions_lane_carry_its_key(logged: io.StringIO) -> None:
     configure("json", logged)
 
-    async def turn() -> None:
+    async def turn(key: str) -> None:
         log.info("turn started")
         await asyncio.sleep(0)
         log.warning("still at %d tokens", 9000)
 
-    # The gateway's lanes run each session's work in a task named "lane:<key>".
-    await asyncio.get_running_loop().create_task(turn(), name="lane:telegram:42")
+    lanes = Lanes(turn)  # the gateway's own lanes run each session's work
+    lanes.notify("telegram:42")
+    assert await lanes.wait_idle(5)
     log.info("not about a session")
     lines = json_lines(logged)
     assert [(e["msg"], e.get("session_key")) for e in lines] == [
@@ -78,7 +80,7 @@ async def test_the_context_variable_and_explicit_keys_name_the_session(
         await asyncio.create_task(hook())  # tasks started from a session's work inherit it
 
     await asyncio.create_task(work())
-    session_logger(log, "console:local").info("compressed")
+    log.info("compressed", extra={"session_key": "console:local"})
     lines = logged.getvalue().splitlines()
     assert lines[0].endswith("INFO    nightowl.test [discord:dm:7]: hook ran")
     assert lines[1].endswith("INFO    nightowl.test [console:local]: compressed")
