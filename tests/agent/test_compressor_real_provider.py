@@ -6,6 +6,10 @@ an overflow refusal or a truncated reply from a real server turns into.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import pytest
+
 from agent.compression.settings import CompressionSettings
 from agent.context_compressor import ContextCompressor
 from agent.providers.anthropic import AnthropicProvider
@@ -35,6 +39,14 @@ def anthropic_provider(llm: FakeLLM) -> AnthropicProvider:
     )
 
 
+@pytest.fixture
+async def main(fake_llm: FakeLLM) -> AsyncIterator[OpenAIProvider]:
+    """The main model: the openai provider against the fake, closed after the test."""
+    provider = openai_provider(fake_llm)
+    yield provider
+    await provider.aclose()
+
+
 def engine_with(main, auxiliary=None, **settings) -> ContextCompressor:
     return ContextCompressor(
         main=main,
@@ -52,13 +64,9 @@ def chat() -> list[dict]:
     return messages
 
 
-async def test_a_real_openai_summary_call_commits(fake_llm):
+async def test_a_real_openai_summary_call_commits(fake_llm, main):
     fake_llm.script(Reply("## Goal\nShip the release.\n\n## Critical Context\n- kv/deploy"))
-    main = openai_provider(fake_llm)
-    try:
-        result = await engine_with(main).compress(chat())
-    finally:
-        await main.aclose()
+    result = await engine_with(main).compress(chat())
     assert (result.commit_status, result.method) == ("committed", "llm_summary")
     assert result.summary.startswith("## Goal\nShip the release.")
     request = fake_llm.requests[-1]
@@ -67,77 +75,56 @@ async def test_a_real_openai_summary_call_commits(fake_llm):
     assert "## Constraints & Preferences" in request.all_text
 
 
-async def test_real_overload_is_retried_once_then_aborts(fake_llm):
+async def test_real_overload_is_retried_once_then_aborts(fake_llm, main):
     fake_llm.script(Reply(status=529), Reply(status=529))
-    main = openai_provider(fake_llm)
     messages = chat()
-    try:
-        result = await engine_with(main).compress(messages)
-    finally:
-        await main.aclose()
+    result = await engine_with(main).compress(messages)
     assert (result.commit_status, result.failure_class) == ("aborted", "summary_overload_failure")
     assert result.messages is messages
     assert fake_llm.request_count == 2
 
 
-async def test_a_hanging_server_times_out_and_aborts(fake_llm):
+async def test_a_hanging_server_times_out_and_aborts(fake_llm, main):
     fake_llm.script(Reply(hang=True))
-    main = openai_provider(fake_llm)
     engine = engine_with(main, context_timeout_seconds=0.3)
-    try:
-        result = await engine.compress(chat())
-    finally:
-        await main.aclose()
+    result = await engine.compress(chat())
     assert (result.commit_status, result.failure_class) == ("aborted", "summary_timeout")
     assert engine.cooldown_remaining() == 60
 
 
-async def test_a_length_cut_summary_is_retried_with_more_room_then_committed(fake_llm):
+async def test_a_length_cut_summary_is_retried_with_more_room_then_committed(fake_llm, main):
     fake_llm.script(
         Reply("## Goal\nhalf a summ", finish_reason="length"), Reply("## Goal\nthe whole summary")
     )
-    main = openai_provider(fake_llm)
-    try:
-        result = await engine_with(main).compress(chat())
-    finally:
-        await main.aclose()
+    result = await engine_with(main).compress(chat())
     assert (result.commit_status, result.method) == ("committed", "llm_summary")
     first, retry = fake_llm.requests
     assert retry.max_tokens > first.max_tokens
 
 
-async def test_a_summary_cut_twice_by_its_length_aborts(fake_llm):
+async def test_a_summary_cut_twice_by_its_length_aborts(fake_llm, main):
     cut = Reply("## Goal\nhalf a summ", finish_reason="length")
     fake_llm.script(cut, cut)
-    main = openai_provider(fake_llm)
-    try:
-        result = await engine_with(main).compress(chat())
-    finally:
-        await main.aclose()
+    result = await engine_with(main).compress(chat())
     assert (result.commit_status, result.failure_class) == ("aborted", "summary_length")
     assert len(fake_llm.requests) == 2
 
 
-async def test_a_summary_model_with_a_too_small_window_gets_the_fallback():
-    async with FakeLLM(context_window=8_192) as small:
-        main = openai_provider(small)
-        try:
-            result = await engine_with(main).compress(chat())
-        finally:
-            await main.aclose()
+async def test_a_summary_model_with_a_too_small_window_gets_the_fallback(fake_llm, main):
+    fake_llm.context_window = 8_192
+    result = await engine_with(main).compress(chat())
     assert (result.commit_status, result.method) == ("committed", "deterministic_fallback")
     assert "remember: the deploy key lives in vault path kv/deploy" in result.summary
 
 
-async def test_broken_anthropic_auxiliary_falls_back_to_the_main_model(fake_llm):
+async def test_broken_anthropic_auxiliary_falls_back_to_the_main_model(fake_llm, main):
     fake_llm.script(Reply(status=401))  # the anthropic aux model's key is wrong
     fake_llm.script(Reply("## Goal\nwritten by the main model"))
-    aux, main = anthropic_provider(fake_llm), openai_provider(fake_llm)
+    aux = anthropic_provider(fake_llm)
     try:
         result = await engine_with(main, auxiliary=aux).compress(chat())
     finally:
         await aux.aclose()
-        await main.aclose()
     assert [r.api for r in fake_llm.requests] == ["anthropic", "openai"]
     assert (result.method, result.failure_class) == ("aux_fallback_main", "aux_model_fallback")
     assert result.summary == "## Goal\nwritten by the main model"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -10,6 +9,7 @@ import pytest
 
 from agent.providers import Provider, ProviderError, ProviderSettings, Usage, make_provider
 from agent.providers.anthropic import AnthropicProvider
+from tests.agent.provider_calls import Deltas, chat, failure, time_tool_round_trip
 from tests.fakes.llm_server import FakeLLM, Reply
 
 KEY = "sk-ant-test-SECRET-0123456789abcdef"
@@ -26,29 +26,8 @@ async def provider(fake_llm: FakeLLM) -> AsyncIterator[Provider]:
     await provider.aclose()
 
 
-def chat(text: str = "hello") -> list[dict[str, Any]]:
-    return [{"role": "system", "content": "Be brief."}, {"role": "user", "content": text}]
-
-
 def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-class Deltas:
-    def __init__(self) -> None:
-        self.pieces: list[str] = []
-
-    async def __call__(self, text: str) -> None:
-        self.pieces.append(text)
-
-
-async def failure(provider: Provider, *, stream: bool = False, **kwargs: Any) -> ProviderError:
-    with pytest.raises(ProviderError) as caught:
-        await provider.complete(
-            chat(), max_tokens=32, on_text=Deltas() if stream else None, **kwargs
-        )
-    assert KEY not in str(caught.value) and KEY not in repr(caught.value)
-    return caught.value
 
 
 def test_make_provider_builds_the_anthropic_route() -> None:
@@ -85,17 +64,7 @@ async def test_tool_calls_round_trip(provider: Provider, fake_llm: FakeLLM) -> N
         }
     ]
 
-    first = await provider.complete(chat("time?"), max_tokens=64, tools=tools)
-    assert first.finish_reason == "tool_calls"
-    (tool_call,) = first.tool_calls
-    assert (tool_call.name, tool_call.parsed_arguments()) == ("current_time", {"zone": "UTC"})
-
-    history = [
-        *chat("time?"),
-        first.as_message(),
-        {"role": "tool", "tool_call_id": tool_call.id, "content": "12:00"},
-    ]
-    await provider.complete(history, max_tokens=64, tools=tools)
+    tool_call, _ = await time_tool_round_trip(provider, tools)
 
     sent = fake_llm.requests[1].body
     assert sent["tools"] == [
@@ -209,19 +178,6 @@ async def test_usage_includes_cached_input(
     )
 
 
-@pytest.mark.parametrize("stream", [False, True])
-async def test_reply_without_usage_gives_none(
-    provider: Provider, fake_llm: FakeLLM, stream: bool
-) -> None:
-    fake_llm.script(Reply("fine", usage=None))
-
-    completion = await provider.complete(
-        chat(), max_tokens=64, on_text=Deltas() if stream else None
-    )
-
-    assert (completion.text, completion.usage) == ("fine", None)
-
-
 async def test_streamed_tool_calls(provider: Provider, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply("", tool_calls=[("a", {"x": 1}), ("b", {"y": [1, 2]})]))
 
@@ -234,20 +190,6 @@ async def test_streamed_tool_calls(provider: Provider, fake_llm: FakeLLM) -> Non
     ]
 
 
-async def test_max_tokens_finish_reason_is_length(provider: Provider, fake_llm: FakeLLM) -> None:
-    fake_llm.script(Reply("cut", finish_reason="length"))
-
-    assert (await provider.complete(chat(), max_tokens=2)).finish_reason == "length"
-
-
-async def test_callback_errors_propagate_unchanged(provider: Provider) -> None:
-    async def broken(_: str) -> None:
-        raise KeyError("delivery failed")
-
-    with pytest.raises(KeyError, match="delivery failed"):
-        await provider.complete(chat(), max_tokens=32, on_text=broken)
-
-
 # -- errors -----------------------------------------------------------------------------
 
 
@@ -257,7 +199,7 @@ async def test_prompt_too_long_learns_the_window(
 ) -> None:
     fake_llm.context_window = 3
 
-    error = await failure(provider, stream=stream)
+    error = await failure(provider, KEY, stream=stream)
 
     assert (error.kind, error.context_limit, error.status) == ("overflow", 3, 400)
     assert "prompt is too long" in str(error)
@@ -266,7 +208,7 @@ async def test_prompt_too_long_learns_the_window(
 async def test_prompt_plus_max_tokens_overflow(provider: Provider, fake_llm: FakeLLM) -> None:
     fake_llm.context_window = 20
 
-    error = await failure(provider)
+    error = await failure(provider, KEY)
 
     assert (error.kind, error.context_limit) == ("overflow", 20)
     assert "exceed context limit" in str(error)
@@ -275,7 +217,7 @@ async def test_prompt_plus_max_tokens_overflow(provider: Provider, fake_llm: Fak
 async def test_rate_limit_carries_retry_after(provider: Provider, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply(status=429, retry_after=12))
 
-    error = await failure(provider, stream=True)
+    error = await failure(provider, KEY, stream=True)
 
     assert (error.kind, error.retry_after) == ("rate_limit", 12.0)
 
@@ -284,7 +226,7 @@ async def test_rate_limit_carries_retry_after(provider: Provider, fake_llm: Fake
 async def test_overloaded_529(provider: Provider, fake_llm: FakeLLM, stream: bool) -> None:
     fake_llm.script(Reply(status=529))
 
-    error = await failure(provider, stream=stream)
+    error = await failure(provider, KEY, stream=stream)
 
     assert (error.kind, error.status) == ("overloaded", 529)
 
@@ -298,35 +240,6 @@ async def test_overloaded_mid_stream(provider: Provider, fake_llm: FakeLLM) -> N
 
     assert caught.value.kind == "overloaded"
     assert deltas.pieces  # the failure came after text had started flowing
-
-
-@pytest.mark.parametrize("status", [401, 403])
-async def test_auth(provider: Provider, fake_llm: FakeLLM, status: int) -> None:
-    fake_llm.script(Reply(status=status, error_message=f"invalid x-api-key {KEY}"))
-
-    assert (await failure(provider)).kind == "auth"
-
-
-@pytest.mark.parametrize("stream", [False, True])
-async def test_timeout(provider: Provider, fake_llm: FakeLLM, stream: bool) -> None:
-    fake_llm.script(Reply(hang=True))
-
-    assert (await failure(provider, stream=stream, timeout=0.2)).kind == "timeout"
-
-
-async def test_network_error_on_a_closed_port() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    provider = make_provider(
-        ProviderSettings("anthropic", MODEL, KEY, f"http://127.0.0.1:{port}", max_retries=0)
-    )
-    try:
-        error = await failure(provider, stream=True)
-    finally:
-        await provider.aclose()
-
-    assert error.kind == "network"
 
 
 @pytest.mark.parametrize(
@@ -343,6 +256,6 @@ async def test_other_failures(
 ) -> None:
     fake_llm.script(reply)
 
-    error = await failure(provider, stream=stream)
+    error = await failure(provider, KEY, stream=stream)
 
     assert (error.kind, error.detail) == ("other", detail)

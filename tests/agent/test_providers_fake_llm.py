@@ -9,6 +9,7 @@ import openai
 import pytest
 
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply, estimate_request_tokens
+from tests.waiting import CEILING
 
 
 def clients(llm: FakeLLM) -> tuple[openai.AsyncOpenAI, anthropic.AsyncAnthropic]:
@@ -80,7 +81,7 @@ def test_prompt_estimate_counts_text_and_flat_images() -> None:
 async def test_wait_for_requests_wakes_on_arrival(fake_llm: FakeLLM) -> None:
     oai, _ = clients(fake_llm)
     try:
-        waiter = asyncio.create_task(fake_llm.wait_for_requests(1, within=2))
+        waiter = asyncio.create_task(fake_llm.wait_for_requests(1))
         await oai.chat.completions.create(
             model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
         )
@@ -99,15 +100,18 @@ async def test_stop_does_not_wait_for_a_hanging_request() -> None:
     _, ant = clients(llm)
     pending = asyncio.create_task(
         ant.messages.create(
-            model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}], timeout=30
+            model="m",
+            max_tokens=5,
+            messages=[{"role": "user", "content": "hi"}],
+            timeout=4 * CEILING,  # far beyond the waits below: only stop() can end it
         )
     )
     await llm.wait_for_requests(1)
 
-    await asyncio.wait_for(llm.stop(), timeout=2)
+    await asyncio.wait_for(llm.stop(), timeout=CEILING)
 
     with pytest.raises(anthropic.APIError):
-        await asyncio.wait_for(pending, timeout=2)
+        await asyncio.wait_for(pending, timeout=CEILING)
     await ant.close()
 
 

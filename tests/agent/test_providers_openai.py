@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
-from agent.providers import Provider, ProviderError, ProviderSettings, Usage, make_provider
+from agent.providers import Provider, ProviderSettings, Usage, make_provider
 from agent.providers.openai import OpenAIProvider
+from tests.agent.provider_calls import Deltas, chat, failure, time_tool_round_trip
 from tests.fakes.llm_server import FakeLLM, Reply
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -25,27 +24,6 @@ async def provider(fake_llm: FakeLLM) -> AsyncIterator[Provider]:
     )
     yield provider
     await provider.aclose()
-
-
-def chat(text: str = "hello") -> list[dict[str, Any]]:
-    return [{"role": "system", "content": "Be brief."}, {"role": "user", "content": text}]
-
-
-class Deltas:
-    def __init__(self) -> None:
-        self.pieces: list[str] = []
-
-    async def __call__(self, text: str) -> None:
-        self.pieces.append(text)
-
-
-async def failure(provider: Provider, *, stream: bool = False, **kwargs: Any) -> ProviderError:
-    with pytest.raises(ProviderError) as caught:
-        await provider.complete(
-            chat(), max_tokens=32, on_text=Deltas() if stream else None, **kwargs
-        )
-    assert KEY not in str(caught.value) and KEY not in repr(caught.value)
-    return caught.value
 
 
 def test_make_provider_builds_the_openai_route() -> None:
@@ -93,17 +71,7 @@ async def test_tool_calls_round_trip(provider: Provider, fake_llm: FakeLLM) -> N
     fake_llm.script(Reply("", tool_calls=[("current_time", {"zone": "UTC"})]), Reply("It is noon."))
     tools = [{"type": "function", "function": {"name": "current_time", "parameters": {}}}]
 
-    first = await provider.complete(chat("time?"), max_tokens=32, tools=tools)
-    assert first.finish_reason == "tool_calls"
-    (call,) = first.tool_calls
-    assert (call.name, call.parsed_arguments()) == ("current_time", {"zone": "UTC"})
-
-    history = [
-        *chat("time?"),
-        first.as_message(),
-        {"role": "tool", "tool_call_id": call.id, "content": "12:00"},
-    ]
-    second = await provider.complete(history, max_tokens=32, tools=tools)
+    call, second = await time_tool_round_trip(provider, tools)
 
     assert second.text == "It is noon."
     sent = fake_llm.requests[1].body
@@ -147,20 +115,6 @@ async def test_streaming_tool_calls_are_assembled(provider: Provider, fake_llm: 
     assert len({c.id for c in completion.tool_calls}) == 2
 
 
-@pytest.mark.parametrize("stream", [False, True])
-async def test_server_without_usage_gives_none(
-    provider: Provider, fake_llm: FakeLLM, stream: bool
-) -> None:
-    fake_llm.script(Reply("fine", usage=None))
-
-    completion = await provider.complete(
-        chat(), max_tokens=32, on_text=Deltas() if stream else None
-    )
-
-    assert completion.text == "fine"
-    assert completion.usage is None
-
-
 async def test_tool_calls_with_a_stop_finish_reason_still_say_tool_calls(
     provider: Provider, fake_llm: FakeLLM
 ) -> None:
@@ -171,20 +125,6 @@ async def test_tool_calls_with_a_stop_finish_reason_still_say_tool_calls(
 
     assert completion.finish_reason == "tool_calls"
     assert completion.tool_calls[0].name == "current_time"
-
-
-async def test_length_finish_reason(provider: Provider, fake_llm: FakeLLM) -> None:
-    fake_llm.script(Reply("cut sho", finish_reason="length"))
-
-    assert (await provider.complete(chat(), max_tokens=2)).finish_reason == "length"
-
-
-async def test_callback_errors_propagate_unchanged(provider: Provider, fake_llm: FakeLLM) -> None:
-    async def broken(_: str) -> None:
-        raise KeyError("delivery failed")
-
-    with pytest.raises(KeyError, match="delivery failed"):
-        await provider.complete(chat(), max_tokens=32, on_text=broken)
 
 
 async def test_extra_headers_reach_the_server(fake_llm: FakeLLM) -> None:
@@ -214,7 +154,7 @@ async def test_overflow_learns_the_window(
 ) -> None:
     fake_llm.context_window = 20
 
-    error = await failure(provider, stream=stream)
+    error = await failure(provider, KEY, stream=stream)
 
     assert error.kind == "overflow"
     assert error.context_limit == 20
@@ -228,7 +168,7 @@ async def test_overflow_from_a_vllm_style_server(provider: Provider, fake_llm: F
     )
     fake_llm.script(Reply(status=400, error_type="BadRequestError", error_message=message))
 
-    error = await failure(provider)
+    error = await failure(provider, KEY)
 
     assert (error.kind, error.context_limit) == ("overflow", 4096)
 
@@ -245,7 +185,7 @@ async def test_overflow_from_llama_cpp_error_body(provider: Provider, fake_llm: 
     }
     fake_llm.script(Reply(status=400, raw_body=json.dumps(body)))
 
-    error = await failure(provider)
+    error = await failure(provider, KEY)
 
     assert (error.kind, error.context_limit) == ("overflow", 8192)
 
@@ -258,7 +198,7 @@ async def test_rate_limit_carries_retry_after(
 ) -> None:
     fake_llm.script(Reply(status=429, headers=headers))
 
-    error = await failure(provider)
+    error = await failure(provider, KEY)
 
     assert (error.kind, error.retry_after, error.status) == ("rate_limit", seconds, 429)
 
@@ -274,45 +214,13 @@ async def test_rate_limit_carries_retry_after(
 async def test_overloaded(provider: Provider, fake_llm: FakeLLM, reply: Reply) -> None:
     fake_llm.script(reply)
 
-    assert (await failure(provider, stream=True)).kind == "overloaded"
-
-
-@pytest.mark.parametrize("status", [401, 403])
-async def test_auth(provider: Provider, fake_llm: FakeLLM, status: int) -> None:
-    fake_llm.script(Reply(status=status, error_message=f"Incorrect API key provided: {KEY}"))
-
-    error = await failure(provider)
-
-    assert error.kind == "auth"
-    assert "Incorrect API key provided" in str(error)
+    assert (await failure(provider, KEY, stream=True)).kind == "overloaded"
 
 
 async def test_wrong_key_is_an_auth_error(provider: Provider, fake_llm: FakeLLM) -> None:
     fake_llm.api_key = "another-key"
 
-    assert (await failure(provider, stream=True)).kind == "auth"
-
-
-@pytest.mark.parametrize("stream", [False, True])
-async def test_timeout(provider: Provider, fake_llm: FakeLLM, stream: bool) -> None:
-    fake_llm.script(Reply(hang=True))
-
-    assert (await failure(provider, stream=stream, timeout=0.2)).kind == "timeout"
-
-
-async def test_network_error_on_a_closed_port() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    provider = make_provider(
-        ProviderSettings("openai", "m", KEY, f"http://127.0.0.1:{port}/v1", max_retries=0)
-    )
-    try:
-        error = await failure(provider)
-    finally:
-        await provider.aclose()
-
-    assert error.kind == "network"
+    assert (await failure(provider, KEY, stream=True)).kind == "auth"
 
 
 @pytest.mark.parametrize(
@@ -332,7 +240,7 @@ async def test_other_failures(
 ) -> None:
     fake_llm.script(reply)
 
-    error = await failure(provider, stream=stream)
+    error = await failure(provider, KEY, stream=stream)
 
     assert (error.kind, error.detail) == ("other", detail)
 
@@ -341,7 +249,7 @@ async def test_error_inside_a_200_body_is_classified(provider: Provider, fake_ll
     body = {"error": {"message": "Provider returned error: overloaded", "code": 502}}
     fake_llm.script(Reply(raw_body=json.dumps(body)))
 
-    assert (await failure(provider)).kind == "overloaded"
+    assert (await failure(provider, KEY)).kind == "overloaded"
 
 
 async def test_key_echoed_by_the_server_never_reaches_the_message(
@@ -351,6 +259,6 @@ async def test_key_echoed_by_the_server_never_reaches_the_message(
         Reply(status=400, error_message=f"bad request from key {KEY} with Bearer {KEY}")
     )
 
-    error = await failure(provider)
+    error = await failure(provider, KEY)
 
     assert "bad request" in str(error)

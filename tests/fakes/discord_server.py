@@ -148,31 +148,11 @@ class FakeDiscord:
     # ---- test API --------------------------------------------------------------------
 
     async def dispatch_message(
-        self,
-        channel_id: int,
-        content: str,
-        *,
-        author: dict[str, Any] = ALICE,
-        mentions: list[dict[str, Any]] | None = None,
-        referenced: int | None = None,
-        attachments: list[tuple[str, str, bytes]] = (),  # type: ignore[assignment]
-        message_id: int | None = None,
+        self, channel_id: int, content: str, **options: Any
     ) -> dict[str, Any]:
-        """Deliver a MESSAGE_CREATE from ``author``; returns the payload.
-
-        Mentions are read from ``content`` (``<@id>``, ``<@&role>``, ``@everyone``) unless
-        given. ``referenced`` is the id of a message this one replies to. ``attachments``
-        are ``(filename, content_type, data)``, served from the fake's CDN path.
-        """
-        data = self.post_while_away(
-            channel_id,
-            content,
-            author=author,
-            mentions=mentions,
-            referenced=referenced,
-            attachments=attachments,
-            message_id=message_id,
-        )
+        """Deliver a MESSAGE_CREATE; returns the payload. ``options`` as for
+        :meth:`post_while_away` (the message is in the channel's history too)."""
+        data = self.post_while_away(channel_id, content, **options)
         await self.dispatch("MESSAGE_CREATE", data)
         return data
 
@@ -188,7 +168,12 @@ class FakeDiscord:
         message_id: int | None = None,
     ) -> dict[str, Any]:
         """A message only in the channel's history, as one posted while the bot was
-        disconnected (no MESSAGE_CREATE, none replayed on RESUME); returns the payload."""
+        disconnected (no MESSAGE_CREATE, none replayed on RESUME); returns the payload.
+
+        Mentions are read from ``content`` (``<@id>``, ``<@&role>``, ``@everyone``) unless
+        given. ``referenced`` is the id of a message this one replies to. ``attachments``
+        are ``(filename, content_type, data)``, served from the fake's CDN path.
+        """
         data = self._message_payload(
             channel_id, content, author=author, mentions=mentions, message_id=message_id
         )

@@ -1,0 +1,89 @@
+"""What the OpenAI and the Anthropic provider do alike, each with its real SDK against
+the fake server: timeouts, a closed port, a failing callback, a reply without usage."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agent.providers import Provider, ProviderSettings, make_provider
+from tests.agent.provider_calls import Deltas, chat, failure
+from tests.fakes.llm_server import FakeLLM, Reply
+
+KEY = "sk-test-SECRET-0123456789abcdef"
+APIS = ["openai", "anthropic"]
+
+
+def base_url(api: str, port: int) -> str:
+    return f"http://127.0.0.1:{port}" + ("/v1" if api == "openai" else "")
+
+
+def settings(api: str, port: int) -> ProviderSettings:
+    return ProviderSettings(api, "test-model", KEY, base_url(api, port), timeout=5, max_retries=0)
+
+
+@pytest.fixture(params=APIS)
+async def provider(request: pytest.FixtureRequest, fake_llm: FakeLLM) -> AsyncIterator[Provider]:
+    provider = make_provider(settings(request.param, fake_llm.port))
+    yield provider
+    await provider.aclose()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_timeout(provider: Provider, fake_llm: FakeLLM, stream: bool) -> None:
+    fake_llm.script(Reply(hang=True))
+
+    assert (await failure(provider, KEY, stream=stream, timeout=0.2)).kind == "timeout"
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_network_error_on_a_closed_port(api: str) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    provider = make_provider(settings(api, port))
+    try:
+        error = await failure(provider, KEY, stream=True)
+    finally:
+        await provider.aclose()
+
+    assert error.kind == "network"
+
+
+async def test_callback_errors_propagate_unchanged(provider: Provider) -> None:
+    async def broken(_: str) -> None:
+        raise KeyError("delivery failed")
+
+    with pytest.raises(KeyError, match="delivery failed"):
+        await provider.complete(chat(), max_tokens=32, on_text=broken)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_reply_without_usage_gives_none(
+    provider: Provider, fake_llm: FakeLLM, stream: bool
+) -> None:
+    fake_llm.script(Reply("fine", usage=None))
+
+    completion = await provider.complete(
+        chat(), max_tokens=32, on_text=Deltas() if stream else None
+    )
+
+    assert (completion.text, completion.usage) == ("fine", None)
+
+
+async def test_a_cut_reply_finishes_with_length(provider: Provider, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply("cut sho", finish_reason="length"))
+
+    assert (await provider.complete(chat(), max_tokens=2)).finish_reason == "length"
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_auth(provider: Provider, fake_llm: FakeLLM, status: int) -> None:
+    fake_llm.script(Reply(status=status, error_message=f"Incorrect API key provided: {KEY}"))
+
+    error = await failure(provider, KEY)
+
+    assert error.kind == "auth"
+    assert "Incorrect API key provided" in str(error)
