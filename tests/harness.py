@@ -3,6 +3,7 @@ a recording adapter standing in for a chat platform."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import re
@@ -91,6 +92,41 @@ async def running_gateway(
         yield gateway
     finally:
         await gateway.stop(drain_seconds=5)
+
+
+class HeldAnswers:
+    """A model that keeps back its answers to the ``matching`` requests until
+    :meth:`release`: a turn the test holds in flight.
+
+    Use :meth:`respond` as the fake LLM's responder (or inside one, e.g. ``summarizing``);
+    :meth:`wait_held` returns once a matching request arrived."""
+
+    def __init__(
+        self,
+        answer: Callable[[Recorded], Reply] = lambda request: Reply("ok"),
+        matching: Callable[[Recorded], bool] = lambda request: True,
+    ) -> None:
+        self._answer = answer
+        self._matching = matching
+        self._held = asyncio.Event()
+        self._released = asyncio.Event()
+
+    async def respond(self, request: Recorded) -> Reply:
+        if self._matching(request) and not self._released.is_set():
+            self._held.set()
+            await self._released.wait()
+        return self._answer(request)
+
+    async def wait_held(self, within: float = CEILING) -> None:
+        await asyncio.wait_for(self._held.wait(), within)
+
+    def release(self) -> None:
+        self._released.set()
+
+
+async def turns_done(gateway: Gateway, within: float = CEILING) -> None:
+    """Wait until no turn is running: the gateway did all it was given so far."""
+    assert await gateway.lanes.wait_idle(within), f"turns still running after {within}s"
 
 
 def is_summary_request(request: Recorded) -> bool:

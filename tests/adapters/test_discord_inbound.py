@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from tests.adapters.discord_fixtures import fake_and_adapter
 from tests.fakes.discord_world import (
     ALICE,
@@ -227,7 +225,7 @@ async def test_messages_of_one_chat_keep_their_order_while_an_image_downloads() 
 
         [elsewhere] = await sink.wait_for(1)
         fake.release_attachment_downloads()
-        _, picture, caption = await asyncio.wait_for(sink.wait_for(3), 5)
+        _, picture, caption = await sink.wait_for(3)
 
     assert elsewhere.text == "meanwhile elsewhere"
     assert (picture.text, caption.text) == ("picture", "caption for the picture")

@@ -97,7 +97,7 @@ async def test_a_store_that_keeps_failing_never_gets_its_update_confirmed(
     await telegram_server.wait_for(lambda: sink.calls >= 5)
     assert telegram_server.confirmed_offset <= 1, "a failed store write was acknowledged"
     assert sink.received == []
-    received = await sink.wait_for(2, within=5)  # space returns: stored in order, then confirmed
+    received = await sink.wait_for(2)  # space returns: stored in order, then confirmed
     assert [m.text for m in received] == ["written while the disk is full", "after it"]
     assert received[0].platform_message_id == str(first)
     await telegram_server.wait_for(lambda: telegram_server.confirmed_offset >= 3)
@@ -155,12 +155,10 @@ async def test_stalled_polling_is_rebuilt(telegram_server, sink, start_telegram,
     polls = len(telegram_server.method_calls("getUpdates"))
     telegram_server.pause_get_updates()  # the next long poll hangs, like a dead connection
     await telegram_server.wait_for(
-        lambda: len(telegram_server.method_calls("getUpdates")) >= polls + 2, within=3
+        lambda: len(telegram_server.method_calls("getUpdates")) >= polls + 2
     )
     hung = len(telegram_server.method_calls("getUpdates"))
-    await telegram_server.wait_for(
-        lambda: len(telegram_server.method_calls("getUpdates")) > hung, within=3
-    )
+    await telegram_server.wait_for(lambda: len(telegram_server.method_calls("getUpdates")) > hung)
     assert "rebuilding the polling loop" in caplog.text
     telegram_server.resume_get_updates()
     telegram_server.push_text(5, "still there?")

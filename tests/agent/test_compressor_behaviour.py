@@ -17,6 +17,7 @@ from tests.agent.scripted_summarizer import (
     make_engine,
     tool_round,
 )
+from tests.waiting import CEILING
 
 
 def chatter(start: int, exchanges: int, chars: int = 1_500) -> list[dict]:
@@ -160,7 +161,7 @@ async def test_compress_never_runs_twice_at_once():
     engine.main = main
     messages = conversation(150, chars=1_500)
     first = asyncio.create_task(engine.compress(messages))
-    await asyncio.wait_for(main.started.wait(), 1)
+    await asyncio.wait_for(main.started.wait(), CEILING)
     second = await engine.compress(messages)
     assert (second.commit_status, second.failure_class) == ("skipped", "skipped:in_progress")
     main.release.set()

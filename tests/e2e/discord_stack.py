@@ -2,10 +2,11 @@
 adapter -> the real gateway (router, store, lanes, turn runner, agent) -> the fake model.
 
 :func:`running_stack` builds the adapter from the config the way the CLI does
-(:func:`gateway.platforms.discord_adapter`), only with a short ``guild_ready_timeout`` so
-READY comes at once (and no 5 s wait before identifying again after op 9), and lets it
-catch up from the gateway's store (:func:`gateway.platforms.catch_up_from_store`). The test fails when discord.py, the adapter, the gateway or the agent
-logged an error, or when the bot token shows up in any log record.
+(:func:`gateway.build.discord_adapter`), only with a short ``guild_ready_timeout`` so
+READY comes at once (and no 5 s wait before identifying again after op 9); the gateway
+lets it catch up from its store (:func:`gateway.build.catch_up_from_store`). The test
+fails when discord.py, the adapter, the gateway or the agent logged an error, or when the
+bot token shows up in any log record.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from adapters.discord_adapter import DiscordAdapter
 from gateway.app import Gateway
-from gateway.build import catch_up_from_store, discord_adapter
+from gateway.build import discord_adapter
 from tests import db
 from tests.adapters.discord_fixtures import TOKEN, LogCapture, watching_logs
 from tests.fakes import discord_world as world
@@ -66,11 +67,13 @@ class Stack:
     async def rows(self, session_key: str) -> list[tuple[str, str]]:
         """(role, text) of the conversation rows stored under ``session_key`` (archived ones
         included; the system prompt left out)."""
-        rows = [row.message for _, row in await self.gateway.store.export_rows(session_key)]
+        rows = [
+            row.message for _, row in await self.gateway.store.operator.export_rows(session_key)
+        ]
         return [(m["role"], str(m.get("content") or "")) for m in rows if m["role"] != "system"]
 
     async def session_keys(self) -> set[str]:
-        return {s.session_key for s in await self.gateway.store.list_sessions()}
+        return {s.session_key for s in await self.gateway.store.operator.list_sessions()}
 
 
 def discord_section(**overrides: Any) -> dict[str, Any]:
@@ -111,8 +114,7 @@ async def running_gateway_on(
     """
     platforms = {"discord": discord_section(**discord)}
     config = make_config(data_dir, llm, platforms=platforms, **(sections or {}))
-    gateway = Gateway(config, [fast_adapter(config)])
-    catch_up_from_store(gateway.adapters.values(), gateway.store, config)
+    gateway = Gateway(config, [fast_adapter(config)])  # it catches up from its store
     stack = Stack(fake, gateway, llm)
     gateway.events.subscribe(["message:received"], stack.on_received, name="e2e")
     await gateway.start()

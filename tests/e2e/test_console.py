@@ -233,10 +233,12 @@ async def damage(data_dir: Path, how: str) -> None:
         return
     async with SQLiteStore(path) as store:
         origin = SessionOrigin("console:local", "console", "local")
-        session = await store.start_session(origin, "m", NewMessage({"role": "system"}, 1))
+        session = await store.conversation.start_session(
+            origin, "m", NewMessage({"role": "system"}, 1)
+        )
         for n in range(300):
             row = NewMessage({"role": "user", "content": f"message {n} " * 40}, 100)
-            await store.commit_turn(session.id, [row])
+            await store.conversation.commit_turn(session.id, [row])
     os.truncate(path, path.stat().st_size // 3)
 
 

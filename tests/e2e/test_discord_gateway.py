@@ -32,6 +32,7 @@ from tests.fakes.discord_world import (
     THREAD_ID,
 )
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
+from tests.harness import turns_done
 
 ALICE_DM = f"discord:dm:{ALICE['id']}"
 MENTION = f"<@{BOT_ID}>"
@@ -165,7 +166,7 @@ async def test_a_5000_char_model_reply_is_split_balanced_and_never_pings(
     async with running_stack(tmp_path, fake_llm) as stack:
         question = await stack.fake.dispatch_message(DM_CHANNEL_ID, "show me the code")
         await stack.fake.wait_for_sent(3)
-        await stack.gateway.lanes.wait_idle(5)
+        await turns_done(stack.gateway)
         stored = await stack.rows(ALICE_DM)
 
     parts = [s.content for s in stack.fake.sent]
@@ -227,7 +228,7 @@ async def test_an_unknown_user_is_refused_in_a_dm_with_their_id(
     async with running_stack(tmp_path, fake_llm, allowed_users=["42"]) as stack:
         question = await stack.fake.dispatch_message(DM_CHANNEL_ID, "let me in")
         [refusal] = await stack.fake.wait_for_sent(1)
-        await stack.gateway.lanes.wait_idle(5)
+        await turns_done(stack.gateway)
         keys = await stack.session_keys()
 
     assert ALICE["id"] in refusal.content and "allowed_users" in refusal.content
@@ -257,7 +258,7 @@ async def test_unknown_channels_are_silent_and_an_allowed_role_is_answered(
             roles=[night_owls],
         )  # fmt: skip
         [reply] = await fake.wait_for_sent(1)
-        await stack.gateway.lanes.wait_idle(5)
+        await turns_done(stack.gateway)
         rows = await stack.rows(f"discord:{FREE_CHANNEL_ID}")
 
     assert reference_of(reply.payload) == int(question["id"])

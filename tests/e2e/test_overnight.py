@@ -12,7 +12,7 @@ import pytest
 
 from tests import db
 from tests.fakes.llm_server import FakeLLM
-from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing
+from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing, turns_done
 
 WINDOW = 8_192
 
@@ -63,8 +63,8 @@ async def test_an_overnight_group_stays_inside_the_window_and_loses_nothing(
             question = f"question {turn}?"
             said.append(question)
             await adapter.say(question, chat_id="-42", chat_type="group", user_name="Bob")
-            await adapter.wait_sent(turn + 1, within=20)
-        await gateway.lanes.wait_idle(10)
+            await adapter.wait_sent(turn + 1)
+        await turns_done(gateway)
         await gateway.events.drain()
 
     # No request ever asked for more than the window holds.

@@ -4,7 +4,6 @@ here each test follows a user's message through router, store, lane, agent and b
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import itertools
 import logging
@@ -27,8 +26,9 @@ from tests.e2e.telegram_helpers import (
     user_texts,
     visible,
 )
-from tests.fakes.llm_server import FakeLLM, Recorded, Reply
+from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.telegram_server import FakeTelegram
+from tests.harness import HeldAnswers, turns_done
 
 # PTB warns about its own RetryAfter.retry_after type when it builds the exception.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -70,7 +70,7 @@ async def test_group_chatter_is_observed_and_a_mention_answers_with_it(
         telegram.push_text(GROUP, "the deploy is at 5", user=BOB, chat_type="supergroup")
         chatter = last_update_id(telegram)
         await telegram.wait_for(lambda: telegram.confirmed_offset > chatter)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
         assert session_rows(config, f"telegram:{GROUP}") == [("user", "Bob: the deploy is at 5", 1)]
         assert telegram.sent == [] and fake_llm.requests == []
 
@@ -147,7 +147,7 @@ async def test_a_crash_after_storing_is_answered_exactly_once_after_restart(
     async with telegram_gateway(config) as gateway:
         [reply] = await telegram.wait_sent(1)
         await telegram.wait_for(lambda: not telegram.pending)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
     assert visible(reply.text) == "yes, here"
     assert reply.reply_to_message_id == asked["message_id"]
     assert len(telegram.sent) == 1 and fake_llm.request_count == 2
@@ -192,7 +192,7 @@ async def test_a_ten_thousand_char_reply_is_split_with_balanced_code_fences(
     async with telegram_gateway(config) as gateway:
         asked = telegram.push_text(42, "plan please")
         await telegram.wait_sent(1)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
     sent = telegram.sent
     assert 3 <= len(sent) <= 4 and all(s.method == "sendMessage" for s in sent)
     for message in sent:
@@ -229,7 +229,7 @@ async def test_flood_control_on_the_reply_is_waited_out_and_delivered_once(
     async with telegram_gateway(config) as gateway:
         telegram.push_text(42, "busy day")
         await telegram.wait_sent(1)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
     assert [visible(s.text) for s in telegram.sent] == ["echo: busy day"]
     first, second = [r for r in telegram.requests if r.method == "sendMessage"]
     assert second.at - first.at >= 0.2
@@ -238,19 +238,14 @@ async def test_flood_control_on_the_reply_is_waited_out_and_delivered_once(
 async def test_typing_runs_during_the_turn_and_stops_when_the_provider_fails(
     tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
 ) -> None:
-    release = asyncio.Event()
-
-    async def slow_then_rejected(request: Recorded) -> Reply:
-        await release.wait()
-        return Reply(status=401)
-
-    fake_llm.responder = slow_then_rejected
+    turn = HeldAnswers(lambda request: Reply(status=401))  # slow, then rejected
+    fake_llm.responder = turn.respond
     config = telegram_config(tmp_path, fake_llm, telegram)
     async with telegram_gateway(config):
         telegram.push_text(42, "think about it")
         await telegram.wait_for(lambda: len(telegram.chat_actions) >= 3)
         assert telegram.sent == []
-        release.set()
+        turn.release()
         [notice] = await telegram.wait_sent(1)
         typed = len(telegram.chat_actions)
         with pytest.raises(TimeoutError):  # no refresh in six typing intervals
@@ -310,7 +305,7 @@ async def test_streamed_reply_is_one_message_edited_in_place(
     async with telegram_gateway(config) as gateway:
         asked = telegram.push_text(42, "stream it")
         await telegram.wait_for(lambda: any(e.parse_mode == "HTML" for e in telegram.edits))
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
     [first] = telegram.sent
     assert first.reply_to_message_id == asked["message_id"] and first.parse_mode is None
     assert (telegram.edits[-1].parse_mode, telegram.edits[-1].text) == (
@@ -330,13 +325,13 @@ async def test_a_reply_telegram_refused_is_delivered_after_a_restart(
     async with telegram_gateway(config) as gateway:
         telegram.push_text(42, "still there?")
         await telegram.wait_for(lambda: len(telegram.method_calls("sendMessage")) == 5)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
     assert telegram.sent == []
     assert "failed" in caplog.text and "42" in caplog.text
     assert telegram.token not in caplog.text
     async with telegram_gateway(config) as gateway:
         [reply] = await telegram.wait_sent(1)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
     assert (reply.chat_id, visible(reply.text)) == (42, "echo: still there?")
     assert fake_llm.request_count == 1  # the stored reply, not a second turn
 
@@ -349,10 +344,10 @@ async def test_a_reply_lost_to_an_outage_arrives_without_a_restart(
     async with telegram_gateway(config) as gateway:
         telegram.push_text(42, "first")
         await telegram.wait_for(lambda: len(telegram.method_calls("sendMessage")) == 5)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
         telegram.push_text(42, "second")  # Telegram is back
         await telegram.wait_sent(1)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
     # The model saw its first answer as said; the user must see it too, in order.
     assert [visible(s.text) for s in telegram.sent] == ["echo: first", "echo: second"]
 
@@ -398,7 +393,7 @@ async def test_flood_control_on_a_command_answer_does_not_hold_up_other_chats(
         telegram.fail_next("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=0.5)
         push_command(telegram, 42, "/status")
         telegram.push_text(43, "hello", user=BOB)
-        await telegram.wait_sent(2, within=5)
-        await gateway.lanes.wait_idle(5)
+        await telegram.wait_sent(2)
+        await turns_done(gateway)
     # Bob's chat is not the one Telegram slowed down: his answer need not wait for Ann's.
     assert [s.chat_id for s in telegram.sent] == [43, 42]

@@ -21,10 +21,10 @@ def row(role: str, content: str) -> NewMessage:
 async def fill(database: Path) -> None:
     """Two chats: Ada's (compacted once: archived rows + a summary) and Bob's (short)."""
     async with SQLiteStore(database) as store:
-        ada = await store.start_session(
+        ada = await store.conversation.start_session(
             SessionOrigin("telegram:100", "telegram", "100"), "m", row("system", "be kind")
         )
-        await store.commit_turn(
+        await store.conversation.commit_turn(
             ada.id,
             [
                 row("user", "my passport number is X1234567"),
@@ -33,15 +33,17 @@ async def fill(database: Path) -> None:
                 row("assistant", "have a good trip"),
             ],
         )
-        kept = await store.load_active(ada.id)
-        await store.archive_and_compact(
+        kept = await store.conversation.load_active(ada.id)
+        await store.conversation.archive_and_compact(
             ada.id, Compaction([kept[0].id, row("user", SUMMARY), row("assistant", "ok")])
         )
-        bob = await store.start_session(
+        bob = await store.conversation.start_session(
             SessionOrigin("discord:200", "discord", "200"), "m", row("system", "be kind")
         )
-        await store.commit_turn(bob.id, [row("user", "bob's own note"), row("assistant", "ok")])
-        await store.enqueue(
+        await store.conversation.commit_turn(
+            bob.id, [row("user", "bob's own note"), row("assistant", "ok")]
+        )
+        await store.conversation.enqueue(
             InboxEntry(
                 session_key="telegram:100",
                 platform="telegram",
@@ -198,10 +200,10 @@ async def test_forget_asks_first_and_keeps_everything_without_the_key(tmp_path: 
     assert "Nothing erased." in out.getvalue()
     assert asked == ["Type telegram:100 to confirm: "]
     async with SQLiteStore(config.database_path) as store:
-        assert len(await store.export_rows("telegram:100")) == 7
+        assert len(await store.operator.export_rows("telegram:100")) == 7
     assert await run_sessions_command(config, args, out=out, confirm=answer("telegram:100")) == 0
     async with SQLiteStore(config.database_path) as store:
-        assert await store.export_rows("telegram:100") == []
+        assert await store.operator.export_rows("telegram:100") == []
 
 
 def test_unknown_keys_and_no_database_are_explained(
@@ -220,17 +222,17 @@ def test_unknown_keys_and_no_database_are_explained(
 
 async def test_a_session_forgotten_while_the_gateway_runs_starts_fresh(tmp_path, fake_llm) -> None:
     from gateway.store import SQLiteStore
-    from tests.harness import RecordingAdapter, make_config, running_gateway
+    from tests.harness import RecordingAdapter, make_config, running_gateway, turns_done
 
     adapter = RecordingAdapter()
     config = make_config(tmp_path, fake_llm)
     async with running_gateway(config, adapter) as gateway:
         await adapter.say("remember me")
         await adapter.wait_sent(1)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
         other = await SQLiteStore(config.database_path).open("shared")  # `sessions forget`
         try:
-            assert await other.forget("console:t") > 0
+            assert await other.operator.forget("console:t") > 0
         finally:
             await other.close()
         await adapter.say("hello again")

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.events import EventBus
 from tests.fakes.llm_server import FakeLLM
-from tests.harness import RecordingAdapter, make_config, running_gateway
+from tests.harness import RecordingAdapter, make_config, running_gateway, turns_done
 from tests.waiting import CEILING
 
 HOOKS = """
@@ -64,7 +64,7 @@ async def test_hooks_that_raise_or_hang_do_not_hold_up_turns(
         await adapter.say("first")
         await adapter.say("/status")
         await adapter.wait_sent(2)
-        assert await gateway.lanes.wait_idle(CEILING)
+        await turns_done(gateway)
         await adapter.say("second")
         await adapter.wait_sent(3)
         assert hooks.stuck.is_set() and not hooks.unstick.is_set()  # answered meanwhile

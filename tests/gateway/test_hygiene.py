@@ -13,6 +13,7 @@ from tests.harness import (
     make_config,
     running_gateway,
     summarizing,
+    turns_done,
 )
 
 GROUP = {"chat_id": "-7", "chat_type": "group", "user_name": "Ann"}
@@ -42,7 +43,7 @@ async def test_the_token_source_follows_what_is_known(tmp_path: Path, fake_llm: 
         await adapter.wait_sent(1)
         assert "provider count)" in await status(adapter)  # (a) nothing appended since
         await adapter.say("overnight chatter", addressed=False, **GROUP)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
         assert "provider count + estimate of newer messages" in await status(adapter)  # (b)
     restarted = RecordingAdapter("telegram")
     async with running_gateway(config, restarted):
@@ -66,7 +67,7 @@ async def test_a_night_of_chatter_is_compressed_before_the_agent_runs(
         await adapter.wait_sent(1)
         for i in range(70):  # ~7,000 tokens arrive while nobody talks to the bot
             await adapter.say(f"note {i} " + "n" * 400, addressed=False, **GROUP)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
         await adapter.say("good morning, what happened?", **GROUP)
         await adapter.wait_sent(2)
     summaries = [r for r in fake_llm.requests if is_summary_request(r)]
@@ -92,7 +93,7 @@ async def test_the_message_valve_compresses_regardless_of_tokens(
     async with running_gateway(config, adapter) as gateway:
         for i in range(29):
             await adapter.say(f"small {i} " + "s" * 200, addressed=False, **GROUP)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
         await adapter.say("now?", **GROUP)  # 1 system + 29 + this one = 31 >= 30
         await adapter.wait_sent(1)
     assert any(is_summary_request(r) for r in fake_llm.requests)
@@ -127,7 +128,7 @@ async def test_a_failing_summary_changes_nothing_tells_once_and_compress_retries
     async with running_gateway(config_for(tmp_path, fake_llm, window=16_384), adapter) as gateway:
         for i in range(40):
             await adapter.say(f"note {i} " + "n" * 1_500, addressed=False, **GROUP)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
         before = db.stored_messages(tmp_path)
         await adapter.say("morning!", **GROUP)
         await adapter.wait_sent(2)
@@ -145,4 +146,4 @@ async def test_a_failing_summary_changes_nothing_tells_once_and_compress_retries
         await adapter.wait_sent(5)
         assert adapter.texts()[-1].startswith("Compressed: ")  # the cooldown did not block it
         assert "Cooldown: none" in await status(adapter)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)

@@ -13,12 +13,15 @@ from gateway.store import NewMessage, SessionOrigin, SQLiteStore
 from tests import db
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.harness import (
+    HeldAnswers,
     RecordingAdapter,
     is_summary_request,
     make_config,
     running_gateway,
     summarizing,
+    turns_done,
 )
+from tests.waiting import CEILING
 
 SMALL = {"context_length": 16_000, "max_output_tokens": 1_000}
 
@@ -26,27 +29,20 @@ SMALL = {"context_length": 16_000, "max_output_tokens": 1_000}
 async def test_messages_queued_during_a_turn_survive_the_compaction_that_absorbs_them(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    release, blocked = asyncio.Event(), asyncio.Event()
-
-    async def answer(request: Recorded) -> Reply:
-        if "BLOCK" in request.last_user_text:
-            blocked.set()
-            await release.wait()
-        return Reply("ok")
-
-    fake_llm.responder = summarizing(answer)
+    blocking = HeldAnswers(matching=lambda request: "BLOCK" in request.last_user_text)
+    fake_llm.responder = summarizing(blocking.respond)
     adapter = RecordingAdapter()
     async with running_gateway(make_config(tmp_path, fake_llm, model=SMALL), adapter) as gateway:
         for i in range(6):
             await adapter.say(f"fact: early {i}\n" + "e" * 3_000)
             await adapter.wait_sent(i + 1)
         await adapter.say("BLOCK please")
-        await asyncio.wait_for(blocked.wait(), 5)
+        await blocking.wait_held()
         for i in range(12):  # these wait in the inbox; hygiene will summarize them
             await adapter.say(f"fact: queued {i}\n" + "q" * 3_000 + f" MARKER{i:02d}")
-        release.set()
-        await adapter.wait_sent(8, within=10)
-        await gateway.lanes.wait_idle(5)
+        blocking.release()
+        await adapter.wait_sent(8)
+        await turns_done(gateway)
     assert any(is_summary_request(r) for r in fake_llm.requests)
     for i in range(12):  # every one kept in full, in the archive if not in the context
         assert (
@@ -69,7 +65,7 @@ async def test_a_huge_paste_is_stored_whole_and_answered_with_room_to_reply(
             await adapter.say(f"hello {i}")
             await adapter.wait_sent(i + 1)
         await adapter.say(paste)
-        await adapter.wait_sent(4, within=10)
+        await adapter.wait_sent(4)
     assert db.value(
         tmp_path, "SELECT max(length(content)) FROM messages WHERE role = 'user'"
     ) == len(paste)
@@ -98,7 +94,7 @@ async def test_a_stop_right_after_compaction_still_answers_after_restart(
         await adapter.say(f"fact: early {i}\n" + "e" * 3_000)
         await adapter.wait_sent(i + 1)
     await adapter.say("LAST question " + "z" * 16_000)  # hygiene compacts, then the call hangs
-    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(started.wait(), CEILING)
     await gateway.stop(drain_seconds=0.2)
 
     restarted = RecordingAdapter()
@@ -113,24 +109,17 @@ async def test_a_stop_right_after_compaction_still_answers_after_restart(
 async def test_new_during_a_turn_takes_effect_after_the_reply(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    release, blocked = asyncio.Event(), asyncio.Event()
-
-    async def answer(request: Recorded) -> Reply:
-        if "slow" in request.last_user_text:
-            blocked.set()
-            await release.wait()
-        return Reply("ok")
-
-    fake_llm.responder = answer
+    slow = HeldAnswers(matching=lambda request: "slow" in request.last_user_text)
+    fake_llm.responder = slow.respond
     adapter = RecordingAdapter()
     config = make_config(tmp_path, fake_llm, compression={"in_place": False})
     async with running_gateway(config, adapter) as gateway:
         await adapter.say("fact: before the reset")
         await adapter.wait_sent(1)
         await adapter.say("slow one")
-        await asyncio.wait_for(blocked.wait(), 5)
+        await slow.wait_held()
         await adapter.say("/new")
-        release.set()
+        slow.release()
         await adapter.wait_sent(3)
         assert adapter.texts()[1:] == [
             "ok",
@@ -138,7 +127,7 @@ async def test_new_during_a_turn_takes_effect_after_the_reply(
         ]
         await adapter.say("what do you remember?")
         await adapter.wait_sent(4)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
     assert "fact: before the reset" not in fake_llm.requests[-1].all_text
     assert db.session_ends(tmp_path) == ["reset", None]
 
@@ -146,18 +135,22 @@ async def test_new_during_a_turn_takes_effect_after_the_reply(
 async def test_a_cancel_while_a_write_begins_does_not_jam_the_store(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "state.db") as store:
         origin = SessionOrigin("console:t", "console", "t")
-        session = await store.start_session(
+        session = await store.conversation.start_session(
             origin, "m", NewMessage({"role": "system", "content": "s"}, 1)
         )
         for _ in range(20):  # cancel at every early point a write can be at
             task = asyncio.create_task(
-                store.commit_turn(session.id, [NewMessage({"role": "user", "content": "x"}, 1)])
+                store.conversation.commit_turn(
+                    session.id, [NewMessage({"role": "user", "content": "x"}, 1)]
+                )
             )
             await asyncio.sleep(0)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        await store.commit_turn(session.id, [NewMessage({"role": "user", "content": "after"}, 1)])
-        contents = [m.message["content"] for m in await store.load_active(session.id)]
+        await store.conversation.commit_turn(
+            session.id, [NewMessage({"role": "user", "content": "after"}, 1)]
+        )
+        contents = [m.message["content"] for m in await store.conversation.load_active(session.id)]
     assert contents[-1] == "after"
 
 
@@ -180,7 +173,7 @@ async def test_a_redelivered_reply_threads_to_its_own_question(
         await adapter.wait_sent(1)
         adapter.failing = True
         await adapter.say("second", platform_message_id="200")
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
         adapter.failing = False
         await gateway.runner.redeliver_pending("telegram:t")
     assert [(m.text, m.reply_to_message_id) for m in adapter.sent] == [

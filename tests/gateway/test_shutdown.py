@@ -19,7 +19,8 @@ import pytest
 
 from tests import db
 from tests.child_process import Spawn, clean_env, write_config
-from tests.fakes.llm_server import FakeLLM, Recorded, Reply
+from tests.fakes.llm_server import FakeLLM, Reply
+from tests.harness import HeldAnswers
 from tests.waiting import CEILING
 
 #: A shutdown bound far beyond any wait of these tests: an exit within one wait shows
@@ -55,18 +56,6 @@ async def notify_socket() -> AsyncIterator[NotifySocket]:
     sock.close()
 
 
-def gated(llm: FakeLLM) -> asyncio.Event:
-    """The model answers only once the returned event is set."""
-    release = asyncio.Event()
-
-    async def respond(request: Recorded) -> Reply:
-        await release.wait()
-        return Reply(f"answer to: {request.last_user_text}")
-
-    llm.responder = respond
-    return release
-
-
 def stored(config: Path) -> tuple[list[tuple[str, str, int]], int]:
     """(role, content, pending_delivery) of every message row, and the inbox size."""
     data = config.parent / "data"
@@ -77,7 +66,8 @@ def stored(config: Path) -> tuple[list[tuple[str, str, int]], int]:
 async def test_sigterm_during_a_turn_finishes_the_reply_and_exits_0(
     tmp_path: Path, fake_llm: FakeLLM, notify_socket: NotifySocket, spawn: Spawn
 ) -> None:
-    release = gated(fake_llm)
+    turn = HeldAnswers(lambda request: Reply(f"answer to: {request.last_user_text}"))
+    fake_llm.responder = turn.respond
     config = write_config(tmp_path, fake_llm)
     env = clean_env(NOTIFY_SOCKET=notify_socket.name, WATCHDOG_USEC="200000")
     owl = await spawn("run", "-c", str(config), *BOUND_NEVER_REACHED, cwd=tmp_path, env=env)
@@ -89,7 +79,7 @@ async def test_sigterm_during_a_turn_finishes_the_reply_and_exits_0(
     owl.signal(signal.SIGTERM)
     await owl.err.expect("shutting down")
     await notify_socket.wait_for("STOPPING=1")
-    release.set()
+    turn.release()
 
     assert "owl ›" not in await owl.out.expect("owl › answer to: are you there?\n")
     # The exit follows the reply, not the shutdown bound (far beyond this wait).

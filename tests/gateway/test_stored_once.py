@@ -25,9 +25,11 @@ async def test_forty_turns_of_compactions_store_each_message_once(
         for i in range(40):
             await adapter.say(f"marker{i:02d} pelican " + "p" * 700)
             await adapter.wait_sent(i + 1)
-        session_id = (await gateway.store.current_session("console:t")).id
-        hits = await gateway.store.search(session_id, "pelican", 10)
-        compressions = (await gateway.store.current_session("console:t")).compression_count
+        session_id = (await gateway.store.conversation.current_session("console:t")).id
+        hits = await gateway.store.conversation.search(session_id, "pelican", 10)
+        compressions = (
+            await gateway.store.conversation.current_session("console:t")
+        ).compression_count
 
     assert compressions >= 4
     user_rows = db.rows(
@@ -89,8 +91,8 @@ async def test_upgrading_removes_the_copies_older_versions_wrote(tmp_path: Path)
     path = tmp_path / "state.db"
     old_database(path)
     async with SQLiteStore(path) as store:
-        active = [m.message["content"] for m in await store.load_active("s")]
-        hits = await store.search("s", "m5 m6", 10)
+        active = [m.message["content"] for m in await store.conversation.load_active("s")]
+        hits = await store.conversation.search("s", "m5 m6", 10)
     assert active == ["sys\n\n[note]", "[CONTEXT COMPACTION] second", "m5", "m6", "m7"]
     stored = db.rows(path, "SELECT content, created_at FROM messages ORDER BY id")
     originals = Counter(content for content, _ in stored if content.startswith("m"))

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from tests import db
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
-from tests.harness import RecordingAdapter, make_config, running_gateway
+from tests.harness import HeldAnswers, RecordingAdapter, make_config, running_gateway, turns_done
+from tests.waiting import CEILING
 
 
 def user_texts(request: Recorded) -> list[str]:
@@ -22,7 +23,7 @@ async def test_a_conversation_keeps_its_history(tmp_path: Path, fake_llm: FakeLL
         await adapter.wait_sent(1)
         await adapter.say("What is my name?")
         assert await adapter.wait_sent(2) == ["Nice to meet you, Ada.", "You are Ada."]
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
     second = fake_llm.requests[-1]
     assert user_texts(second) == ["My name is Ada.", "What is my name?"]
     assert [m["role"] for m in second.messages] == ["system", "user", "assistant", "user"]
@@ -45,14 +46,11 @@ async def test_a_restart_continues_the_same_conversation(tmp_path: Path, fake_ll
 async def test_a_message_sent_during_a_turn_is_answered_after_it_in_order(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    release = asyncio.Event()
-
-    async def slow_first(request: Recorded) -> Reply:
-        if len(fake_llm.requests) == 1:
-            await release.wait()
-        return Reply(f"answer to: {' + '.join(user_texts(request)[-2:])}")
-
-    fake_llm.responder = slow_first
+    first = HeldAnswers(
+        lambda request: Reply(f"answer to: {' + '.join(user_texts(request)[-2:])}"),
+        matching=lambda request: len(fake_llm.requests) == 1,
+    )
+    fake_llm.responder = first.respond
     adapter = RecordingAdapter()
     async with running_gateway(make_config(tmp_path, fake_llm), adapter) as gateway:
         await adapter.say("first")
@@ -61,9 +59,9 @@ async def test_a_message_sent_during_a_turn_is_answered_after_it_in_order(
         await adapter.say("third")
         assert gateway.lanes.busy("console:t")
         assert adapter.sent == []
-        release.set()
+        first.release()
         texts = await adapter.wait_sent(2)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
     assert texts[0] == "answer to: first"
     # The two queued messages became one turn, in arrival order, after the first reply.
     assert texts[1] == "answer to: second + third"
@@ -78,7 +76,7 @@ async def test_sessions_run_concurrently(tmp_path: Path, fake_llm: FakeLLM) -> N
         waiting.add(user_texts(request)[-1])
         if len(waiting) == 2:
             both_waiting.set()
-        await asyncio.wait_for(both_waiting.wait(), 5)  # only passes if both run at once
+        await asyncio.wait_for(both_waiting.wait(), CEILING)  # only if both run at once
         return Reply("done " + user_texts(request)[-1])
 
     fake_llm.responder = rendezvous
@@ -136,7 +134,7 @@ async def test_a_megabyte_message_gets_an_answer(tmp_path: Path, fake_llm: FakeL
     async with running_gateway(make_config(tmp_path, fake_llm), adapter) as gateway:
         await adapter.say("log line\n" * 110_000)
         (reply,) = await adapter.wait_sent(1)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
     assert reply.startswith("echo: log line")  # an answer, not "cannot compress"
     sent = fake_llm.requests[-1]
     assert sent.prompt_tokens + sent.max_tokens <= 32_768
@@ -148,13 +146,8 @@ async def test_a_megabyte_message_gets_an_answer(tmp_path: Path, fake_llm: FakeL
 async def test_commands_answer_at_once_even_during_a_turn(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    release = asyncio.Event()
-
-    async def slow(request: Recorded) -> Reply:
-        await release.wait()
-        return Reply("finally")
-
-    fake_llm.responder = slow
+    turn = HeldAnswers(lambda request: Reply("finally"))
+    fake_llm.responder = turn.respond
     adapter = RecordingAdapter()
     async with running_gateway(make_config(tmp_path, fake_llm), adapter):
         await adapter.say("think hard")
@@ -164,7 +157,7 @@ async def test_commands_answer_at_once_even_during_a_turn(
         assert "Model: fake-model" in status and "being written" in status
         await adapter.say("/help")
         await adapter.wait_sent(2)
-        release.set()
+        turn.release()
         await adapter.wait_sent(3)
     assert adapter.texts()[2] == "finally"
 
@@ -205,7 +198,7 @@ async def test_redelivered_messages_are_answered_once(tmp_path: Path, fake_llm: 
         for _ in range(3):
             await adapter.say("once", user_id="1", chat_id="1", dedupe_key="telegram:77")
         await adapter.wait_sent(1)
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
     assert len(adapter.sent) == 1 and len(fake_llm.requests) == 1
 
 
@@ -219,7 +212,7 @@ async def test_group_chatter_is_stored_one_row_per_message(
             await adapter.say(
                 f"chatter {i}", chat_id="-5", chat_type="group", user_name=name, addressed=False
             )
-        await gateway.lanes.wait_idle(5)
+        await turns_done(gateway)
         assert fake_llm.requests == []  # observed only: no turn, no reply
         await adapter.say("what did Bob say?", chat_id="-5", chat_type="group", user_name="Cy")
         await adapter.wait_sent(1)

@@ -19,7 +19,13 @@ from hypothesis import strategies as st
 from agent.window import Window
 from tests import db
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
-from tests.harness import RecordingAdapter, is_summary_request, make_config, running_gateway
+from tests.harness import (
+    RecordingAdapter,
+    is_summary_request,
+    make_config,
+    running_gateway,
+    turns_done,
+)
 
 GROUP = {"chat_id": "-7", "chat_type": "group", "user_name": "Ann"}
 #: Row sizes in characters, from one character to a megabyte.
@@ -70,7 +76,7 @@ async def run_example(
             for i, ((_, addressed), text) in enumerate(zip(messages, texts, strict=True)):
                 before = len(llm.requests)
                 await adapter.say(text, addressed=addressed, **GROUP)
-                assert await gateway.lanes.wait_idle(30)
+                await turns_done(gateway)
                 answers = [r for r in llm.requests[before:] if not is_summary_request(r)]
                 if addressed:
                     assert answers, f"message {i} got no turn"

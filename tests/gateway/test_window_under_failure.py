@@ -34,9 +34,9 @@ async def chat(adapter: RecordingAdapter, turns: int) -> None:
     for i in range(turns):
         count = len(adapter.sent)
         await adapter.say(turn_text(i))
-        await adapter.wait_sent(count + 1, within=10)
+        await adapter.wait_sent(count + 1)
         while not adapter.sent[-1].text.startswith(("echo:", "ok")):
-            await adapter.wait_sent(len(adapter.sent) + 1, within=10)  # a notice came first
+            await adapter.wait_sent(len(adapter.sent) + 1)  # a notice came first
 
 
 def active_summary(tmp_path: Path) -> str:
