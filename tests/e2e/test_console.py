@@ -25,6 +25,7 @@ from tests.child_process import (
     write_config,
 )
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
+from tests.harness import HeldAnswers
 
 
 def users(request: Recorded) -> list[str]:
@@ -334,15 +335,21 @@ async def test_a_slow_model_shows_waiting_once(
     tmp_path: Path, fake_llm: FakeLLM, spawn: Spawn
 ) -> None:
     config = str(write_config(tmp_path, fake_llm))
-    fake_llm.script(Reply("at last", delay=3.0))
+    slow = HeldAnswers(
+        lambda request: Reply("at last" if "slow" in request.last_user_text else "quick"),
+        matching=lambda request: "slow" in request.last_user_text,
+    )
+    fake_llm.responder = slow.respond
     chat = await spawn("chat", "-c", config, cwd=tmp_path, terminal=True)
     await chat.out.expect("you › ")
     await chat.say("are you slow?")
-    await chat.out.expect("(waiting for the model…)")
+    await chat.out.expect("(waiting for the model…)")  # the answer is held until it shows
+    slow.release()
     await chat.out.expect("owl › at last")
     await chat.say("and now?")
-    await chat.out.expect("owl › echo: and now?")
+    await chat.out.expect("owl › quick")
     assert await chat.end() == 0
+    # Only the slow reply had it: a quick one (well under the 2 s notice delay) has not.
     assert chat.out.text.count("waiting for the model") == 1
 
 
