@@ -1,5 +1,6 @@
 """What the OpenAI and the Anthropic provider do alike, each with its real SDK against
-the fake server: timeouts, a closed port, a failing callback, a reply without usage."""
+the fake server: timeouts, a closed port, a failing callback, a reply without usage, the
+failures that are "other"."""
 
 from __future__ import annotations
 
@@ -87,3 +88,32 @@ async def test_auth(provider: Provider, fake_llm: FakeLLM, status: int) -> None:
 
     assert error.kind == "auth"
     assert "Incorrect API key provided" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("provider", "reply", "stream", "detail"),
+    [
+        ("openai", Reply(status=500), False, ""),
+        ("openai", Reply(stream_error="server_error", error_message="upstream broke"), True, ""),
+        ("openai", Reply(status=502, raw_body="<html>Bad Gateway</html>"), False, ""),
+        ("openai", Reply(raw_body="{not json"), False, "json_decode"),
+        ("openai", Reply(raw_body='data: {"broken\n\n'), True, "json_decode"),
+        ("openai", Reply(raw_body='{"id": "x", "choices": []}'), False, "empty_response"),
+        ("openai", Reply("partial answer", truncate=True), True, "stream_closed"),
+        ("anthropic", Reply(status=500), False, ""),
+        ("anthropic", Reply(stream_error="api_error", error_message="Internal error"), True, ""),
+        ("anthropic", Reply("partial", truncate=True), True, "stream_closed"),
+        ("anthropic", Reply(raw_body="event: message_start\ndata: {oops\n\n"), True, "json_decode"),
+    ],
+    indirect=["provider"],
+)
+async def test_other_failures(
+    provider: Provider, fake_llm: FakeLLM, reply: Reply, stream: bool, detail: str
+) -> None:
+    """What no other kind fits (a 500, a broken stream, an unreadable body) is "other",
+    with a detail where one helps."""
+    fake_llm.script(reply)
+
+    error = await failure(provider, KEY, stream=stream)
+
+    assert (error.kind, error.detail) == ("other", detail)

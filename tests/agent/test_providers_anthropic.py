@@ -240,22 +240,3 @@ async def test_overloaded_mid_stream(provider: Provider, fake_llm: FakeLLM) -> N
 
     assert caught.value.kind == "overloaded"
     assert deltas.pieces  # the failure came after text had started flowing
-
-
-@pytest.mark.parametrize(
-    ("reply", "stream", "detail"),
-    [
-        (Reply(status=500), False, ""),
-        (Reply(stream_error="api_error", error_message="Internal error"), True, ""),
-        (Reply("partial", truncate=True), True, "stream_closed"),
-        (Reply(raw_body="event: message_start\ndata: {oops\n\n"), True, "json_decode"),
-    ],
-)
-async def test_other_failures(
-    provider: Provider, fake_llm: FakeLLM, reply: Reply, stream: bool, detail: str
-) -> None:
-    fake_llm.script(reply)
-
-    error = await failure(provider, KEY, stream=stream)
-
-    assert (error.kind, error.detail) == ("other", detail)
