@@ -1,10 +1,11 @@
 """The built-in context engine: summarize the middle of a conversation, keep both ends.
 
-``compress()`` runs four phases (SPEC C4-C7): clear old tool output, choose the head and
-the tail, ask the summary model for a structured hand-off summary of the middle, and
-assemble head + summary + tail. Failures of the summary call follow the table of C8 and
-pace themselves through a cooldown that the gateway persists on the session row (C9).
-The engine never writes anywhere: it returns the new list and the caller commits it.
+``compress()`` runs four phases (docs/design.md#tool-pruning to #assembly): clear old
+tool output, choose the head and the tail, ask the summary model for a structured
+hand-off summary of the middle, and assemble head + summary + tail. Failures of the
+summary call follow docs/design.md#failure-ladder and pace themselves through a cooldown
+the gateway persists on the session row (docs/design.md#cooldown). The engine never
+writes anywhere: it returns the new list and the caller commits it.
 
 Concurrency: one engine serves one session, and ``compress()`` never runs twice at once.
 A call that arrives while another is in flight does not wait: it returns at once with
@@ -30,7 +31,6 @@ from agent.compression.settings import (
     CompressionSettings,
     fallback_max_chars,
     resolve_model_threshold,
-    summary_token_budget,
     tail_token_budget,
 )
 from agent.compression.summarizer import (
@@ -42,7 +42,7 @@ from agent.compression.summarizer import (
     SummaryOutcome,
     record_abort,
 )
-from agent.compression.summary import SummaryFailure, SummaryRequest
+from agent.compression.summary import SummaryFailure, summary_request
 from agent.compression.telemetry import log_attempt
 from agent.context_engine import CommitStatus, CompressionResult, ContextEngine, FailureClass
 from agent.providers.base import Provider, Usage
@@ -52,17 +52,6 @@ from agent.window import Window, represented_tokens
 __all__ = ["CompressionSettings", "ContextCompressor", "resolve_model_threshold"]
 
 log = logging.getLogger(__name__)
-
-#: A ``/compress`` focus longer than this is cut: it steers the summary, it is not input.
-FOCUS_MAX_CHARS = 500
-
-
-def bound_focus(focus: str | None) -> str | None:
-    """The focus topic, stripped and at most :data:`FOCUS_MAX_CHARS` characters."""
-    focus = " ".join((focus or "").split())
-    if not focus:
-        return None
-    return focus if len(focus) <= FOCUS_MAX_CHARS else focus[: FOCUS_MAX_CHARS - 1] + "…"
 
 
 @dataclass
@@ -220,7 +209,7 @@ class ContextCompressor(ContextEngine):
             "last_abort_class": self._last_abort_class,
         }
 
-    def restore_state(self, state: Mapping[str, Any]) -> None:  # type: ignore[override]
+    def restore_state(self, state: Mapping[str, Any]) -> None:
         state = dict(state or {})
         try:
             self.compression_count = int(state.get("compression_count") or 0)
@@ -291,7 +280,14 @@ class ContextCompressor(ContextEngine):
         pruned, attempt.tool_results_pruned = boundaries.prune_old_tool_results(
             messages, plan.tail_start
         )
-        request = self._summary_request(pruned, tokens, plan, focus)
+        request = summary_request(
+            pruned,
+            tokens,
+            plan,
+            focus=focus,
+            context_length=self.context_length,
+            summarizer_window=self._summarizer_window(),
+        )
         if not request.turns:
             # Only the previous summary lies between head and tail: nothing new to write.
             return self._unchanged(attempt, "skipped", "nothing_new")
@@ -319,26 +315,6 @@ class ContextCompressor(ContextEngine):
         asks only then; the provider's last count is a floor for the estimate)."""
         size = max(attempt.tokens_before, self.last_prompt_tokens)
         return attempt.trigger_source == "gateway_hygiene" or size >= self.safety_tokens
-
-    def _summary_request(
-        self,
-        pruned: list[dict[str, Any]],
-        tokens: list[int],
-        plan: boundaries.Plan,
-        focus: str | None,
-    ) -> SummaryRequest:
-        turns, previous = boundaries.middle_turns(pruned, plan)
-        oversized = [pruned[i] for i in plan.oversized]
-        middle_tokens = sum(tokens[plan.head_end : plan.tail_start])
-        middle_tokens += sum(tokens[i] for i in plan.oversized)
-        return SummaryRequest(
-            turns=turns,
-            previous_summary=previous,
-            oversized_recent=oversized,
-            focus=bound_focus(focus),
-            budget_tokens=summary_token_budget(middle_tokens, self.context_length),
-            input_budget_tokens=self._summarizer_window(),
-        )
 
     def _notice_for(self, outcome: SummaryOutcome) -> str | None:
         if outcome.method == "deterministic_fallback" and outcome.failure is not None:

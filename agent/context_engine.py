@@ -16,7 +16,7 @@ import importlib.util
 import logging
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -164,7 +164,7 @@ class ContextEngine(ABC):
         """
         return {"compression_count": self.compression_count}
 
-    def restore_state(self, state: dict[str, Any]) -> None:
+    def restore_state(self, state: Mapping[str, Any]) -> None:
         """Take back what :meth:`export_state` returned earlier."""
         self.compression_count = int(state.get("compression_count", 0))
 

@@ -43,7 +43,9 @@ async def prepare_archive(data_dir: Path, archived: int, active: int) -> None:
     async with SQLiteStore(data_dir / "state.db") as store:
         origin = SessionOrigin("console:bench", "console", "bench")
         system = {"role": "system", "content": "You are a benchmark."}
-        session = await store.start_session(origin, "bench-model", NewMessage(system, 6))
+        session = await store.conversation.start_session(
+            origin, "bench-model", NewMessage(system, 6)
+        )
         batch = [
             NewMessage(
                 {
@@ -54,7 +56,7 @@ async def prepare_archive(data_dir: Path, archived: int, active: int) -> None:
             )
             for i in range(archived)
         ]
-        await store.commit_turn(session.id, batch)
+        await store.conversation.commit_turn(session.id, batch)
         keep = [NewMessage(system, 6)] + [
             NewMessage(
                 {
@@ -65,7 +67,7 @@ async def prepare_archive(data_dir: Path, archived: int, active: int) -> None:
             )
             for i in range(active - 1)
         ]
-        await store.archive_and_compact(session.id, Compaction(keep))
+        await store.conversation.archive_and_compact(session.id, Compaction(keep))
 
 
 async def measure(data_dir: Path, turns: int) -> list[float]:

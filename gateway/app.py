@@ -85,7 +85,8 @@ class Gateway:
         )
         self.lanes = Lanes(self.runner.drain)
         self.scheduler = Scheduler(
-            self.store,
+            self.store.scheduling,
+            self.store.conversation,
             self.sessions,
             self.lanes,
             self.runner,

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 import discord
@@ -22,6 +22,7 @@ from adapters.discord_adapter.inbound import (
     is_conversation,
 )
 from adapters.discord_adapter.outbound import NETWORK_ERRORS, NO_PINGS, PLATFORM
+from adapters.discord_adapter.recent import RecentKeys
 from adapters.discord_adapter.settings import DiscordSettings
 
 log = logging.getLogger(__name__)
@@ -29,26 +30,6 @@ log = logging.getLogger(__name__)
 #: ``platform_message_id`` of a slash command; ``send`` answers through the interaction.
 INTERACTION_PREFIX = "interaction:"
 _MAX_LIVE_INTERACTIONS = 256
-
-
-class _RecentKeys:
-    """A bounded set of recently seen keys, oldest forgotten first."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._keys: OrderedDict[object, None] = OrderedDict()
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._keys
-
-    def add(self, key: object) -> bool:
-        """Remember ``key``; False when it was already known."""
-        if key in self._keys:
-            return False
-        self._keys[key] = None
-        if len(self._keys) > self._size:
-            self._keys.popitem(last=False)
-        return True
 
 
 class _Client(discord.Client):
@@ -110,9 +91,9 @@ class DiscordAdapter(Adapter):
         self._ready = asyncio.Event()
         self._stopping = False
         self._receiving = False
-        self._seen = _RecentKeys(4096)
+        self._seen = RecentKeys(4096)
         # Messages the gateway took: a live copy of a message caught up on is not passed.
-        self._delivered = _RecentKeys(4096)
+        self._delivered = RecentKeys(4096)
         self._catch_up = CatchUp(settings, self._take_missed, lambda: self._receiving)
         self._interactions: OrderedDict[str, discord.Interaction] = OrderedDict()
         self._chat_tails: dict[str, asyncio.Future[None]] = {}
@@ -300,7 +281,9 @@ class DiscordAdapter(Adapter):
                 app_commands.Command(name=name, description=description, callback=callback)
             )
 
-    def _slash_callback(self, name: str) -> Callable[..., Awaitable[None]]:
+    def _slash_callback(
+        self, name: str
+    ) -> Callable[[discord.Interaction, str | None], Coroutine[Any, Any, None]]:
         adapter = self
 
         @app_commands.describe(args="Optional arguments")

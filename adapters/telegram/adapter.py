@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from telegram import Bot
 from telegram.error import TelegramError
@@ -17,6 +18,9 @@ from adapters.telegram.inbound import BotIdentity, UpdateConverter
 from adapters.telegram.receiving import ALLOWED_UPDATES, Dedupe, UpdatePoller, UpdateProcessor
 from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.stream import TelegramReplyStream
+
+if TYPE_CHECKING:
+    from adapters.telegram.webhook import WebhookReceiver
 
 log = logging.getLogger(__name__)
 # Bot API URLs contain the token: httpx logs each request URL at INFO, PTB's Bot logs its
@@ -44,7 +48,7 @@ class TelegramAdapter(Adapter):
         self._bot: Bot | None = None
         self._sender: Sender | None = None
         self._poller: UpdatePoller | None = None
-        self._webhook = None
+        self._webhook: WebhookReceiver | None = None
         self._log_filter = _RedactToken(settings.token)
         self.identity: BotIdentity | None = None
 

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from telegram import Bot, Message, ReplyParameters
@@ -189,8 +190,12 @@ class Sender:
                 await self._caller.call(
                     "editMessageText",
                     chat_id,
-                    lambda t=text, p=parse_mode: self._bot.edit_message_text(
-                        t, chat_ref(chat_id), message_id, parse_mode=p
+                    partial(
+                        self._bot.edit_message_text,
+                        text,
+                        chat_ref(chat_id),
+                        message_id,
+                        parse_mode=parse_mode,
                     ),
                 )
             except BadRequest as error:

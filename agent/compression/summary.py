@@ -15,7 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from agent.compression.boundaries import Plan, middle_turns
 from agent.compression.markers import text_of
+from agent.compression.settings import summary_token_budget
 from agent.providers.base import Provider, ProviderError
 
 FailureKind = Literal[
@@ -91,6 +93,41 @@ class SummaryRequest:
     focus: str | None = None
     budget_tokens: int = 2_000
     input_budget_tokens: int = 100_000
+
+
+#: A ``/compress`` focus longer than this is cut: it steers the summary, it is not input.
+FOCUS_MAX_CHARS = 500
+
+
+def bound_focus(focus: str | None) -> str | None:
+    """The focus topic, stripped and at most :data:`FOCUS_MAX_CHARS` characters."""
+    focus = " ".join((focus or "").split())
+    if not focus:
+        return None
+    return focus if len(focus) <= FOCUS_MAX_CHARS else focus[: FOCUS_MAX_CHARS - 1] + "…"
+
+
+def summary_request(
+    pruned: Sequence[Mapping[str, Any]],
+    tokens: Sequence[int],
+    plan: Plan,
+    *,
+    focus: str | None,
+    context_length: int,
+    summarizer_window: int,
+) -> SummaryRequest:
+    """What to ask the summary model for the middle of ``plan`` (docs/design.md#summary)."""
+    turns, previous = middle_turns(pruned, plan)
+    middle_tokens = sum(tokens[plan.head_end : plan.tail_start])
+    middle_tokens += sum(tokens[i] for i in plan.oversized)
+    return SummaryRequest(
+        turns=turns,
+        previous_summary=previous,
+        oversized_recent=[pruned[i] for i in plan.oversized],
+        focus=bound_focus(focus),
+        budget_tokens=summary_token_budget(middle_tokens, context_length),
+        input_budget_tokens=summarizer_window,
+    )
 
 
 def render_message(message: Mapping[str, Any]) -> str:

@@ -288,7 +288,7 @@ def coerce(hint: Any, value: Any, path: str, env: dict[str, str], meta: Any) -> 
         options = [a for a in args if a is not type(None)]
         if len(options) == 1:
             return coerce(options[0], value, path, env, meta)
-        reasons = []
+        reasons: list[str] = []
         for option in options:
             try:
                 return coerce(option, value, path, env, meta)
@@ -313,7 +313,7 @@ def coerce(hint: Any, value: Any, path: str, env: dict[str, str], meta: Any) -> 
             raise ConfigError(Problem(path, f"expected a mapping, got {describe(value)}"))
         items = [(f"{path}.{k}", v) for k, v in value.items()]
         return dict(zip(map(str, value), _each(items, args[1], env, meta), strict=True))
-    if is_dataclass(hint):
+    if isinstance(hint, type) and is_dataclass(hint):
         return build(hint, value, path, env)
     value = coerce_scalar(hint, value, path, meta)
     reason = meta["check"](value) if "check" in meta else None
@@ -324,7 +324,8 @@ def coerce(hint: Any, value: Any, path: str, env: dict[str, str], meta: Any) -> 
 
 def _each(items: Iterable[tuple[str, Any]], hint: Any, env: dict[str, str], meta: Any) -> list:
     """Coerce every item; the problems of all of them, not only the first, are raised."""
-    values, problems = [], []
+    values: list[Any] = []
+    problems: list[Problem] = []
     for path, item in items:
         try:
             values.append(coerce(hint, item, path, env, meta))

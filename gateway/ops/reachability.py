@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from agent.providers import ProviderError, ProviderSettings, make_provider
 from gateway.config.schema import Config, main_model_route, resolve_api_key, summary_model_route
@@ -101,7 +102,7 @@ async def list_models(
     if provider == "anthropic":
         import anthropic
 
-        client = anthropic.AsyncAnthropic(
+        client: Any = anthropic.AsyncAnthropic(
             api_key=key, base_url=base_url, timeout=timeout, max_retries=0
         )
         sdk_errors: tuple[type[Exception], ...] = (anthropic.APIError,)

@@ -11,11 +11,12 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 
 from gateway.conversation.hygiene import MIN_MESSAGES, measure_tokens
 from gateway.conversation.lanes import Lanes
 from gateway.conversation.sessions import SessionRegistry
-from gateway.store import IdleSession, SQLiteStore
+from gateway.store import ConversationStore, IdleSession, SchedulingStore
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,8 @@ class IdleCompression:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: SchedulingStore,
+        conversation: ConversationStore,
         sessions: SessionRegistry,
         lanes: Lanes,
         *,
@@ -41,6 +43,7 @@ class IdleCompression:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
+        self.conversation = conversation
         self.sessions = sessions
         self.lanes = lanes
         self.window = window
@@ -73,7 +76,7 @@ class IdleCompression:
         for candidate in await self.store.idle_sessions(idle_since, min_tokens):
             if self.lanes.busy(candidate.session_key):
                 continue  # a turn or job is running: the session is not idle after all
-            job = self.lanes.submit(candidate.session_key, lambda c=candidate: self._compress(c))
+            job = self.lanes.submit(candidate.session_key, partial(self._compress, candidate))
             try:
                 if await job:
                     compressed.append(candidate.session_key)
@@ -86,7 +89,7 @@ class IdleCompression:
         runtime = await self.sessions.existing(key)
         if runtime is None or runtime.id != candidate.session_id:
             return False  # reset or rotated since the scan
-        if await self.store.inbox(key):
+        if await self.conversation.inbox(key):
             return False  # a message arrived: its turn comes first, and it is not idle
         transcript = await self.sessions.transcript(runtime)
         reading = measure_tokens(runtime, transcript, transcript.restore_anchor())

@@ -30,7 +30,7 @@ from gateway.scheduling.reminder_times import (
     parse_when,
     zone_named,
 )
-from gateway.store import NewMessage, Reminder, SessionOrigin, SessionRecord, SQLiteStore
+from gateway.store import Reminder, SchedulingStore, SessionOrigin, SessionRecord
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class Reminders:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: SchedulingStore,
         sessions: SessionRegistry,
         lanes: Lanes,
         runner: TurnRunner,
@@ -199,10 +199,8 @@ class Reminders:
         runtime = await self.sessions.open(
             SessionOrigin(current.session_key, current.platform, current.chat_id, current.thread_id)
         )
-        row = {"role": "assistant", "content": text}
-        return await self.store.mark_reminder_sent(
-            current.id, session_id=runtime.id, row=NewMessage(row, self.sessions.counter.count(row))
-        )
+        transcript = await self.sessions.transcript(runtime)
+        return await transcript.record_reminder(current.id, text)
 
     def _retry_later(self, reminder: Reminder) -> None:
         attempts = self._failures.get(reminder.id, 0) + 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 
 from agent.tools import Tool
 from gateway.conversation.lanes import Lanes
@@ -16,7 +17,7 @@ from gateway.conversation.turns import TurnRunner
 from gateway.scheduling.idle import IdleCompression
 from gateway.scheduling.jobs import Jobs
 from gateway.scheduling.reminders import Reminders
-from gateway.store import SessionRecord, SQLiteStore
+from gateway.store import ConversationStore, SchedulingStore, SessionRecord
 
 
 class Scheduler:
@@ -29,7 +30,8 @@ class Scheduler:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: SchedulingStore,
+        conversation: ConversationStore,
         sessions: SessionRegistry,
         lanes: Lanes,
         runner: TurnRunner,
@@ -41,7 +43,7 @@ class Scheduler:
         retry_seconds: float = 60.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.store = store
+        self.conversation = conversation
         self.lanes = lanes
         self.runner = runner
         self.retry_seconds = retry_seconds
@@ -51,6 +53,7 @@ class Scheduler:
         )
         self.idle = IdleCompression(
             store,
+            conversation,
             sessions,
             lanes,
             window=window,
@@ -89,10 +92,10 @@ class Scheduler:
 
     async def retry_deliveries(self) -> None:
         """Hand every session with undelivered replies to its lane to send them."""
-        keys = {p.session_key for p in await self.store.pending_deliveries()}
+        keys = {p.session_key for p in await self.conversation.pending_deliveries()}
         for key in sorted(keys):
             if not self.lanes.busy(key):  # a running lane delivers them itself next time
-                self.lanes.submit(key, lambda key=key: self.runner.redeliver_pending(key))
+                self.lanes.submit(key, partial(self.runner.redeliver_pending, key))
 
     def reminder_tool(self, record: SessionRecord) -> Tool:
         """The ``schedule_message`` tool for one session: reminders go back to its chat."""

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.compression.markers import SUMMARY_PREFIX
+from gateway.store import sql
 from gateway.store.connection import Connection, new_session_id
 from gateway.store.errors import SessionEnded
 from gateway.store.records import (
@@ -30,32 +31,19 @@ from gateway.store.rows import (
     anchor_at,
     delete_inbox,
     fts_query,
+    inbox_entry,
     insert_active_list,
     insert_messages,
+    insert_session,
     mark_inbox_in_history,
     mark_reminder_sent,
+    pending_delivery,
     save_engine_state,
+    search_hit,
     session_record,
     set_anchor,
     stored_message,
 )
-
-# Platform ids are numeric text (Discord snowflakes); other ids, such as
-# "interaction:<id>", say nothing about a channel's history.
-_NEWEST_STORED_IDS = """
-SELECT chat_id, MAX(CAST(platform_message_id AS INTEGER)) AS newest FROM (
-    SELECT s.chat_id AS chat_id, m.platform_message_id AS platform_message_id
-    FROM sessions s JOIN messages m ON m.session_id = s.id
-    WHERE s.platform = :platform AND m.role = 'user' AND m.created_at >= :since
-    UNION ALL
-    SELECT chat_id, platform_message_id FROM inbox
-    WHERE platform = :platform AND created_at >= :since
-)
-WHERE chat_id IS NOT NULL AND platform_message_id <> ''
-    AND platform_message_id NOT GLOB '*[^0-9]*'
-GROUP BY chat_id
-"""
-
 
 #: Sessions whose active rows are kept between turns (least recently used go first).
 ACTIVE_CACHE_SESSIONS = 256
@@ -115,23 +103,7 @@ class SQLiteConversation:
             rows = await db.execute_fetchall(
                 "SELECT * FROM inbox WHERE session_key = ? ORDER BY id", (session_key,)
             )
-        return [
-            InboxEntry(
-                id=row["id"],
-                session_key=row["session_key"],
-                platform=row["platform"],
-                chat_id=row["chat_id"],
-                thread_id=row["thread_id"],
-                user_id=row["user_id"],
-                message=json.loads(row["message"]),
-                token_count=row["token_count"],
-                addressed=bool(row["addressed"]),
-                platform_message_id=row["platform_message_id"],
-                created_at=row["created_at"],
-                in_history=bool(row["in_history"]),
-            )
-            for row in rows
-        ]
+        return [inbox_entry(row) for row in rows]
 
     async def session_keys_with_inbox(self) -> list[str]:
         async with self.connection.read() as db:
@@ -144,14 +116,19 @@ class SQLiteConversation:
 
     async def current_session(self, session_key: str) -> SessionRecord | None:
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT * FROM sessions WHERE session_key = ? AND ended_at IS NULL", (session_key,)
+            rows = list(
+                await db.execute_fetchall(
+                    "SELECT * FROM sessions WHERE session_key = ? AND ended_at IS NULL",
+                    (session_key,),
+                )
             )
         return session_record(rows[0]) if rows else None
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall("SELECT * FROM sessions WHERE id = ?", (session_id,))
+            rows = list(
+                await db.execute_fetchall("SELECT * FROM sessions WHERE id = ?", (session_id,))
+            )
         return session_record(rows[0]) if rows else None
 
     async def start_session(
@@ -166,23 +143,7 @@ class SQLiteConversation:
         now = time.time()
         session_id = new_session_id()
         async with self.connection.transaction() as db:
-            await db.execute(
-                "INSERT INTO sessions(id, session_key, platform, chat_id, thread_id, user_id,"
-                " model, parent_session_id, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    session_id,
-                    origin.session_key,
-                    origin.platform,
-                    origin.chat_id,
-                    origin.thread_id,
-                    origin.user_id,
-                    model,
-                    parent_id,
-                    now,
-                    now,
-                ),
-            )
+            await insert_session(db, session_id, origin, model, now, parent_id=parent_id)
             await insert_messages(db, session_id, [system], now)
         record = await self.get_session(session_id)
         assert record is not None
@@ -228,12 +189,14 @@ class SQLiteConversation:
                 now_generation, count = next(iter(found))
                 if (now_generation, count) != (generation, len(rows)):
                     last_seq, rows = 0.0, []
-            fetched = await db.execute_fetchall(
-                f"SELECT {MESSAGE_COLUMNS}, m.seq,"
-                " (SELECT compression_count FROM sessions WHERE id = ?)"
-                " FROM messages m INDEXED BY messages_active"
-                " WHERE session_id = ? AND active = 1 AND seq > ? ORDER BY seq",
-                (session_id, session_id, last_seq if rows else float("-inf")),
+            fetched = list(
+                await db.execute_fetchall(
+                    f"SELECT {MESSAGE_COLUMNS}, m.seq,"
+                    " (SELECT compression_count FROM sessions WHERE id = ?)"
+                    " FROM messages m INDEXED BY messages_active"
+                    " WHERE session_id = ? AND active = 1 AND seq > ? ORDER BY seq",
+                    (session_id, session_id, last_seq if rows else float("-inf")),
+                )
             )
             rows = rows + [stored_message(row) for row in fetched]
             if fetched:
@@ -349,24 +312,18 @@ class SQLiteConversation:
             if ended.rowcount == 0:
                 raise SessionEnded(session_id)
             await insert_messages(db, session_id, originals, now)
-            await db.execute(
-                "INSERT INTO sessions(id, session_key, platform, chat_id, thread_id, user_id, model,"
-                " parent_session_id, created_at, updated_at, compression_count, engine_state)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    child_id,
-                    old.session_key,
-                    old.platform,
-                    old.chat_id,
-                    old.thread_id,
-                    old.user_id,
-                    old.model,
-                    session_id,
-                    now,
-                    now,
-                    old.compression_count + 1,
-                    json.dumps(engine_state if engine_state is not None else old.engine_state),
-                ),
+            origin = SessionOrigin(
+                old.session_key, old.platform, old.chat_id, old.thread_id, old.user_id
+            )
+            await insert_session(
+                db,
+                child_id,
+                origin,
+                old.model or "",
+                now,
+                parent_id=session_id,
+                compression_count=old.compression_count + 1,
+                engine_state=engine_state if engine_state is not None else old.engine_state,
             )
             ids = await insert_messages(db, child_id, compacted, now)
             await mark_inbox_in_history(db, absorbed_inbox)
@@ -384,30 +341,15 @@ class SQLiteConversation:
             return []
         async with self.connection.read() as db:
             rows = await db.execute_fetchall(
-                "WITH RECURSIVE lineage(id) AS ("
-                "  SELECT ? UNION SELECT s.parent_session_id FROM sessions s"
-                "  JOIN lineage l ON s.id = l.id WHERE s.parent_session_id IS NOT NULL)"
-                " SELECT m.id, m.role, m.created_at, m.active,"
-                "  snippet(messages_fts, 0, '«', '»', '…', 24) AS snippet"
-                " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-                " WHERE messages_fts MATCH ? AND m.session_id IN (SELECT id FROM lineage)"
-                "  AND (m.active = 1 OR m.compacted = 1) AND m.role IN ('user', 'assistant', 'tool')"
-                # Summaries repeat what the originals say (and each supersedes the last):
-                # the originals are what a search should find, once each.
-                f"  AND coalesce(m.content, '') NOT LIKE '{SUMMARY_PREFIX}%'"
-                " ORDER BY bm25(messages_fts) LIMIT ?",
-                (session_id, match, limit),
+                sql.SEARCH,
+                {
+                    "session": session_id,
+                    "match": match,
+                    "summary": SUMMARY_PREFIX + "%",
+                    "limit": limit,
+                },
             )
-        return [
-            SearchHit(
-                message_id=row["id"],
-                role=row["role"],
-                snippet=row["snippet"],
-                created_at=row["created_at"],
-                archived=not row["active"],
-            )
-            for row in rows
-        ]
+        return [search_hit(row) for row in rows]
 
     # -- delivery ------------------------------------------------------------------------
 
@@ -424,29 +366,9 @@ class SQLiteConversation:
 
         Each carries the platform id of the user message it answers, to thread it.
         """
-        where = "m.pending_delivery = 1" + (" AND s.session_key = ?" if session_key else "")
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT m.id, m.content, s.session_key, s.platform, s.chat_id, s.thread_id,"
-                " (SELECT u.platform_message_id FROM messages u WHERE u.session_id = m.session_id"
-                "   AND u.role = 'user' AND u.id < m.id AND u.platform_message_id IS NOT NULL"
-                "   ORDER BY u.id DESC LIMIT 1) AS reply_to"
-                " FROM messages m JOIN sessions s ON s.id = m.session_id"
-                f" WHERE {where} ORDER BY m.id",
-                (session_key,) if session_key else (),
-            )
-        return [
-            PendingDelivery(
-                message_id=row["id"],
-                session_key=row["session_key"],
-                platform=row["platform"],
-                chat_id=row["chat_id"],
-                thread_id=row["thread_id"],
-                text=row["content"] or "",
-                reply_to=row["reply_to"],
-            )
-            for row in rows
-        ]
+            rows = await db.execute_fetchall(sql.PENDING_DELIVERIES, {"key": session_key})
+        return [pending_delivery(row) for row in rows]
 
     # -- catch-up cursors ----------------------------------------------------------------
 
@@ -458,6 +380,6 @@ class SQLiteConversation:
         """
         async with self.connection.read() as db:
             rows = await db.execute_fetchall(
-                _NEWEST_STORED_IDS, {"platform": platform, "since": since}
+                sql.NEWEST_STORED_IDS, {"platform": platform, "since": since}
             )
         return {row["chat_id"]: int(row["newest"]) for row in rows}

@@ -87,8 +87,8 @@ class SQLiteOperator:
 
     async def integrity_check(self) -> str:
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall("PRAGMA integrity_check")
-        return rows[0][0]
+            rows = list(await db.execute_fetchall("PRAGMA integrity_check"))
+        return str(rows[0][0])
 
     async def scrub(self) -> bool:
         """Make erased rows unrecoverable from the file: after :meth:`forget`.

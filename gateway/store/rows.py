@@ -9,14 +9,18 @@ import re
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiosqlite
 
 from gateway.store.records import (
     AnchorRecord,
+    InboxEntry,
     NewMessage,
+    PendingDelivery,
     Reminder,
+    SearchHit,
+    SessionOrigin,
     SessionRecord,
     StoredMessage,
     UsageTotals,
@@ -33,6 +37,38 @@ def read_only_uri(path: str | Path) -> str:
 async def user_version(db: aiosqlite.Connection) -> int:
     rows = await db.execute_fetchall("PRAGMA user_version")
     return int(next(iter(rows))[0])
+
+
+async def insert_session(
+    db: aiosqlite.Connection,
+    session_id: str,
+    origin: SessionOrigin,
+    model: str,
+    now: float,
+    *,
+    parent_id: str | None = None,
+    compression_count: int = 0,
+    engine_state: dict[str, Any] | None = None,
+) -> None:
+    await db.execute(
+        "INSERT INTO sessions(id, session_key, platform, chat_id, thread_id, user_id, model,"
+        " parent_session_id, created_at, updated_at, compression_count, engine_state)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            session_id,
+            origin.session_key,
+            origin.platform,
+            origin.chat_id,
+            origin.thread_id,
+            origin.user_id,
+            model,
+            parent_id,
+            now,
+            now,
+            compression_count,
+            json.dumps(engine_state or {}),
+        ),
+    )
 
 
 async def insert_messages(
@@ -81,7 +117,7 @@ async def insert_messages(
                 seq,
             ),
         )
-        ids.append(cursor.lastrowid)
+        ids.append(cast(int, cursor.lastrowid))  # set by every INSERT
     return ids
 
 
@@ -201,6 +237,45 @@ def anchor_at(anchor: AnchorRecord, ids: list[int]) -> AnchorRecord | None:
             anchor.route,
         )
     return None
+
+
+def inbox_entry(row: aiosqlite.Row) -> InboxEntry:
+    return InboxEntry(
+        id=row["id"],
+        session_key=row["session_key"],
+        platform=row["platform"],
+        chat_id=row["chat_id"],
+        thread_id=row["thread_id"],
+        user_id=row["user_id"],
+        message=json.loads(row["message"]),
+        token_count=row["token_count"],
+        addressed=bool(row["addressed"]),
+        platform_message_id=row["platform_message_id"],
+        created_at=row["created_at"],
+        in_history=bool(row["in_history"]),
+    )
+
+
+def search_hit(row: aiosqlite.Row) -> SearchHit:
+    return SearchHit(
+        message_id=row["id"],
+        role=row["role"],
+        snippet=row["snippet"],
+        created_at=row["created_at"],
+        archived=not row["active"],
+    )
+
+
+def pending_delivery(row: aiosqlite.Row) -> PendingDelivery:
+    return PendingDelivery(
+        message_id=row["id"],
+        session_key=row["session_key"],
+        platform=row["platform"],
+        chat_id=row["chat_id"],
+        thread_id=row["thread_id"],
+        text=row["content"] or "",
+        reply_to=row["reply_to"],
+    )
 
 
 def session_record(row: aiosqlite.Row) -> SessionRecord:

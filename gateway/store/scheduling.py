@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from gateway.store.connection import Connection
 from gateway.store.records import (
     IdleSession,
     Reminder,
 )
-from gateway.store.rows import insert_messages, mark_reminder_sent, reminder_record
+from gateway.store.rows import mark_reminder_sent, reminder_record
 
 
 class SQLiteScheduling:
@@ -44,7 +43,9 @@ class SQLiteScheduling:
 
     async def get_reminder(self, reminder_id: int) -> Reminder | None:
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall("SELECT * FROM reminders WHERE id = ?", (reminder_id,))
+            rows = list(
+                await db.execute_fetchall("SELECT * FROM reminders WHERE id = ?", (reminder_id,))
+            )
         return reminder_record(rows[0]) if rows else None
 
     async def pending_reminders(self, session_key: str | None = None) -> list[Reminder]:
@@ -57,17 +58,12 @@ class SQLiteScheduling:
             )
         return [reminder_record(row) for row in rows]
 
-    async def mark_reminder_sent(
-        self, reminder_id: int, *, session_id: str | None = None, row: Any = None
-    ) -> bool:
+    async def mark_reminder_sent(self, reminder_id: int) -> bool:
         """Mark a reminder delivered without recording it in a transcript (one recorded
         in a transcript goes through ``ConversationStore.commit_turn(reminder_sent=...)``);
         False when it was not pending any more."""
         async with self.connection.transaction() as db:
-            sent = await mark_reminder_sent(db, reminder_id, time.time())
-            if sent and session_id is not None and row is not None:  # TEMPORARY
-                await insert_messages(db, session_id, [row], time.time())
-            return sent
+            return await mark_reminder_sent(db, reminder_id, time.time())
 
     # -- idle compression (SPEC C13) -----------------------------------------------------
 

@@ -8,6 +8,7 @@ from typing import Self
 from gateway.store.connection import Access, Connection
 from gateway.store.conversation import SQLiteConversation
 from gateway.store.operator import SQLiteOperator
+from gateway.store.protocols import ConversationStore, OperatorStore, SchedulingStore
 from gateway.store.scheduling import SQLiteScheduling
 
 
@@ -21,9 +22,10 @@ class SQLiteStore:
 
     def __init__(self, path: str | Path) -> None:
         self.connection = Connection(path)
-        self.conversation = SQLiteConversation(self.connection)
-        self.scheduling = SQLiteScheduling(self.connection)
-        self.operator = SQLiteOperator(self.connection)
+        # Typed as the protocols: mypy proves each view implements its protocol.
+        self.conversation: ConversationStore = SQLiteConversation(self.connection)
+        self.scheduling: SchedulingStore = SQLiteScheduling(self.connection)
+        self.operator: OperatorStore = SQLiteOperator(self.connection)
 
     @property
     def path(self) -> Path:
@@ -45,9 +47,3 @@ class SQLiteStore:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    def __getattr__(self, name: str) -> object:  # TEMPORARY: until every caller holds a view
-        for view in (self.conversation, self.scheduling, self.operator):
-            if hasattr(view, name):
-                return getattr(view, name)
-        raise AttributeError(name)

@@ -50,7 +50,7 @@ async def seed(gateway: Gateway, chat: str, rows: int, words: int) -> str:
     """A console session ``console:<chat>`` with ``rows`` messages of ``words`` words each."""
     counter = gateway.counter
     system = {"role": "system", "content": "You are nightowl."}
-    record = await gateway.store.start_session(
+    record = await gateway.store.conversation.start_session(
         SessionOrigin(f"console:{chat}", "console", chat),
         "fake-model",
         NewMessage(system, counter.count(system)),
@@ -62,7 +62,9 @@ async def seed(gateway: Gateway, chat: str, rows: int, words: int) -> str:
         }
         for i in range(rows)
     ]
-    await gateway.store.commit_turn(record.id, [NewMessage(m, counter.count(m)) for m in messages])
+    await gateway.store.conversation.commit_turn(
+        record.id, [NewMessage(m, counter.count(m)) for m in messages]
+    )
     return record.id
 
 
@@ -91,17 +93,17 @@ async def test_an_idle_session_above_the_threshold_is_compressed_and_keeps_every
         gateway.events.subscribe(["session:compress"], lambda _, p: compressions.append(p))
         big = await seed(gateway, "big", rows=24, words=80)  # ~50% of the window
         small = await seed(gateway, "small", rows=6, words=4)
-        before = await gateway.store.export_rows("console:big")
+        before = await gateway.store.operator.export_rows("console:big")
 
         assert await gateway.scheduler.idle.scan() == []  # written to just now: not idle
         gateway.scheduler.idle.clock = lambda: time.time() + LATER
         assert await gateway.scheduler.idle.scan() == ["console:big"]
         await gateway.events.drain(2)
 
-        after = {row.id: row for _, row in await gateway.store.export_rows("console:big")}
-        active = await gateway.store.load_active(big)
-        small_rows = await gateway.store.load_active(small)
-        small_session = await gateway.store.current_session("console:small")
+        after = {row.id: row for _, row in await gateway.store.operator.export_rows("console:big")}
+        active = await gateway.store.conversation.load_active(big)
+        small_rows = await gateway.store.conversation.load_active(small)
+        small_session = await gateway.store.conversation.current_session("console:small")
 
     # Every row is still there, once: the ones left in the active list are the same rows.
     assert set(after) >= {row.id for _, row in before}
@@ -150,7 +152,7 @@ async def test_a_session_with_messages_waiting_is_not_compressed(
 ) -> None:
     async with running_gateway(idle_config(tmp_path, summarizing_llm)) as gateway:
         session = await seed(gateway, "busy", rows=24, words=80)
-        await gateway.store.enqueue(  # stored, its turn not taken yet
+        await gateway.store.conversation.enqueue(  # stored, its turn not taken yet
             InboxEntry(
                 session_key="console:busy",
                 platform="console",
@@ -162,7 +164,7 @@ async def test_a_session_with_messages_waiting_is_not_compressed(
         )
         gateway.scheduler.idle.clock = lambda: time.time() + LATER
         assert await gateway.scheduler.idle.scan() == []
-        assert len(await gateway.store.load_active(session)) == 25
+        assert len(await gateway.store.conversation.load_active(session)) == 25
     assert summary_requests(summarizing_llm) == 0
 
 
@@ -174,7 +176,7 @@ async def test_idle_compression_is_off_unless_configured(
         session = await seed(gateway, "big", rows=24, words=80)
         gateway.scheduler.idle.clock = lambda: time.time() + 24 * 3600
         assert await gateway.scheduler.idle.scan() == []
-        assert len(await gateway.store.load_active(session)) == 25
+        assert len(await gateway.store.conversation.load_active(session)) == 25
 
 
 async def test_the_interval_job_compresses_without_anyone_asking(
@@ -187,7 +189,8 @@ async def test_the_interval_job_compresses_without_anyone_asking(
         gateway.events.subscribe(["session:compress"], lambda _, p: compressed.set())
         session = await seed(gateway, "overnight", rows=24, words=80)
         scheduler = Scheduler(
-            gateway.store,
+            gateway.store.scheduling,
+            gateway.store.conversation,
             gateway.sessions,
             gateway.lanes,
             gateway.runner,
@@ -202,7 +205,7 @@ async def test_the_interval_job_compresses_without_anyone_asking(
         finally:
             await scheduler.stop()
         await gateway.lanes.wait_idle(5)
-        record = await gateway.store.current_session("console:overnight")
+        record = await gateway.store.conversation.current_session("console:overnight")
         assert record.id == session and record.compression_count == 1
 
 
@@ -212,7 +215,7 @@ async def test_a_window_learned_after_the_start_decides_which_sessions_are_big(
     adapter = RecordingAdapter()
     async with running_gateway(idle_config(tmp_path, summarizing_llm), adapter) as gateway:
         session = await seed(gateway, "night", rows=8, words=80)
-        tokens = sum(m.token_count for m in await gateway.store.load_active(session))
+        tokens = sum(m.token_count for m in await gateway.store.conversation.load_active(session))
         assert 0.30 * LEARNED_WINDOW < tokens < 0.30 * WINDOW  # idle_threshold's default
         gateway.scheduler.idle.clock = lambda: time.time() + LATER
         assert await gateway.scheduler.idle.scan() == []  # small for the configured window
@@ -225,5 +228,5 @@ async def test_a_window_learned_after_the_start_decides_which_sessions_are_big(
         assert gateway.current_window() == LEARNED_WINDOW
 
         assert await gateway.scheduler.idle.scan() == ["console:night"]
-        record = await gateway.store.current_session("console:night")
+        record = await gateway.store.conversation.current_session("console:night")
     assert record.id == session and record.compression_count == 1

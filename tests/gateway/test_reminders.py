@@ -76,7 +76,7 @@ async def test_a_reminder_set_in_a_turn_arrives_in_the_same_chat_and_thread(
             "7",
         )
         assert "Reminder #1 set for" in tool_results(fake_llm)[0]
-        assert await gateway.store.pending_reminders() == []
+        assert await gateway.store.scheduling.pending_reminders() == []
 
         # The model sees that it reminded: the reminder is an assistant row of the chat.
         fake_llm.script(Reply("You're welcome."))
@@ -102,7 +102,7 @@ async def test_a_reminder_survives_a_restart_and_is_delivered_exactly_once(
     async with gateway_at(config, second, clock=shifted(2 * HOUR)) as gateway:
         [text] = await second.wait_sent(1)
         await gateway.lanes.wait_idle(5)
-        assert await gateway.store.pending_reminders() == []
+        assert await gateway.store.scheduling.pending_reminders() == []
     assert text.startswith(REMINDER_PREFIX + "call mum")
     assert "I was offline then" in text
 
@@ -128,7 +128,7 @@ async def test_a_reminder_for_a_platform_that_is_not_running_waits_for_it(
     console = RecordingAdapter()  # telegram is down while the reminder is due
     async with gateway_at(config, console, clock=shifted(2 * HOUR)) as gateway:
         await gateway.lanes.wait_idle(5)  # the overdue reminder had its attempt
-        [pending] = await gateway.store.pending_reminders()
+        [pending] = await gateway.store.scheduling.pending_reminders()
     assert pending.text == "water the plants"
     assert console.sent == []
 
@@ -161,7 +161,7 @@ async def test_a_refused_delivery_is_retried_and_arrives_once(
         await adapter.say("remind me to drink water")
         assert await adapter.wait_sent(2) == ["Sure.", REMINDER_PREFIX + "drink water"]
         await gateway.lanes.wait_idle(5)
-        assert await gateway.store.pending_reminders() == []
+        assert await gateway.store.scheduling.pending_reminders() == []
     assert adapter.refused == 1
 
 
@@ -180,7 +180,7 @@ async def test_unusable_times_are_refused_to_the_model_and_nothing_is_stored(
         )
         await adapter.say("remind me sometime")
         await adapter.wait_sent(1)
-        assert await gateway.store.pending_reminders() == []
+        assert await gateway.store.scheduling.pending_reminders() == []
     refusals = tool_results(fake_llm)
     assert len(refusals) == 5
     assert all(r.startswith("Error: ") for r in refusals)
@@ -199,7 +199,7 @@ async def test_the_confirmation_names_the_time_in_the_zone_asked_for(
         fake_llm.script(schedule("07:00", "stand-up", timezone="America/New_York"), Reply("Set."))
         await adapter.say("remind me at 7 New York time")
         await adapter.wait_sent(1)
-        [reminder] = await gateway.store.pending_reminders()
+        [reminder] = await gateway.store.scheduling.pending_reminders()
     [confirmation] = tool_results(fake_llm)
     assert "07:00 (America/New_York)" in confirmation
     assert 0 < reminder.due_at - time.time() <= 24 * HOUR
@@ -219,11 +219,15 @@ async def test_opening_a_version_2_database_adds_the_reminders(tmp_path: Path) -
         )
     async with SQLiteStore(path) as store:
         assert await store.schema_version() == SCHEMA_VERSION
-        assert [m.message["content"] for m in await store.load_active("s1")] == ["old words"]
-        [idle] = await store.idle_sessions(idle_since=10, min_tokens=40)
+        assert [m.message["content"] for m in await store.conversation.load_active("s1")] == [
+            "old words"
+        ]
+        [idle] = await store.scheduling.idle_sessions(idle_since=10, min_tokens=40)
         assert (idle.session_key, idle.active_tokens) == ("console:t", 40)
-        stored = await store.add_reminder(Reminder("console:t", "console", "t", "hi", 99.0))
-        assert await store.pending_reminders() == [stored]
-        assert await store.mark_reminder_sent(stored.id)
-        assert not await store.mark_reminder_sent(stored.id)  # at most once
-        assert await store.pending_reminders() == []
+        stored = await store.scheduling.add_reminder(
+            Reminder("console:t", "console", "t", "hi", 99.0)
+        )
+        assert await store.scheduling.pending_reminders() == [stored]
+        assert await store.scheduling.mark_reminder_sent(stored.id)
+        assert not await store.scheduling.mark_reminder_sent(stored.id)  # at most once
+        assert await store.scheduling.pending_reminders() == []

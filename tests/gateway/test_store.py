@@ -51,24 +51,26 @@ async def store(tmp_path: Path):
 
 
 async def test_new_session_starts_with_its_system_row(store: SQLiteStore) -> None:
-    session = await store.start_session(ORIGIN, "m", row("system", "be kind"))
-    assert [m.message for m in await store.load_active(session.id)] == [
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "be kind"))
+    assert [m.message for m in await store.conversation.load_active(session.id)] == [
         {"role": "system", "content": "be kind"}
     ]
-    assert (await store.current_session("console:t")).id == session.id
+    assert (await store.conversation.current_session("console:t")).id == session.id
 
 
 async def test_archive_and_compact_flips_flags_and_copies_nothing(store: SQLiteStore) -> None:
-    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
-    await store.commit_turn(
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.conversation.commit_turn(
         session.id, [row("user", f"message {i}") for i in range(10)], anchor=KEEP
     )
-    before = await store.load_active(session.id)
+    before = await store.conversation.load_active(session.id)
     system, last = before[0], before[-1]
     summary = row("user", "[CONTEXT COMPACTION] all ten")
-    await store.archive_and_compact(session.id, Compaction([system.id, summary, last.id]))
+    await store.conversation.archive_and_compact(
+        session.id, Compaction([system.id, summary, last.id])
+    )
 
-    active = await store.load_active(session.id)
+    active = await store.conversation.load_active(session.id)
     assert [m.message["content"] for m in active] == [
         "sys",
         "[CONTEXT COMPACTION] all ten",
@@ -79,137 +81,141 @@ async def test_archive_and_compact_flips_flags_and_copies_nothing(store: SQLiteS
         (system.id, system.created_at),
         (last.id, last.created_at),
     ]
-    everything = await store.export_rows("console:t")
+    everything = await store.operator.export_rows("console:t")
     assert len(everything) == len(before) + 1
     archived = [m for _, m in everything if not m.active]
     assert {m.id for m in archived} == {m.id for m in before[1:-1]}
     assert all(m.compacted for m in archived)
-    assert (await store.current_session("console:t")).compression_count == 1
+    assert (await store.conversation.current_session("console:t")).compression_count == 1
 
 
 async def test_new_rows_of_a_compaction_take_their_place_between_kept_ones(
     store: SQLiteStore,
 ) -> None:
-    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
-    await store.commit_turn(session.id, [row("user", f"m{i}") for i in range(6)])
-    rows = await store.load_active(session.id)
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.conversation.commit_turn(session.id, [row("user", f"m{i}") for i in range(6)])
+    rows = await store.conversation.load_active(session.id)
     note = row("system", "sys + note")
     first = Compaction([note, row("user", "[CONTEXT COMPACTION] one"), rows[-2].id, rows[-1].id])
-    ids = await store.archive_and_compact(session.id, first)
-    (after,) = await store.commit_turn(session.id, [row("user", "after")])
+    ids = await store.conversation.archive_and_compact(session.id, first)
+    (after,) = await store.conversation.commit_turn(session.id, [row("user", "after")])
     second = Compaction([ids[0], row("user", "[CONTEXT COMPACTION] two"), rows[-1].id, after])
-    await store.archive_and_compact(session.id, second)
-    await store.commit_turn(session.id, [row("user", "later")])
-    active = [m.message["content"] for m in await store.load_active(session.id)]
+    await store.conversation.archive_and_compact(session.id, second)
+    await store.conversation.commit_turn(session.id, [row("user", "later")])
+    active = [m.message["content"] for m in await store.conversation.load_active(session.id)]
     assert active == ["sys + note", "[CONTEXT COMPACTION] two", "m5", "after", "later"]
 
 
 async def test_search_finds_archived_rows_but_not_taken_back_ones(
     store: SQLiteStore, tmp_path: Path
 ) -> None:
-    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
-    await store.commit_turn(
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.conversation.commit_turn(
         session.id, [row("user", "my cat is called Tom"), row("assistant", "Hi Tom's human")]
     )
-    system = (await store.load_active(session.id))[0]
-    await store.archive_and_compact(
+    system = (await store.conversation.load_active(session.id))[0]
+    await store.conversation.archive_and_compact(
         session.id, Compaction([system.id, row("user", "[CONTEXT COMPACTION] pets")])
     )
-    hits = await store.search(session.id, "what's my cat called?")
+    hits = await store.conversation.search(session.id, "what's my cat called?")
     assert hits and hits[0].archived and "cat" in hits[0].snippet
     # A row a user took back (active=0, compacted=0) is hidden from search.
     with sqlite3.connect(tmp_path / "state.db") as db:
         db.execute("UPDATE messages SET compacted = 0 WHERE content LIKE '%cat%'")
-    assert await store.search(session.id, "cat") == []
+    assert await store.conversation.search(session.id, "cat") == []
 
 
 async def test_search_survives_fts_syntax_in_user_text(store: SQLiteStore) -> None:
-    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
-    await store.commit_turn(session.id, [row("user", 'the "quoted" AND NOT (thing)*')])
-    assert await store.search(session.id, 'AND NOT "quoted (thing*') != []
-    assert await store.search(session.id, "!!! ???") == []
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.conversation.commit_turn(session.id, [row("user", 'the "quoted" AND NOT (thing)*')])
+    assert await store.conversation.search(session.id, 'AND NOT "quoted (thing*') != []
+    assert await store.conversation.search(session.id, "!!! ???") == []
 
 
 async def test_rotation_links_child_to_parent_and_search_spans_both(store: SQLiteStore) -> None:
-    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
-    await store.commit_turn(session.id, [row("user", "the password hint is aubergine")])
-    child, _ = await store.rotate(
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.conversation.commit_turn(
+        session.id, [row("user", "the password hint is aubergine")]
+    )
+    child, _ = await store.conversation.rotate(
         session.id, [row("system", "sys"), row("user", "[CONTEXT COMPACTION] x")]
     )
-    old = await store.get_session(session.id)
+    old = await store.conversation.get_session(session.id)
     assert child.parent_session_id == session.id
     assert old.end_reason == "compression" and old.ended_at is not None
-    assert (await store.current_session("console:t")).id == child.id
-    assert (await store.search(child.id, "aubergine"))[0].role == "user"
+    assert (await store.conversation.current_session("console:t")).id == child.id
+    assert (await store.conversation.search(child.id, "aubergine"))[0].role == "user"
 
 
 async def test_reset_ends_the_session_and_keeps_its_rows(store: SQLiteStore) -> None:
-    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
-    await store.commit_turn(session.id, [row("user", "hello")])
-    await store.end_session(session.id, "reset")
-    assert await store.current_session("console:t") is None
-    assert len(await store.export_rows("console:t")) == 2
-    fresh = await store.start_session(ORIGIN, "m", row("system", "sys"))
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.conversation.commit_turn(session.id, [row("user", "hello")])
+    await store.conversation.end_session(session.id, "reset")
+    assert await store.conversation.current_session("console:t") is None
+    assert len(await store.operator.export_rows("console:t")) == 2
+    fresh = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
     assert fresh.id != session.id
 
 
 async def test_inbox_dedupes_and_is_consumed_with_the_turn(store: SQLiteStore) -> None:
-    assert await store.enqueue(entry("one", dedupe="u1"))
-    assert not await store.enqueue(entry("one again", dedupe="u1"))
-    assert await store.enqueue(entry("two"))
-    waiting = await store.inbox("console:t")
+    assert await store.conversation.enqueue(entry("one", dedupe="u1"))
+    assert not await store.conversation.enqueue(entry("one again", dedupe="u1"))
+    assert await store.conversation.enqueue(entry("two"))
+    waiting = await store.conversation.inbox("console:t")
     assert [e.message["content"] for e in waiting] == ["one", "two"]
-    assert await store.session_keys_with_inbox() == ["console:t"]
-    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
-    await store.commit_turn(
+    assert await store.conversation.session_keys_with_inbox() == ["console:t"]
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.conversation.commit_turn(
         session.id,
         [NewMessage(e.message, e.token_count) for e in waiting] + [row("assistant", "hi")],
         consumed_inbox=[e.id for e in waiting],
     )
-    assert await store.inbox("console:t") == []
-    assert [m.message["content"] for m in await store.load_active(session.id)][-1] == "hi"
+    assert await store.conversation.inbox("console:t") == []
+    assert [m.message["content"] for m in await store.conversation.load_active(session.id)][
+        -1
+    ] == "hi"
 
 
 async def test_anchor_points_at_the_row_it_covers_and_compaction_clears_it(
     store: SQLiteStore,
 ) -> None:
-    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
-    ids = await store.commit_turn(
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    ids = await store.conversation.commit_turn(
         session.id,
         [row("user", "q"), row("assistant", "a")],
         anchor=AnchorRecord(100, 7, -1, "fp", "openai:x"),
         usage=UsageTotals(100, 7, 0, 0, 1),
     )
-    record = await store.current_session("console:t")
+    record = await store.conversation.current_session("console:t")
     assert record.anchor == AnchorRecord(100, 7, ids[-1], "fp", "openai:x")
     assert record.usage.prompt_tokens == 100 and record.usage.requests == 1
-    await store.archive_and_compact(session.id, Compaction([row("system", "sys")]))
-    assert (await store.current_session("console:t")).anchor is None
+    await store.conversation.archive_and_compact(session.id, Compaction([row("system", "sys")]))
+    assert (await store.conversation.current_session("console:t")).anchor is None
 
 
 async def test_pending_delivery_until_marked(store: SQLiteStore) -> None:
-    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
-    ids = await store.commit_turn(
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    ids = await store.conversation.commit_turn(
         session.id,
         [NewMessage({"role": "assistant", "content": "reply"}, 1, pending_delivery=True)],
     )
-    pending = await store.pending_deliveries()
+    pending = await store.conversation.pending_deliveries()
     assert [(p.message_id, p.text, p.chat_id) for p in pending] == [(ids[0], "reply", "t")]
-    await store.mark_delivered(ids)
-    assert await store.pending_deliveries() == []
+    await store.conversation.mark_delivered(ids)
+    assert await store.conversation.pending_deliveries() == []
 
 
 async def test_forget_erases_only_that_conversation(store: SQLiteStore) -> None:
-    mine = await store.start_session(ORIGIN, "m", row("system", "sys"))
-    other = await store.start_session(
+    mine = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    other = await store.conversation.start_session(
         SessionOrigin("console:o", "console", "o"), "m", row("system", "sys")
     )
-    await store.commit_turn(mine.id, [row("user", "secret")])
-    await store.commit_turn(other.id, [row("user", "keep me")])
-    assert await store.forget("console:t") == 2
-    assert await store.export_rows("console:t") == []
-    assert len(await store.export_rows("console:o")) == 2
-    assert await store.search(other.id, "keep") != []
+    await store.conversation.commit_turn(mine.id, [row("user", "secret")])
+    await store.conversation.commit_turn(other.id, [row("user", "keep me")])
+    assert await store.operator.forget("console:t") == 2
+    assert await store.operator.export_rows("console:t") == []
+    assert len(await store.operator.export_rows("console:o")) == 2
+    assert await store.conversation.search(other.id, "keep") != []
 
 
 async def test_opening_an_older_schema_upgrades_it_and_keeps_rows(tmp_path: Path) -> None:
@@ -225,9 +231,11 @@ async def test_opening_an_older_schema_upgrades_it_and_keeps_rows(tmp_path: Path
         )
     async with SQLiteStore(path) as store:
         assert await store.schema_version() == SCHEMA_VERSION
-        assert [m.message["content"] for m in await store.load_active("s1")] == ["old words"]
-        assert (await store.search("s1", "words"))[0].role == "user"
-        assert await store.enqueue(entry("new"))  # tables of the later migration exist
+        assert [m.message["content"] for m in await store.conversation.load_active("s1")] == [
+            "old words"
+        ]
+        assert (await store.conversation.search("s1", "words"))[0].role == "user"
+        assert await store.conversation.enqueue(entry("new"))  # tables of the later migration exist
 
 
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
@@ -259,7 +267,7 @@ CRASHER = textwrap.dedent(
             rows = [NewMessage({"role": "user", "content": "compacted " + str(i) * 50}, 1)
                     for i in range(20000)]
             print("compacting", flush=True)
-            await store.archive_and_compact(session_id, Compaction(rows))
+            await store.conversation.archive_and_compact(session_id, Compaction(rows))
             print("done", flush=True)
 
     asyncio.run(main(sys.argv[1], sys.argv[2]))
@@ -273,8 +281,10 @@ async def test_a_kill_during_compaction_never_leaves_half_of_it(
 ) -> None:
     path = tmp_path / "state.db"
     async with SQLiteStore(path) as store:
-        session = await store.start_session(ORIGIN, "m", row("system", "sys"))
-        await store.commit_turn(session.id, [row("user", f"original {i}") for i in range(200)])
+        session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+        await store.conversation.commit_turn(
+            session.id, [row("user", f"original {i}") for i in range(200)]
+        )
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", CRASHER, str(path), session.id, stdout=asyncio.subprocess.PIPE
     )
@@ -289,7 +299,7 @@ async def test_a_kill_during_compaction_never_leaves_half_of_it(
     await process.wait()
 
     async with SQLiteStore(path) as store:
-        rows = await store.export_rows("console:t")
+        rows = await store.operator.export_rows("console:t")
         originals = [m for _, m in rows if m.message["content"].startswith(("original", "sys"))]
         new = [m for _, m in rows if m.message["content"].startswith("compacted")]
         assert len(originals) == 201  # never deleted, whatever happened
@@ -303,11 +313,18 @@ async def test_a_kill_during_compaction_never_leaves_half_of_it(
 async def test_active_rows_are_reread_when_another_writer_changed_them(
     store: SQLiteStore, tmp_path: Path
 ) -> None:
-    session = await store.start_session(ORIGIN, "m", row("system", "sys"))
-    await store.commit_turn(session.id, [row("user", "a"), row("user", "b")])
-    assert len(await store.load_active(session.id)) == 3
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.conversation.commit_turn(session.id, [row("user", "a"), row("user", "b")])
+    assert len(await store.conversation.load_active(session.id)) == 3
     with sqlite3.connect(tmp_path / "state.db") as db:  # e.g. `nightowl sessions` in a shell
         db.execute("UPDATE messages SET active = 0, compacted = 1 WHERE content = 'a'")
-    assert [m.message["content"] for m in await store.load_active(session.id)] == ["sys", "b"]
-    await store.commit_turn(session.id, [row("user", "c")])
-    assert [m.message["content"] for m in await store.load_active(session.id)] == ["sys", "b", "c"]
+    assert [m.message["content"] for m in await store.conversation.load_active(session.id)] == [
+        "sys",
+        "b",
+    ]
+    await store.conversation.commit_turn(session.id, [row("user", "c")])
+    assert [m.message["content"] for m in await store.conversation.load_active(session.id)] == [
+        "sys",
+        "b",
+        "c",
+    ]

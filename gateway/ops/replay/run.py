@@ -164,10 +164,10 @@ async def replay(
 
 
 async def _turn_point(gateway: Gateway, turn: int, message: int) -> TurnPoint:
-    record = await gateway.store.current_session(SESSION_KEY)
+    record = await gateway.store.conversation.current_session(SESSION_KEY)
     if record is not None and record.anchor is not None:
         return TurnPoint(turn, message, record.anchor.prompt_tokens, "reported")
-    rows = await gateway.store.load_active(record.id) if record is not None else []
+    rows = await gateway.store.conversation.load_active(record.id) if record is not None else []
     return TurnPoint(turn, message, sum(r.token_count for r in rows), "estimated")
 
 
@@ -176,8 +176,8 @@ async def _final_counts(gateway: Gateway, result: ReplayResult) -> None:
     if runtime is not None:
         result.window = runtime.engine.context_length
         result.threshold = runtime.engine.threshold_tokens
-    record = await gateway.store.current_session(SESSION_KEY)
-    rows = await gateway.store.export_rows(SESSION_KEY)
+    record = await gateway.store.conversation.current_session(SESSION_KEY)
+    rows = await gateway.store.operator.export_rows(SESSION_KEY)
     current = {r.id for s, r in rows if record is not None and s == record.id and r.active}
     result.active_rows = len(current)
     result.active_tokens = sum(r.token_count for _, r in rows if r.id in current)

@@ -1,0 +1,47 @@
+"""The conversation view's longer statements, named (SQLite dialect)."""
+
+# Platform ids are numeric text (Discord snowflakes); other ids, such as
+# "interaction:<id>", say nothing about a channel's history.
+NEWEST_STORED_IDS = """
+SELECT chat_id, MAX(CAST(platform_message_id AS INTEGER)) AS newest FROM (
+    SELECT s.chat_id AS chat_id, m.platform_message_id AS platform_message_id
+    FROM sessions s JOIN messages m ON m.session_id = s.id
+    WHERE s.platform = :platform AND m.role = 'user' AND m.created_at >= :since
+    UNION ALL
+    SELECT chat_id, platform_message_id FROM inbox
+    WHERE platform = :platform AND created_at >= :since
+)
+WHERE chat_id IS NOT NULL AND platform_message_id <> ''
+    AND platform_message_id NOT GLOB '*[^0-9]*'
+GROUP BY chat_id
+"""
+
+
+#: A conversation's full-text search: archived rows included, sessions it was rotated
+#: from included (docs/design.md#rotation). Summaries repeat what the originals say (and
+#: each supersedes the last): the originals are what a search finds, once each.
+SEARCH = """
+WITH RECURSIVE lineage(id) AS (
+    SELECT :session UNION SELECT s.parent_session_id FROM sessions s
+    JOIN lineage l ON s.id = l.id WHERE s.parent_session_id IS NOT NULL
+)
+SELECT m.id, m.role, m.created_at, m.active,
+    snippet(messages_fts, 0, '«', '»', '…', 24) AS snippet
+FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+WHERE messages_fts MATCH :match AND m.session_id IN (SELECT id FROM lineage)
+    AND (m.active = 1 OR m.compacted = 1) AND m.role IN ('user', 'assistant', 'tool')
+    AND coalesce(m.content, '') NOT LIKE :summary
+ORDER BY bm25(messages_fts) LIMIT :limit
+"""
+
+#: Replies stored but not handed to their platform (all, or one session key's), oldest
+#: first, each with the platform id of the user message it answers (to thread it).
+PENDING_DELIVERIES = """
+SELECT m.id, m.content, s.session_key, s.platform, s.chat_id, s.thread_id,
+    (SELECT u.platform_message_id FROM messages u WHERE u.session_id = m.session_id
+        AND u.role = 'user' AND u.id < m.id AND u.platform_message_id IS NOT NULL
+        ORDER BY u.id DESC LIMIT 1) AS reply_to
+FROM messages m JOIN sessions s ON s.id = m.session_id
+WHERE m.pending_delivery = 1 AND (:key IS NULL OR s.session_key = :key)
+ORDER BY m.id
+"""

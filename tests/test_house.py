@@ -1,0 +1,102 @@
+"""The house rules the repository claims, checked: types, layering, no import cycles,
+file sizes (docs/design.md#house)."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("gateway", "agent", "adapters")
+#: The layers each package may import (besides itself, the standard library, third-party
+#: libraries and nightowl_errors).
+ALLOWED = {"gateway": {"agent", "adapters"}, "agent": set(), "adapters": set()}
+MAX_LINES = 400
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
+    """The project modules ``path`` imports (every import statement, wherever it is)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets.add(base)
+            targets.update(f"{base}.{alias.name}" for alias in node.names)
+    return {t for t in targets if t in known}
+
+
+def test_types_check_clean() -> None:
+    if shutil.which("mypy") is None and not (Path(sys.executable).parent / "mypy").exists():
+        pytest.fail("mypy is part of the test extra: pip install -e '.[test]'")
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_arrows_point_from_the_gateway_to_the_agent_and_the_adapters_only() -> None:
+    graph = modules()
+    wrong = []
+    for name, path in graph.items():
+        layer = name.split(".")[0]
+        for target in imports_of(path, name, set(graph)):
+            other = target.split(".")[0]
+            if other != layer and other not in ALLOWED[layer]:
+                wrong.append(f"{name} imports {target}")
+    assert not wrong, wrong
+
+
+def test_no_import_cycles() -> None:
+    graph = modules()
+    edges = {name: imports_of(path, name, set(graph)) - {name} for name, path in graph.items()}
+    cycles = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(edges[node]):
+            if state.get(target) == 1:
+                cycles.append(stack[stack.index(target) :] + [target])
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    # A package's __init__ re-exporting its own modules is not a cycle between modules.
+    real = [c for c in cycles if not any(a.startswith(b + ".") for a, b in zip(c, c[1:]))]
+    assert not real, real
+
+
+def test_no_product_file_over_400_lines() -> None:
+    long = {
+        str(path.relative_to(ROOT)): count
+        for path in modules().values()
+        if (count := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, long
