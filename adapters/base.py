@@ -2,7 +2,7 @@
 
 An adapter turns platform events into :class:`InboundMessage` and hands each one to the
 gateway's sink; the sink returns once the message is durably stored, which is when an
-adapter may acknowledge it to its platform (SPEC F7). Replies come back as
+adapter may acknowledge it to its platform (docs/design.md#delivery-guarantee). Replies come back as
 :class:`OutboundMessage` through :meth:`Adapter.send`. Adapters know nothing of LLMs,
 sessions or SQL.
 """
@@ -50,7 +50,7 @@ class InboundMessage:
     thread_id: str | None = None
     chat_type: ChatType = "private"
     #: True when the bot was spoken to (private chat, mention, reply to the bot, command,
-    #: free-response chat). In groups an unaddressed message is only observed (SPEC F3).
+    #: free-response chat). In groups an unaddressed message is only observed (docs/design.md#groups).
     addressed: bool = True
     attachments: tuple[Attachment, ...] = ()
     reply_to: QuotedMessage | None = None

@@ -101,12 +101,12 @@ class ContextCompressor(ContextEngine):
         self.fallback_notice_sent = False
         self._last_abort_class = ""
         self.last_completion_tokens = 0
-        #: True until a response arrives after start, a model change or a compression (C3).
+        #: True until a response arrives after start, a model change or a compression (docs/design.md#gates).
         self.awaiting_real_usage = True
         self.threshold_ratio = self.settings.threshold
         self._derive(self.model, context_length)
 
-    # -- thresholds and budgets (C2, C5, T5) --------------------------------------------
+    # -- thresholds and budgets (docs/design.md#threshold, #boundaries, #output-reserve) --------------------------------------------
 
     def _derive(self, model: str, context_length: int) -> None:
         self.context_length = max(1, int(context_length))
@@ -129,7 +129,7 @@ class ContextCompressor(ContextEngine):
 
     @property
     def output_reserve(self) -> int:
-        """Tokens kept free for the reply (T5)."""
+        """Tokens kept free for the reply (docs/design.md#output-reserve)."""
         return self.window.output_reserve
 
     @property
@@ -173,7 +173,7 @@ class ContextCompressor(ContextEngine):
         self.awaiting_real_usage = True
 
     def update_from_response(self, usage: Usage | None) -> None:
-        """Record a response's usage; a response without usage still ends the wait (C3)."""
+        """Record a response's usage; a response without usage still ends the wait (docs/design.md#gates)."""
         self.awaiting_real_usage = False
         if usage is None:
             return
@@ -200,7 +200,7 @@ class ContextCompressor(ContextEngine):
         self.awaiting_real_usage = True
 
     def export_state(self) -> dict[str, Any]:
-        """Cooldown, ladders and counters, JSON-safe, for the session row (C9)."""
+        """Cooldown, ladders and counters, JSON-safe, for the session row (docs/design.md#cooldown)."""
         return {
             "compression_count": self.compression_count,
             **self.cooldown.to_dict(),

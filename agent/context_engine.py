@@ -1,6 +1,6 @@
 """The context engine: decides when a conversation must shrink, and shrinks it.
 
-This is a public API for plugin authors (SPEC C1). The built-in engine is
+This is a public API for plugin authors (docs/design.md#context-engine). The built-in engine is
 :class:`agent.context_compressor.ContextCompressor`; ``context.engine`` in config picks
 another one by name (see :func:`resolve_context_engine`).
 
@@ -198,7 +198,7 @@ class EngineChoice:
 def resolve_context_engine(
     name: str, builtin: EngineFactory, plugin_dirs: list[Path] | tuple[Path, ...] = ()
 ) -> EngineChoice:
-    """Find the engine called ``name`` (SPEC C1).
+    """Find the engine called ``name`` (docs/design.md#context-engine).
 
     Order: ``compressor`` is always the built-in; then ``<dir>/context_engine/<name>/``
     under each plugin dir (a package whose ``__init__`` defines ``create_engine`` or

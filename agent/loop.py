@@ -1,10 +1,10 @@
 """The agent's tool loop: one user turn, bounded iterations, compression at its gates.
 
-Per iteration: the compression gate (SPEC C3) → one provider call sized so prompt +
-max_tokens fits the window (T5) → the reply appended → tool calls run and their results
+Per iteration: the compression gate (docs/design.md#gates) → one provider call sized so prompt +
+max_tokens fits the window (docs/design.md#output-reserve) → the reply appended → tool calls run and their results
 appended. A provider overflow compresses and retries the same request, a bounded number
-of times, and stops when a pass makes no progress (C10). No context-pressure warning is
-ever put in the prompt (C12).
+of times, and stops when a pass makes no progress (docs/design.md#overflow-recovery). No context-pressure warning is
+ever put in the prompt (docs/design.md#nothing-leaves-unsummarized).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ class _Turn:
         self.result = TurnResult(messages=messages, anchor=anchor)
         self.schemas = agent.tool_schemas()
         self.schema_tokens = (len(json.dumps(self.schemas)) + 3) // 4 if self.schemas else 0
-        # Defer-to-real-usage (C3): with no anchor, an estimate over the threshold waits
+        # Defer-to-real-usage (docs/design.md#gates): with no anchor, an estimate over the threshold waits
         # for one real response before it may trigger compression.
         self.may_defer = anchor is None
 

@@ -1,4 +1,4 @@
-"""How many tokens a model's context window holds (SPEC T3, T4).
+"""How many tokens a model's context window holds (docs/design.md#window-resolution, #overflow-errors).
 
 Resolution, highest first:
 
@@ -185,7 +185,7 @@ class ContextLengthResolver:
     def resolve(
         self, model: str, provider: str, base_url: str | None = None, override: int | None = None
     ) -> int:
-        """The window for ``model`` on this endpoint (T3 order)."""
+        """The window for ``model`` on this endpoint (docs/design.md#window-resolution)."""
         return self.resolve_with_source(model, provider, base_url, override).tokens
 
     def resolve_with_source(
@@ -239,7 +239,7 @@ class ContextLengthResolver:
     # -- learning ------------------------------------------------------------------------
 
     def learn_limit(self, model: str, provider: str, base_url: str | None, limit: int) -> bool:
-        """Remember the window an overflow error stated (T4). Returns whether it was stored."""
+        """Remember the window an overflow error stated (docs/design.md#overflow-errors). Returns whether it was stored."""
         return self._store(model, provider, base_url, limit, "overflow")
 
     def confirm(self, model: str, provider: str, base_url: str | None, limit: int) -> bool:

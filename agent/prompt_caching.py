@@ -1,8 +1,8 @@
-"""Anthropic prompt caching: where the breakpoints go and when (SPEC P1–P4).
+"""Anthropic prompt caching: where the breakpoints go and when (docs/design.md#prompt-caching).
 
 Pure functions over OpenAI-style messages. The ``system_and_3`` layout marks the system
 prompt and the last three non-system messages: the system prompt is byte-stable across
-turns (P4), and the three moving markers let each turn read the prefix the previous turn
+turns (docs/design.md#prompt-caching), and the three moving markers let each turn read the prefix the previous turn
 wrote. Anthropic allows at most four breakpoints per request.
 """
 
@@ -61,7 +61,7 @@ def _place_marker(message: dict[str, Any], ttl: CacheTTL, native_anthropic: bool
 
 
 def caching_enabled(provider_name: str, model: str, base_url: str | None) -> bool:
-    """Claude models on the native Anthropic API or through OpenRouter (SPEC P2)."""
+    """Claude models on the native Anthropic API or through OpenRouter (docs/design.md#prompt-caching)."""
     if "claude" not in (model or "").lower():
         return False
     return provider_name == "anthropic" or "openrouter" in (base_url or "").lower()
@@ -84,7 +84,7 @@ def resolve_cache_ttl(setting: str, source: str) -> CacheTTL:
 
 
 def caching_log_line(model: str, provider: str, ttl: CacheTTL | None) -> str:
-    """The startup line (SPEC P3); ``ttl=None`` gives the DISABLED variant."""
+    """The startup line (docs/design.md#prompt-caching); ``ttl=None`` gives the DISABLED variant."""
     if ttl is None:
         return f"Prompt caching: DISABLED ({model} via {provider})"
     return f"Prompt caching: ENABLED ({model} via {provider}, {ttl} TTL)"

@@ -1,7 +1,7 @@
 """Counting tokens: a rough estimator everywhere, exact counts where the tokenizer is known.
 
-The rough estimate (SPEC T1) is what every gate and the compressor use: cheap, stable,
-the same on every machine. Exact counts (T2) come from tiktoken for OpenAI model families
+The rough estimate (docs/design.md#tokens) is what every gate and the compressor use: cheap, stable,
+the same on every machine. Exact counts (docs/design.md#tokens) come from tiktoken for OpenAI model families
 and are meant to be taken once per stored row, at insert; no turn re-tokenizes history.
 
 tiktoken downloads its BPE files on first use, which fails on a machine without egress.
@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 log = logging.getLogger(__name__)
 
-#: Tokens an image part counts, whatever its encoded size (T1).
+#: Tokens an image part counts, whatever its encoded size (docs/design.md#tokens).
 IMAGE_TOKENS = 1500
 #: Per-message framing tokens in OpenAI chat formats (role markers, separators).
 MESSAGE_OVERHEAD_TOKENS = 3
@@ -37,7 +37,7 @@ _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoke
 DOWNLOAD_TIMEOUT_SECONDS = 10.0
 
 
-# -- the rough estimator (T1) ------------------------------------------------------------
+# -- the rough estimator (docs/design.md#tokens) ------------------------------------------------------------
 
 
 def _content_chars_and_images(content: Any) -> tuple[int, int]:
@@ -78,7 +78,7 @@ def estimate_message_tokens_rough(message: Mapping[str, Any]) -> int:
 
 
 def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int:
-    """Rough tokens of a message list (SPEC T1): total chars + 3, divided by 4."""
+    """Rough tokens of a message list (docs/design.md#tokens): total chars + 3, divided by 4."""
     chars = images = 0
     for message in messages:
         c, i = _message_chars_and_images(message)
@@ -87,7 +87,7 @@ def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int
     return (chars + 3) // 4 + images * IMAGE_TOKENS
 
 
-# -- exact counting (T2) -----------------------------------------------------------------
+# -- exact counting (docs/design.md#tokens) -----------------------------------------------------------------
 
 # Checked in order: the first prefix of the bare model name that matches decides.
 _ENCODING_BY_PREFIX: tuple[tuple[str, str], ...] = (

@@ -1,4 +1,4 @@
-"""Tools the agent can call, and the built-in ones (SPEC A1).
+"""Tools the agent can call, and the built-in ones (docs/design.md#tools).
 
 A tool is a name, an OpenAI function schema and an async handler that returns plain text.
 Handlers get a :class:`ToolContext` — the agent's narrow view of the session — so a tool

@@ -3,7 +3,7 @@
 After each response the provider says how many prompt and completion tokens it saw. The
 anchor keeps those numbers together with how many messages they account for (the reply
 included) and a fingerprint of the message at that boundary. The next gate then needs
-only a rough estimate of the messages appended since (SPEC S4, H3):
+only a rough estimate of the messages appended since (docs/design.md#usage-anchor, #token-source):
 
     anchored = prompt_tokens + completion_tokens + rough(messages[covered:])
 

@@ -13,7 +13,7 @@ A request is a *view* of the conversation; the stored rows are never changed to 
    the largest rows are cut further, down to a floor, and then the oldest rows between
    the system prompt and the newest exchange are left out of this request, with a note.
 
-Token figures here are the rough estimate (SPEC T1 in docs/design.md#tokens); when the
+Token figures here are the rough estimate (docs/design.md#tokens in docs/design.md#tokens); when the
 provider has reported that the real count runs higher, ``fit_request`` scales for it.
 """
 
@@ -60,7 +60,7 @@ NOTE_TOKENS = (len(LEFT_OUT_NOTE) + 3) // 4 + 2
 
 @dataclass(frozen=True)
 class Window:
-    """The model's window and the share of it kept for the reply (SPEC T5)."""
+    """The model's window and the share of it kept for the reply (docs/design.md#output-reserve)."""
 
     context_length: int
     max_output_tokens: int

@@ -166,7 +166,7 @@ def discord_adapter(config: Config) -> Adapter:
 
 class StoredCatchUp:
     """The Discord adapter's catch-up source: cursors from what the store holds, chats
-    judged by the same allowlists as every message (SPEC F4)."""
+    judged by the same allowlists as every message (docs/design.md#authorization)."""
 
     def __init__(self, store: ConversationStore, config: Config) -> None:
         self.store = store

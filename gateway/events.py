@@ -1,4 +1,4 @@
-"""An in-process event bus and the user hooks subscribed to it (SPEC E1–E3).
+"""An in-process event bus and the user hooks subscribed to it (docs/design.md#events, #hooks).
 
 Emitting never blocks a turn: every handler runs in its own task, bounded by a timeout,
 and a handler that raises or hangs is logged and forgotten.

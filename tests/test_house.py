@@ -4,6 +4,7 @@ file sizes (docs/design.md#house)."""
 from __future__ import annotations
 
 import ast
+import itertools
 import shutil
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def test_no_import_cycles() -> None:
         if node not in state:
             visit(node)
     # A package's __init__ re-exporting its own modules is not a cycle between modules.
-    real = [c for c in cycles if not any(a.startswith(b + ".") for a, b in zip(c, c[1:]))]
+    real = [c for c in cycles if not any(a.startswith(b + ".") for a, b in itertools.pairwise(c))]
     assert not real, real
 
 

@@ -6,7 +6,7 @@ Inbound, each human message becomes an :class:`~adapters.base.InboundMessage`:
   session by ``user_id``), "group" for guild text channels (``chat_id`` = channel id) and
   "thread" for threads (``chat_id`` = thread id; a thread is its own channel on Discord,
   so ``thread_id`` stays None).
-- ``addressed`` (SPEC F3): see :mod:`adapters.discord_adapter.inbound`. Unaddressed guild
+- ``addressed`` (docs/design.md#groups): see :mod:`adapters.discord_adapter.inbound`. Unaddressed guild
   messages are passed with ``addressed=False`` so the gateway can observe them.
 - Own messages are always ignored; other bots' unless ``allow_bots``. A message id seen
   before (Discord may redeliver around a resume) is passed once; ``dedupe_key`` is

@@ -1,6 +1,6 @@
 """Discord messages and slash commands -> :class:`InboundMessage`.
 
-Addressing (SPEC F3): a message is addressed in DMs, on an @mention of the bot (its user
+Addressing (docs/design.md#groups): a message is addressed in DMs, on an @mention of the bot (its user
 or its managed role; leading mentions are stripped from the text), on a reply to the
 bot, in a free-response channel (and its threads), when its text starts with "/" (a
 typed command such as ``/status``), and everywhere when ``require_mention`` is off.

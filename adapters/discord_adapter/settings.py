@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 # Discord's rule for chat-input command names (lowercase where a case exists).
 _COMMAND_NAME = re.compile(r"^[-_\w]{1,32}$")
 
-#: The gateway's commands (SPEC F5), offered in Discord's "/" menu.
+#: The gateway's commands (docs/design.md#commands), offered in Discord's "/" menu.
 DEFAULT_SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
     ("new", "Start a new conversation"),
     ("reset", "Start a new conversation (same as /new)"),

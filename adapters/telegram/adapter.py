@@ -138,7 +138,7 @@ class TelegramAdapter(Adapter):
 
     async def _start_polling(self, bot: Bot, processor: UpdateProcessor) -> None:
         try:
-            # Pending updates stay queued: they are processed, never dropped (SPEC F7).
+            # Pending updates stay queued: they are processed, never dropped (docs/design.md#delivery-guarantee).
             await self._caller.call(
                 "deleteWebhook", "-", lambda: bot.delete_webhook(drop_pending_updates=False)
             )

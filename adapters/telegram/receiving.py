@@ -4,7 +4,7 @@ Why not PTB's ``Updater``: its polling task puts a batch into a queue and immedi
 sets ``offset = last_update_id + 1`` for the next ``getUpdates``, so Telegram forgets the
 batch before any handler has run, and ``Updater.stop()`` confirms everything it fetched
 (see ``telegram/ext/_updater.py``, ``polling_action_cb`` and ``_get_updates_cleanup``).
-A crash in between would lose messages (SPEC F7). :class:`UpdatePoller` keeps PTB's
+A crash in between would lose messages (docs/design.md#delivery-guarantee). :class:`UpdatePoller` keeps PTB's
 ``Bot.get_updates`` long poll but asks for the next offset only after every update of
 the batch went through the sink, in order.
 

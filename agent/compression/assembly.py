@@ -1,4 +1,4 @@
-"""Phase 4: head + one summary message + tail, with tool pairs repaired (SPEC C7)."""
+"""Phase 4: head + one summary message + tail, with tool pairs repaired (docs/design.md#assembly)."""
 
 from __future__ import annotations
 

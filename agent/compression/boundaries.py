@@ -6,7 +6,7 @@ The list splits into three parts: the head (kept), the middle (summarized) and t
 whole is shown as an excerpt by the request view (agent/window.py), not cut here.
 Boundaries never separate an assistant tool call from its results, and the tail never
 starts with a tool result. A row bigger than the tail budget is never protected by a
-row count: outside the newest exchange it goes into the summary (C15).
+row count: outside the newest exchange it goes into the summary (docs/design.md#boundaries).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from agent.compression.markers import (
     summary_body,
 )
 
-#: First compression: system prompt + first exchange (C5).
+#: First compression: system prompt + first exchange (docs/design.md#boundaries).
 HEAD_MESSAGES = 3
-#: Tool output longer than this (characters) is cleared outside the tail (C4).
+#: Tool output longer than this (characters) is cleared outside the tail (docs/design.md#tool-pruning).
 PRUNE_MIN_CHARS = 200
-#: protect_last_n counts as a minimum only down to this many rows (C5).
+#: protect_last_n counts as a minimum only down to this many rows (docs/design.md#boundaries).
 TAIL_COUNT_FLOOR = 8
 #: The tail keeps at least this many rows while they fit its ceiling.
 TAIL_MIN_ROWS = 3
@@ -112,7 +112,7 @@ def head_end_for(
     ``budget`` (a pasted log in the first exchange must be summarizable). Once a summary
     exists, only the leading system messages stay: the first exchange stops being
     protected and goes into the next summary, so nothing leaves the context without
-    passing through one (C14). A head never ends between a tool call and its results.
+    passing through one (docs/design.md#nothing-leaves-unsummarized). A head never ends between a tool call and its results.
     """
     summary_index = find_summary_index(messages)
     end = 0
@@ -154,7 +154,7 @@ def _walk_tail(
         kept = n - start
         cost = tokens[index]
         if cost > budget:
-            break  # a row bigger than the whole tail budget is summarized (C15)
+            break  # a row bigger than the whole tail budget is summarized (docs/design.md#boundaries)
         if accumulated + cost > ceiling and (
             kept >= floor_rows or accumulated + cost > hard_ceiling
         ):
@@ -179,7 +179,7 @@ def plan_boundaries(
     min_tail_user_messages: int,
     hard_ceiling: int | None = None,
 ) -> Plan:
-    """Phase 2: choose the head, the tail and what lies between (C5, C14, C15).
+    """Phase 2: choose the head, the tail and what lies between (docs/design.md#boundaries, #nothing-leaves-unsummarized).
 
     The tail is walked back from the end accumulating ``tokens`` up to ``budget`` (whole
     rows up to 1.5x). ``protect_last_n`` rows are kept while that ceiling allows, and at

@@ -1,9 +1,9 @@
-"""Pacing after failed summaries (SPEC C8, C9).
+"""Pacing after failed summaries (docs/design.md#failure-ladder, #cooldown).
 
 A failed summary sets a cooldown during which threshold compression is blocked, so a
 broken summary backend is not hit on every turn. Timeouts/hangs and ``finish_reason=length``
 each climb their own 60 s -> 300 s -> 900 s ladder (never below the summary timeout);
-malformed or empty replies pause a flat 30 s, and so do overloads (which SPEC leaves open:
+malformed or empty replies pause a flat 30 s, and so do overloads (a choice of ours:
 the pause keeps one turn's gates from spending the overload streak in a few seconds).
 Overloads also count separately: the third in a row degrades to the deterministic fallback. The state is wall-clock based (epoch seconds)
 and exported to the session row, so it paces attempts across turns and restarts.

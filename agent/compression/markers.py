@@ -21,7 +21,7 @@ SUMMARY_END = "[END OF CONTEXT COMPACTION]"
 #: Separates a summary merged into the first tail message from that message's own text.
 MERGED_MESSAGE_DELIMITER = "[END OF CONTEXT COMPACTION — the original message follows]"
 
-#: Appended once, at the first compression, to the system prompt (C7).
+#: Appended once, at the first compression, to the system prompt (docs/design.md#assembly).
 SYSTEM_COMPACTION_NOTE = (
     "[Note: some earlier turns of this conversation have been compacted into a summary "
     "to save context space.]"

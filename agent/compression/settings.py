@@ -1,4 +1,4 @@
-"""Compression settings and the arithmetic derived from them (SPEC C2, C5, C6, T5)."""
+"""Compression settings and the arithmetic derived from them (docs/design.md#threshold, #boundaries, #summary, #output-reserve)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-#: Windows below this never compress below :data:`SMALL_WINDOW_THRESHOLD_FLOOR` (C2).
+#: Windows below this never compress below :data:`SMALL_WINDOW_THRESHOLD_FLOOR` (docs/design.md#threshold).
 SMALL_WINDOW_LIMIT = 512_000
 SMALL_WINDOW_THRESHOLD_FLOOR = 0.75
 
-#: Lean tail budget: this share of the window, clamped, and never above the share cap (C5).
+#: Lean tail budget: this share of the window, clamped, and never above the share cap (docs/design.md#boundaries).
 LEAN_TAIL_SHARE = 0.025
 LEAN_TAIL_MIN_TOKENS = 10_000
 LEAN_TAIL_MAX_TOKENS = 25_000
 TAIL_MAX_WINDOW_SHARE = 0.20
 
-#: Summary budget: this share of the summarized tokens, within [min, min(share of window, max)] (C6).
+#: Summary budget: this share of the summarized tokens, within [min, min(share of window, max)] (docs/design.md#summary).
 SUMMARY_RATIO = 0.20
 SUMMARY_MIN_TOKENS = 2_000
 SUMMARY_MAX_TOKENS = 12_000
@@ -40,12 +40,12 @@ KNOWN_PROVIDERS = frozenset({"openai", "anthropic"})
 
 @dataclass(frozen=True)
 class CompressionSettings:
-    """The ``compression`` config section as the compressor uses it (SPEC section 8).
+    """The ``compression`` config section as the compressor uses it (docs/design.md#configuration).
 
     ``target_ratio`` is clamped to 0.10..0.80 on construction. ``context_timeout_seconds``
     bounds one summary call and is the minimum of every timeout cooldown.
     ``max_output_tokens`` is ``model.max_output_tokens``: the reserve kept free for the
-    reply (T5). The gateway-only keys (``in_place``, ``hygiene_hard_message_limit``) are
+    reply (docs/design.md#output-reserve). The gateway-only keys (``in_place``, ``hygiene_hard_message_limit``) are
     not here: the engine never writes the store and never runs hygiene.
     """
 
@@ -89,7 +89,7 @@ def resolve_model_threshold(
     model_thresholds: Mapping[str, float],
     context_length: int,
 ) -> float:
-    """The threshold ratio for ``model`` on ``provider`` (SPEC C2).
+    """The threshold ratio for ``model`` on ``provider`` (docs/design.md#threshold).
 
     Keys of ``model_thresholds`` are substrings of the model name; the longest matching
     substring wins. ``"<provider>:<substring>"`` keys match only on that provider and beat
@@ -115,7 +115,7 @@ def resolve_model_threshold(
 
 
 def lean_tail_budget(context_length: int) -> int:
-    """2.5% of the window clamped to 10K..25K, and never above 20% of the window (C5)."""
+    """2.5% of the window clamped to 10K..25K, and never above 20% of the window (docs/design.md#boundaries)."""
     budget = min(
         LEAN_TAIL_MAX_TOKENS, max(LEAN_TAIL_MIN_TOKENS, int(context_length * LEAN_TAIL_SHARE))
     )
@@ -132,7 +132,7 @@ def tail_token_budget(
 
 
 def summary_token_budget(middle_tokens: int, context_length: int) -> int:
-    """20% of the summarized tokens, at least 2000, at most :func:`summary_token_cap` (C6)."""
+    """20% of the summarized tokens, at least 2000, at most :func:`summary_token_cap` (docs/design.md#summary)."""
     wanted = max(int(middle_tokens * SUMMARY_RATIO), SUMMARY_MIN_TOKENS)
     return min(wanted, summary_token_cap(context_length))
 

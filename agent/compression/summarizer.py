@@ -1,4 +1,4 @@
-"""Running the summary call through the failure table (SPEC C8).
+"""Running the summary call through the failure table (docs/design.md#failure-ladder).
 
 The auxiliary model (if configured) goes first; any failure there hands the same request
 to the main model, whose overload gets one retry. What happens after a final failure —

@@ -1,4 +1,4 @@
-"""Phase 3: one summarizer call with the structured template (SPEC C6, C8).
+"""Phase 3: one summarizer call with the structured template (docs/design.md#summary, #failure-ladder).
 
 The request carries the previous summary (with an instruction to UPDATE it) when there
 is one, the turns being removed (bounded to what the summary model can read), the
@@ -75,7 +75,7 @@ MAX_SUMMARY_CALLS = 6
 
 
 class SummaryFailure(Exception):
-    """The summary call failed; ``kind`` decides the row of the failure table (C8)."""
+    """The summary call failed; ``kind`` decides the row of the failure table (docs/design.md#failure-ladder)."""
 
     def __init__(self, kind: FailureKind, *, retry_after: float | None = None) -> None:
         super().__init__(kind)

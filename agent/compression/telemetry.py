@@ -1,4 +1,4 @@
-"""One INFO line per compression attempt, with counts and classes only (SPEC C11).
+"""One INFO line per compression attempt, with counts and classes only (docs/design.md#telemetry).
 
 Message text, summary text, the focus topic and error text never go into it: the line is
 built from a fixed set of fields, all numbers or short enumerated strings.

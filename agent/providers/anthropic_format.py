@@ -1,6 +1,6 @@
 """OpenAI-style messages and tools in, Anthropic Messages API request parts out.
 
-The rest of nightowl speaks OpenAI-style dicts (SPEC C1); this module is the Anthropic
+The rest of nightowl speaks OpenAI-style dicts (docs/design.md#context-engine); this module is the Anthropic
 edge. The rules the API enforces, and so this conversion does:
 
 - system prompts are a top-level ``system`` list of text blocks, not messages;

@@ -26,7 +26,7 @@ class ProviderError(NightowlError):
     """A provider call failed. ``kind`` is what callers branch on, never the message text.
 
     ``retry_after`` is set for rate limits when the server said how long to wait;
-    ``context_limit`` is set for overflows when the error stated the window (SPEC T4).
+    ``context_limit`` is set for overflows when the error stated the window (docs/design.md#overflow-errors).
     ``detail`` refines a kind where callers need it (see :mod:`agent.providers.errors`):
     ``stream_closed``, ``json_decode`` and ``empty_response`` (kind ``other``), ``quota``
     (kind ``auth``); empty otherwise.
@@ -144,7 +144,7 @@ class Provider(ABC):
         """Send one request. Streams when ``on_text`` is given, calling it per text delta.
 
         ``cache_ttl`` ("5m" or "1h") asks for prompt-caching breakpoints where the route
-        supports them (SPEC P1–P2); ``None`` sends no markers.
+        supports them (docs/design.md#prompt-caching); ``None`` sends no markers.
         Raises :class:`ProviderError` on any failure.
         """
 

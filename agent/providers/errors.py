@@ -1,4 +1,4 @@
-"""How a failed provider call becomes one :class:`ProviderError` (SPEC T4, STYLE errors).
+"""How a failed provider call becomes one :class:`ProviderError` (docs/design.md#overflow-errors, STYLE errors).
 
 Both SDKs raise the same family of exceptions (status errors, connection errors,
 timeouts, mid-stream errors). Each provider pulls out status, error type, code, message
@@ -26,7 +26,7 @@ from typing import Any
 from agent.providers.base import ErrorKind, ProviderError
 
 #: ``ProviderError.detail`` values. The compressor aborts (and paces retries) on these
-#: instead of falling back to a deterministic summary (SPEC C8).
+#: instead of falling back to a deterministic summary (docs/design.md#failure-ladder).
 STREAM_CLOSED = "stream_closed"
 JSON_DECODE = "json_decode"
 EMPTY_RESPONSE = "empty_response"

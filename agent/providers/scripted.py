@@ -2,7 +2,7 @@
 
 It needs no network and no key, and answers at once: a reply whose length varies with the
 message (deterministically), a structured summary for the compressor's summary requests,
-and usage counted like SPEC T1 over everything sent (messages plus tool schemas), so
+and usage counted like docs/design.md#tokens over everything sent (messages plus tool schemas), so
 usage anchors, thresholds and compressions behave as they would with a real model of the
 same window. It never calls tools.
 """

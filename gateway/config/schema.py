@@ -114,7 +114,7 @@ class PlatformsConfig:
 
 @dataclass(frozen=True)
 class GroupsConfig:
-    #: Store group messages not addressed to the bot, so it has the context (SPEC F3).
+    #: Store group messages not addressed to the bot, so it has the context (docs/design.md#groups).
     observe: bool = True
 
 
@@ -132,7 +132,7 @@ class CompressionConfig:
     abort_on_summary_failure: bool = False
     max_compression_attempts: int = field(default=3, metadata=_range(1, 10))
     context_timeout_seconds: float = field(default=120.0, metadata=_min(1))
-    #: Idle compression (SPEC C13) is off unless this is set.
+    #: Idle compression (docs/design.md#idle-compression) is off unless this is set.
     idle_after_minutes: float | None = field(default=None, metadata=_min(1))
     idle_threshold: float = field(default=0.30, metadata=_range(0, 1))
 

@@ -1,4 +1,4 @@
-"""Session hygiene: the safety net that runs before the agent on every turn (SPEC H1–H8).
+"""Session hygiene: the safety net that runs before the agent on every turn (docs/design.md#hygiene, #hygiene-threshold, #token-source).
 
 The agent's own compressor works at its threshold with real token counts inside its tool
 loop. Hygiene catches what grew between turns — a night of group chatter, a pasted log —
@@ -18,7 +18,7 @@ from gateway.conversation.transcript import SessionTranscript
 
 log = logging.getLogger(__name__)
 
-#: Fixed on purpose (H2): at the agent's 50% it made long sessions compress every turn.
+#: Fixed on purpose (docs/design.md#hygiene-threshold): at the agent's 50% it made long sessions compress every turn.
 HYGIENE_THRESHOLD = SAFETY_SHARE
 WARN_AFTER_COMPRESSION = 0.95
 MIN_MESSAGES = 4
@@ -47,7 +47,7 @@ class HygieneOutcome:
 def measure_tokens(
     runtime: SessionRuntime, transcript: SessionTranscript, anchor: UsageAnchor | None
 ) -> TokenReading:
-    """The context size now, from the best source available (SPEC H3).
+    """The context size now, from the best source available (docs/design.md#token-source).
 
     (a) this process's last provider count, only while no row was appended since;
     (b) the persisted usage anchor plus an estimate of the rows after it;
@@ -76,7 +76,7 @@ class Hygiene:
         if not self.enabled or count < MIN_MESSAGES:
             return False
         if count >= self.hard_message_limit:
-            return True  # H5: the valve holds whatever the token count says
+            return True  # the valve holds whatever the token count says (docs/design.md#hygiene)
         window = runtime.engine.context_length
         return measure_tokens(runtime, transcript, anchor).tokens >= HYGIENE_THRESHOLD * window
 
@@ -98,7 +98,7 @@ class Hygiene:
                 )
             return HygieneOutcome(None, result.notice, compressed=True)
         if result.commit_status in ("aborted", "failed"):
-            # H7: the transcript is untouched; say so once, not on every turn after.
+            # The transcript is untouched; say so once, not on every turn after.
             notice = None if runtime.hygiene_notice_sent else FAILURE_NOTICE
             runtime.hygiene_notice_sent = True
             return HygieneOutcome(anchor, notice)

@@ -1,4 +1,4 @@
-"""Per-session lanes (SPEC F2): one thing at a time per session, sessions in parallel.
+"""Per-session lanes (docs/design.md#lanes): one thing at a time per session, sessions in parallel.
 
 A lane is a task that runs its session's jobs (a ``/compress``, a reminder) and drains its
 inbox, and exits when nothing is left. A message arriving while the lane works only

@@ -1,9 +1,9 @@
 """The router: every inbound message passes here first.
 
-Authorization (SPEC F4), commands (F5), session keys (F1), and the conversion of a
+Authorization (docs/design.md#authorization), commands (docs/design.md#commands), session keys (docs/design.md#session-keys), and the conversion of a
 platform message into the user row it will become; then the row is stored durably in
 the inbox and its session's lane is woken. ``receive`` returns only after the store
-accepted the row — that is when an adapter may acknowledge the update (F7).
+accepted the row — that is when an adapter may acknowledge the update (docs/design.md#delivery-guarantee).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def parse_command(message: InboundMessage) -> tuple[str, str] | None:
 
 
 def session_key(message: InboundMessage) -> str:
-    """SPEC F1."""
+    """docs/design.md#session-keys."""
     if message.platform == "telegram":
         key = f"telegram:{message.chat_id}"
         return f"{key}:{message.thread_id}" if message.thread_id else key
@@ -76,7 +76,7 @@ class Verdict:
 
 
 def authorize(config: Config, message: InboundMessage) -> Verdict:
-    """Allowlists per platform (SPEC F4). Empty lists mean nobody, not everybody."""
+    """Allowlists per platform (docs/design.md#authorization). Empty lists mean nobody, not everybody."""
     if message.platform == "console":
         return Verdict(True)
     roles: tuple[str, ...] = ()
@@ -124,7 +124,9 @@ def user_row(message: InboundMessage, *, vision: bool) -> dict[str, Any]:
         who = "you" if message.reply_to.from_bot else (message.reply_to.author or "someone")
         text = f'(replying to {who}: "{quoted}")\n{text}'
     if message.chat_type not in ("private", "console") and message.user_name:
-        text = f"{message.user_name}: {text}"  # group rows name their sender (SPEC F3b)
+        text = (
+            f"{message.user_name}: {text}"  # group rows name their sender (docs/design.md#groups)
+        )
     images = [a for a in message.attachments if a.kind == "image" and a.data]
     if images and not vision:
         text += f"\n[{len(images)} image(s) attached; this model cannot see images]"

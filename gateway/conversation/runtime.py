@@ -19,13 +19,13 @@ class SessionRuntime:
     engine: ContextEngine
     agent: Agent
     #: The provider's prompt count for the last request in THIS process, and how many
-    #: active rows existed when it was taken (SPEC H3a: stale once a row is appended).
+    #: active rows existed when it was taken (docs/design.md#token-source: stale once a row is appended).
     last_prompt_tokens: int | None = None
     last_prompt_rows: int = 0
     turns: int = field(default=0)
-    #: The user was told a hygiene summary failed; not again until one succeeds (H7).
+    #: The user was told a hygiene summary failed; not again until one succeeds (docs/design.md#hygiene).
     hygiene_notice_sent: bool = False
-    #: The usage anchor as stored (SPEC S4), kept current by every commit.
+    #: The usage anchor as stored (docs/design.md#usage-anchor), kept current by every commit.
     anchor: AnchorRecord | None = None
 
     @property

@@ -89,7 +89,7 @@ class SessionTranscript:
         if self.in_place:
             ids = await self.store.archive_and_compact(old.id, self._compaction(result, original))
         else:
-            # Rotation (SPEC S3b) starts a child session: the list is written there whole.
+            # Rotation (docs/design.md#rotation) starts a child session: the list is written there whole.
             child, ids = await self.store.rotate(
                 old.id,
                 [self.row(m) for m in result.messages],
@@ -190,12 +190,12 @@ class SessionTranscript:
 
     def token_total(self) -> int:
         """The context as a request shows it, from the stored per-row counts (no
-        re-tokenizing, SPEC H3c): a row too big to show whole counts as its excerpt."""
+        re-tokenizing, docs/design.md#token-source): a row too big to show whole counts as its excerpt."""
         counts = [self.count(m) for m in self.messages]
         return represented_tokens(self.messages, self.runtime.agent.window, counts)
 
     def restore_anchor(self) -> UsageAnchor | None:
-        """The persisted usage anchor, if the row it ends at is still active (SPEC S4)."""
+        """The persisted usage anchor, if the row it ends at is still active (docs/design.md#usage-anchor)."""
         stored = self.runtime.anchor
         if stored is None:
             return None

@@ -2,7 +2,7 @@
 
 ``drain(key)`` is what a session's lane calls. It takes everything waiting in the inbox;
 if none of it is addressed to the bot (observed group chatter) the rows are simply
-appended; otherwise they become one user turn (SPEC F2: queued messages merge).
+appended; otherwise they become one user turn (docs/design.md#lanes: queued messages merge).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gateway.store import ConversationStore, InboxEntry, SessionOrigin
 
 log = logging.getLogger(__name__)
 
-#: Runs before the agent with the loaded transcript; may compact it (SPEC H1).
+#: Runs before the agent with the loaded transcript; may compact it (docs/design.md#hygiene).
 HygieneStep = Callable[
     [SessionRuntime, SessionTranscript, UsageAnchor | None], Awaitable[HygieneOutcome]
 ]
@@ -104,7 +104,9 @@ class TurnRunner:
             raise
         ids = await transcript.commit_turn(result, reply_pending=result.reply is not None)
         runtime.turns += 1
-        if result.anchor is not None:  # the context's size now, reply included (SPEC H3a)
+        if (
+            result.anchor is not None
+        ):  # the context's size now, reply included (docs/design.md#token-source)
             runtime.last_prompt_tokens = result.anchor.total_tokens
             runtime.last_prompt_rows = result.anchor.covered
         for notice in notices + result.notices:

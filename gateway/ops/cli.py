@@ -260,7 +260,7 @@ async def serve(
     ``drain_seconds`` to finish; then adapters stop and the database closes. A second
     signal exits at once (every store write is one transaction, so nothing is left
     half-written; an unanswered message waits in the inbox for the next start). Under
-    systemd it reports READY=1 / STOPPING=1 and feeds the watchdog (SPEC F7).
+    systemd it reports READY=1 / STOPPING=1 and feeds the watchdog (docs/design.md#delivery-guarantee).
     """
     notifier = notifier or Notifier()
     gateway = Gateway(config, adapters)

@@ -253,7 +253,7 @@ class SQLiteConversation:
         return ids
 
     async def archive_and_compact(self, session_id: str, compaction: Compaction) -> list[int]:
-        """Commit a compaction in place, in one transaction (SPEC S3).
+        """Commit a compaction in place, in one transaction (docs/design.md#compaction-commit).
 
         The active rows that ``compaction.active`` does not keep become ``active=0,
         compacted=1`` (kept, still searchable); the kept ones stay as they are; the new
@@ -293,7 +293,7 @@ class SQLiteConversation:
         absorbed_inbox: Sequence[int] = (),
         engine_state: dict[str, Any] | None = None,
     ) -> tuple[SessionRecord, list[int]]:
-        """Legacy compaction (SPEC S3b): a child session carries ``compacted`` forward.
+        """Legacy compaction (docs/design.md#rotation): a child session carries ``compacted`` forward.
 
         ``originals`` (not stored yet) complete the parent's transcript. Raises
         :class:`SessionEnded` if the session ended meanwhile: it is never revived.
@@ -332,9 +332,9 @@ class SQLiteConversation:
         return child, ids
 
     async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]:
-        """Full-text search over a session's rows, archived ones included (SPEC A1, S3).
+        """Full-text search over a session's rows, archived ones included (docs/design.md#tools, #compaction-commit).
 
-        Sessions it was rotated from (S3b) count as the same conversation.
+        Sessions it was rotated from (docs/design.md#rotation) count as the same conversation.
         """
         match = fts_query(query)
         if not match:

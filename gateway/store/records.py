@@ -19,7 +19,7 @@ class UsageTotals:
 
 @dataclass(frozen=True)
 class AnchorRecord:
-    """The usage anchor as stored (SPEC S4): real counts up to ``message_id``."""
+    """The usage anchor as stored (docs/design.md#usage-anchor): real counts up to ``message_id``."""
 
     prompt_tokens: int
     completion_tokens: int
@@ -153,7 +153,7 @@ class SessionSummary:
 
 @dataclass(frozen=True)
 class Reminder:
-    """A message the agent scheduled for a chat (SPEC A1); ``due_at`` is epoch seconds."""
+    """A message the agent scheduled for a chat (docs/design.md#tools); ``due_at`` is epoch seconds."""
 
     session_key: str
     platform: str

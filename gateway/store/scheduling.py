@@ -1,4 +1,4 @@
-"""The scheduler's data in the SQLite store: reminders (SPEC A1) and idle sessions (C13)."""
+"""The scheduler's data in the SQLite store: reminders (docs/design.md#tools) and idle sessions (docs/design.md#idle-compression)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class SQLiteScheduling:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
 
-    # -- reminders (SPEC A1) -------------------------------------------------------------
+    # -- reminders (docs/design.md#tools) -------------------------------------------------------------
 
     async def add_reminder(self, reminder: Reminder) -> Reminder:
         """Store a pending reminder; returns it with its id and creation time."""
@@ -65,13 +65,13 @@ class SQLiteScheduling:
         async with self.connection.transaction() as db:
             return await mark_reminder_sent(db, reminder_id, time.time())
 
-    # -- idle compression (SPEC C13) -----------------------------------------------------
+    # -- idle compression (docs/design.md#idle-compression) -----------------------------------------------------
 
     async def idle_sessions(self, idle_since: float, min_tokens: int = 0) -> list[IdleSession]:
         """Current sessions untouched since ``idle_since`` holding >= ``min_tokens`` active.
 
         Left out: sessions with messages waiting in the inbox (their turn comes first) and
-        sessions with no new row since :meth:`mark_idle_compressed` (C13's own cooldown).
+        sessions with no new row since :meth:`mark_idle_compressed` (idle compression's own pause, docs/design.md#idle-compression).
         Tokens are the stored per-row counts of active rows, read through the index.
         """
         async with self.connection.read() as db:

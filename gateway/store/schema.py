@@ -1,6 +1,6 @@
 """The database schema as forward migrations; ``PRAGMA user_version`` records the last one.
 
-Opening an older database applies the missing migrations in order (SPEC S5). Never edit
+Opening an older database applies the missing migrations in order (docs/design.md#migrations). Never edit
 a released migration: add a new one.
 """
 
@@ -12,7 +12,7 @@ import aiosqlite
 
 from gateway.store import migrate_copies
 
-# 1: sessions, messages with soft-archive flags and per-row token counts, FTS5 (SPEC S1–S4).
+# 1: sessions, messages with soft-archive flags and per-row token counts, FTS5 (docs/design.md#storage, #compaction-commit, #usage-anchor).
 _V1 = """
 CREATE TABLE sessions (
     id TEXT PRIMARY KEY,
@@ -70,7 +70,7 @@ CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
 END;
 """
 
-# 2: exactly-once intake and delivery (SPEC F2, F7), usage totals for /usage.
+# 2: exactly-once intake and delivery (docs/design.md#lanes, #delivery-guarantee), usage totals for /usage.
 _V2 = """
 CREATE TABLE inbox (
     id INTEGER PRIMARY KEY,
@@ -99,7 +99,7 @@ ALTER TABLE sessions ADD COLUMN usage_cache_write INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN usage_requests INTEGER NOT NULL DEFAULT 0;
 """
 
-# 3: reminders the agent scheduled (SPEC A1) and the idle-compression mark (SPEC C13).
+# 3: reminders the agent scheduled (docs/design.md#tools) and the idle-compression mark (docs/design.md#idle-compression).
 _V3 = """
 CREATE TABLE reminders (
     id INTEGER PRIMARY KEY,
