@@ -9,7 +9,6 @@ ever put in the prompt (docs/design.md#nothing-leaves-unsummarized).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 from agent.context_engine import CompressionResult, ContextEngine
 from agent.model_metadata import ContextLengthResolver
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
+from agent.tokens import estimate_json_tokens_rough
 from agent.tools import ToolBox, ToolContext
 from agent.transcript import Transcript
 from agent.usage_anchor import UsageAnchor, anchored_tokens, build_anchor
@@ -140,7 +140,7 @@ class _Turn:
         self.cache_ttl = cache_ttl
         self.result = TurnResult(messages=messages, anchor=anchor)
         self.schemas = agent.tool_schemas()
-        self.schema_tokens = (len(json.dumps(self.schemas)) + 3) // 4 if self.schemas else 0
+        self.schema_tokens = estimate_json_tokens_rough(self.schemas)
         # Defer-to-real-usage (docs/design.md#gates): with no anchor, an estimate over the threshold waits
         # for one real response before it may trigger compression.
         self.may_defer = anchor is None

@@ -77,6 +77,16 @@ def estimate_message_tokens_rough(message: Mapping[str, Any]) -> int:
     return (chars + 3) // 4 + images * IMAGE_TOKENS
 
 
+def estimate_text_tokens_rough(text: str) -> int:
+    """Rough tokens of plain text (a note, tool schemas as JSON): (chars + 3) // 4."""
+    return (len(text) + 3) // 4
+
+
+def estimate_json_tokens_rough(value: object) -> int:
+    """Rough tokens of ``value`` as JSON, as tool schemas travel beside the messages."""
+    return estimate_text_tokens_rough(json.dumps(value)) if value else 0
+
+
 def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int:
     """Rough tokens of a message list (docs/design.md#tokens): total chars + 3, divided by 4."""
     chars = images = 0

@@ -30,6 +30,7 @@ from agent.compression.markers import is_real_user_message, is_summary_message
 from agent.tokens import (
     IMAGE_TOKENS,
     estimate_message_tokens_rough,
+    estimate_text_tokens_rough,
 )
 
 #: Share of the input budget the newest user message may always fill.
@@ -55,7 +56,7 @@ SHORT_NOTE = "[{total:,} characters, archived: session_search finds them]"
 #: An excerpt keeps at least this much text beside its note, or becomes the short note.
 MIN_EXCERPT_CHARS = 40
 #: What the note about left-out messages costs.
-NOTE_TOKENS = (len(LEFT_OUT_NOTE) + 3) // 4 + 2
+NOTE_TOKENS = estimate_text_tokens_rough(LEFT_OUT_NOTE) + 2
 
 
 @dataclass(frozen=True)
@@ -245,8 +246,8 @@ def fit_request(
 
 def _wire_tokens(message: Mapping[str, Any]) -> int:
     """The rough estimate plus what it leaves out but a request carries (ids, tool names)."""
-    extra = len(str(message.get("tool_call_id") or "")) + len(str(message.get("name") or ""))
-    return estimate_message_tokens_rough(message) + (extra + 3) // 4
+    extra = str(message.get("tool_call_id") or "") + str(message.get("name") or "")
+    return estimate_message_tokens_rough(message) + estimate_text_tokens_rough(extra)
 
 
 def _total(messages: Sequence[Mapping[str, Any]]) -> int:

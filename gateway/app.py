@@ -70,6 +70,7 @@ class Gateway:
             model=config.model.name,
             counter=self.counter,
             in_place=config.compression.in_place,
+            window=self.current_window,
         )
         self.runner = TurnRunner(
             self.store.conversation,

@@ -9,7 +9,6 @@ same window. It never calls tools.
 
 from __future__ import annotations
 
-import json
 import re
 import zlib
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 from agent.compression.markers import text_of
 from agent.compression.summary import SYSTEM_PROMPT as SUMMARY_SYSTEM_PROMPT
 from agent.providers.base import Completion, Provider, TextCallback, Usage
-from agent.tokens import estimate_messages_tokens_rough
+from agent.tokens import estimate_json_tokens_rough, estimate_messages_tokens_rough
 
 #: Replies are between these many words long.
 REPLY_WORDS = (12, 90)
@@ -51,7 +50,7 @@ class ScriptedProvider(Provider):
         self.requests += 1
         prompt = estimate_messages_tokens_rough(messages)
         if tools:
-            prompt += (len(json.dumps(tools)) + 3) // 4
+            prompt += estimate_json_tokens_rough(tools)
         if is_summary_request(messages):
             text = scripted_summary(messages, budget_tokens=min(max_tokens, max(200, prompt // 8)))
         else:

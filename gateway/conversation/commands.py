@@ -7,7 +7,6 @@ in progress and answer when done — without holding up the adapter that deliver
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -15,6 +14,7 @@ from typing import Any
 
 from adapters.base import InboundMessage
 from agent.compression.markers import SUMMARY_PREFIX
+from agent.tokens import estimate_json_tokens_rough
 from agent.window import row_caps
 from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.hygiene import measure_tokens
@@ -189,7 +189,7 @@ class Commands:
                 summary_text = content
             else:
                 parts["conversation"] += tokens
-        parts["tools"] = (len(json.dumps(runtime.agent.tool_schemas())) + 3) // 4
+        parts["tools"] = estimate_json_tokens_rough(runtime.agent.tool_schemas())
         window = runtime.engine.context_length
         lines = [f"Context window: {window:,} tokens"]
         for name, tokens in parts.items():

@@ -41,8 +41,11 @@ class SessionRegistry:
         counter: TokenCounter,
         *,
         in_place: bool = True,
+        window: Callable[[], int] | None = None,
     ) -> None:
         self.store = store
+        #: The main model's window now; a limit learned in one session reaches the others.
+        self.window = window
         self.events = events
         self.build_runtime = build_runtime
         self.system_prompt = system_prompt
@@ -63,6 +66,7 @@ class SessionRegistry:
         record = await self.store.current_session(origin.session_key)
         runtime = self._open.get(origin.session_key)
         if runtime is not None and record is not None and runtime.id == record.id:
+            self._follow_window(runtime)
             return runtime
         created = record is None
         if record is None:
@@ -80,6 +84,14 @@ class SessionRegistry:
                 "session:start", {"session_id": record.id, "session_key": origin.session_key}
             )
         return runtime
+
+    def _follow_window(self, runtime: SessionRuntime) -> None:
+        """A smaller window learned in another session (an overflow there) applies here
+        before this session's next request, not after an overflow of its own."""
+        window = self.window() if self.window is not None else runtime.engine.context_length
+        if window != runtime.engine.context_length:
+            provider = runtime.agent.provider
+            runtime.engine.update_model(provider.model, window, provider.name)
 
     async def transcript(
         self, runtime: SessionRuntime, entries: list[InboxEntry] | None = None

@@ -41,3 +41,26 @@ async def test_a_smaller_learned_window_beats_the_configured_one_after_a_restart
     assert reply == "ok"
     (sent,) = [r for r in fake_llm.requests if "and now?" in r.all_text][-1:]
     assert sent.prompt_tokens + sent.max_tokens <= 3_000
+
+
+async def test_a_window_learned_in_one_chat_applies_to_the_others_before_they_overflow(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.context_window = 3_000  # config claims 8,192
+    fake_llm.responder = summarizing()
+    config = make_config(
+        tmp_path, fake_llm, model={"context_length": 8_192, "max_output_tokens": 512}
+    )
+    adapter = RecordingAdapter()
+    async with running_gateway(config, adapter) as gateway:
+        await adapter.say("hello from the other chat", chat_id="other")
+        await adapter.wait_sent(1)  # this session is open, with the configured window
+        for i in range(3):  # this chat runs into the server's real window and learns it
+            await adapter.say(f"part {i}: " + "lorem ipsum dolor " * 250)
+            await adapter.wait_sent(i + 2)
+        assert gateway.current_window() == 3_000
+        before = len(fake_llm.requests)
+        await adapter.say("and here? " + "sit amet " * 1_100, chat_id="other")
+        await adapter.wait_sent(5)
+    later = fake_llm.requests[before:]
+    assert later and all(r.prompt_tokens + r.max_tokens <= 3_000 for r in later)
