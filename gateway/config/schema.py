@@ -76,6 +76,8 @@ class TelegramConfig:
     base_url: str | None = None
     allowed_users: tuple[str, ...] = ()
     allowed_chats: tuple[str, ...] = ()
+    #: Strangers get a pairing code; false: a refusal (docs/design.md#pairing).
+    pairing: bool = True
     require_mention: bool = True
     free_response_chats: tuple[str, ...] = ()
     stream: bool = False
@@ -90,6 +92,7 @@ class DiscordConfig:
     allowed_users: tuple[str, ...] = ()
     allowed_channels: tuple[str, ...] = ()
     allowed_roles: tuple[str, ...] = ()
+    pairing: bool = True  # as for Telegram
     require_mention: bool = True
     free_response_channels: tuple[str, ...] = ()
     allow_bots: bool = False

@@ -1,4 +1,5 @@
-"""Chat commands: /new /compress /status /context /usage /help (docs/design.md#commands).
+"""Chat commands: /new /compress /status /context /usage /help (docs/design.md#commands),
+and /pair for the owner (docs/design.md#pairing).
 
 The reading commands answer at once, even while a turn is running. ``/new`` and
 ``/compress`` change the conversation, so they run in the session's lane after the turn
@@ -19,6 +20,7 @@ from agent.window import row_caps
 from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.hygiene import measure_tokens
 from gateway.conversation.lanes import Lanes
+from gateway.conversation.pairing import Pairing
 from gateway.conversation.router import LATER, Answer, session_key
 from gateway.conversation.sessions import SessionRegistry
 from gateway.store import ConversationStore
@@ -32,6 +34,7 @@ HELP = """Commands:
 /status — model, context window, tokens in use, compressions, cooldown
 /context [summary] — what fills the context window; "summary" shows the current summary
 /usage — tokens used by this conversation
+/pair [approve|deny CODE] — the owner, in private: answer pairing requests
 /help — this list"""
 
 NOTHING_TO_COMPRESS = (
@@ -62,6 +65,7 @@ class Commands:
         reply: Reply,
         *,
         configured_window: int | None = None,
+        pairing: Pairing | None = None,
     ) -> None:
         self.store = store
         self.sessions = sessions
@@ -69,14 +73,18 @@ class Commands:
         self.reply = reply
         #: ``model.context_length``; /status says when the provider's smaller limit won.
         self.configured_window = configured_window
+        #: Answers /pair; None: pairing is not wired and /pair is no command.
+        self.pairing = pairing
         self.background = BackgroundTasks("commands")
 
     def handles(self, name: str) -> bool:
-        return name in KNOWN_COMMANDS
+        return name in KNOWN_COMMANDS or (name == "pair" and self.pairing is not None)
 
     async def __call__(self, message: InboundMessage, name: str, argument: str) -> Answer:
         """Run the command ``name`` (one that :meth:`handles`)."""
         key = session_key(message)
+        if name == "pair" and self.pairing is not None:
+            return Answer(await self.pairing.command(message, argument))
         if name in ("new", "reset"):
             self._in_background(message, self.reset(key))
             return LATER

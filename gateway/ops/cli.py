@@ -86,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.set_defaults(handler=cmd_chat)
     add_doctor_parser(commands, common)
     add_sessions_parser(commands, common)
+    add_pairing_parser(commands, common)
     add_service_parser(commands, common)
     add_replay_parser(commands, common)
     return parser
@@ -149,6 +150,27 @@ def cmd_sessions(config: Config, args: argparse.Namespace) -> int:
     from gateway.ops.admin import run_sessions_command
 
     return asyncio.run(run_sessions_command(config, args))
+
+
+def add_pairing_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    pairing = commands.add_parser(
+        "pairing", help="answer strangers' pairing requests; list or revoke paired users"
+    )
+    actions = pairing.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", parents=[common], help="pending requests and paired users")
+    approve = actions.add_parser("approve", parents=[common], help="let a request's user in")
+    approve.add_argument("code", help="the code the user was given")
+    deny = actions.add_parser("deny", parents=[common], help="drop a pending request")
+    deny.add_argument("code")
+    revoke = actions.add_parser("revoke", parents=[common], help="take back an approval")
+    revoke.add_argument("user", metavar="PLATFORM:USER", help="e.g. telegram:12345")
+    pairing.set_defaults(handler=cmd_pairing)
+
+
+def cmd_pairing(config: Config, args: argparse.Namespace) -> int:
+    from gateway.ops.pairing_cli import run_pairing_command
+
+    return asyncio.run(run_pairing_command(config, args))
 
 
 def add_service_parser(commands: Any, common: argparse.ArgumentParser) -> None:

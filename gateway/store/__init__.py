@@ -1,8 +1,8 @@
 """Session storage: the only package that speaks SQL.
 
 The gateway types against the protocols in :mod:`gateway.store.protocols`
-(:class:`ConversationStore`, :class:`SchedulingStore`, :class:`OperatorStore`); a
-backend provides all three over one connection — :class:`SQLiteStore` with aiosqlite in
+(:class:`ConversationStore`, :class:`SchedulingStore`, :class:`OperatorStore`,
+:class:`PairingStore`); a backend provides all four over one connection — :class:`SQLiteStore` with aiosqlite in
 WAL mode. The rules every backend keeps are in docs/design.md#storage:
 
 - No row is ever deleted by compression, hygiene, a failed compression or a crash, and
@@ -16,16 +16,24 @@ WAL mode. The rules every backend keeps are in docs/design.md#storage:
 """
 
 from gateway.store.errors import DataDirInUse, SessionEnded, StoreError
-from gateway.store.protocols import ConversationStore, OperatorStore, SchedulingStore, Store
+from gateway.store.protocols import (
+    ConversationStore,
+    OperatorStore,
+    PairingStore,
+    SchedulingStore,
+    Store,
+)
 from gateway.store.records import (
     KEEP,
     AnchorRecord,
+    ApprovedUser,
     Compaction,
     DatabaseReport,
     IdleSession,
     InboxEntry,
     Keep,
     NewMessage,
+    PairingRequest,
     PendingDelivery,
     Reminder,
     SearchHit,
@@ -40,6 +48,7 @@ from gateway.store.sqlite import SQLiteStore
 __all__ = [
     "KEEP",
     "AnchorRecord",
+    "ApprovedUser",
     "Compaction",
     "ConversationStore",
     "DataDirInUse",
@@ -49,6 +58,8 @@ __all__ = [
     "Keep",
     "NewMessage",
     "OperatorStore",
+    "PairingRequest",
+    "PairingStore",
     "PendingDelivery",
     "Reminder",
     "SQLiteStore",

@@ -1,8 +1,9 @@
-"""What the gateway needs from storage, in three narrow protocols.
+"""What the gateway needs from storage, in four narrow protocols.
 
 Every consumer types against one of these, never against a backend: the conversation
-(router, sessions, turn runner, commands), the scheduling (reminders, idle sessions) and
-the operator (``nightowl sessions``, ``doctor``). A backend implements all three over
+(router, sessions, turn runner, commands), the scheduling (reminders, idle sessions),
+the operator (``nightowl sessions``, ``doctor``) and pairing (``nightowl pairing``,
+``/pair``, the router's check of paired users). A backend implements all four over
 one connection (:class:`gateway.store.sqlite.SQLiteStore`); the store's tests are
 written against these protocols so that a second backend runs the same tests.
 
@@ -15,18 +16,20 @@ stores its turn (docs/design.md#inbox).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, Self
 
 from gateway.store.records import (
     AnchorRecord,
+    ApprovedUser,
     Compaction,
     DatabaseReport,
     IdleSession,
     InboxEntry,
     Keep,
     NewMessage,
+    PairingRequest,
     PendingDelivery,
     Reminder,
     SearchHit,
@@ -181,12 +184,52 @@ class OperatorStore(Protocol):
         ...
 
 
+class PairingStore(Protocol):
+    """Strangers' pairing requests and the users approved through them
+    (docs/design.md#pairing). Times are given by the caller (its clock)."""
+
+    async def request(
+        self, candidate: PairingRequest, *, limit: int, fresh_code: Callable[[], str]
+    ) -> PairingRequest | None:
+        """The pending request of ``candidate``'s user: the one they already have, else
+        ``candidate`` stored — with a code from ``fresh_code`` if another pending request
+        holds its code — or None when ``limit`` requests are pending on that platform.
+        Requests expired at ``candidate.created_at`` are removed first. One transaction."""
+        ...
+
+    async def approve(self, code: str, by: str, now: float) -> ApprovedUser | None:
+        """Turn the request holding ``code`` (unexpired at ``now``) into an approved user,
+        in one transaction; None when no such request is pending."""
+        ...
+
+    async def deny(self, code: str, now: float) -> PairingRequest | None:
+        """Remove the request holding ``code``; the request, or None if none was pending."""
+        ...
+
+    async def revoke(self, platform: str, user_id: str) -> bool:
+        """Remove an approved user; False when they were not one."""
+        ...
+
+    async def pending(self, now: float) -> list[PairingRequest]:
+        """Requests unexpired at ``now``, oldest first."""
+        ...
+
+    async def approved(self) -> list[ApprovedUser]:
+        """Approved users, in the order they were approved."""
+        ...
+
+    async def revision(self) -> int:
+        """A number that changes whenever the approved users change, in any process."""
+        ...
+
+
 class Store(Protocol):
     """A backend: opened once, then each part of the gateway gets its view."""
 
     conversation: ConversationStore
     scheduling: SchedulingStore
     operator: OperatorStore
+    pairing: PairingStore
 
     async def open(self) -> Self: ...
 

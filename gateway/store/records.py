@@ -193,6 +193,32 @@ class DatabaseReport:
         return self.integrity == ["ok"]
 
 
+@dataclass(frozen=True)
+class PairingRequest:
+    """A stranger asking for access (docs/design.md#pairing): who, where to answer, the
+    code the owner approves, until when it is valid (epoch seconds). Never their message."""
+
+    platform: str
+    user_id: str
+    user_name: str
+    chat_id: str
+    code: str
+    created_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class ApprovedUser:
+    """A user let in by pairing: allowed beside the config's allowlist until revoked."""
+
+    platform: str
+    user_id: str
+    user_name: str
+    approved_at: float
+    #: Who approved: ``cli`` or the owner's ``<platform>:<user id>``.
+    approved_by: str
+
+
 class Keep(Enum):
     """The type of :data:`KEEP`."""
 

@@ -126,8 +126,51 @@ ALTER TABLE inbox ADD COLUMN in_history INTEGER NOT NULL DEFAULT 0;
 # of copying them; the copies older versions wrote are removed (see migrate_copies).
 _V5 = migrate_copies.migrate
 
+# 6: pairing (docs/design.md#pairing): strangers' pending requests (never their messages)
+# and the users the owner approved. Triggers move the revision with every change to the
+# approved users, whoever makes it (the CLI beside a running gateway, an operator's sqlite3
+# shell), so a running gateway knows when to re-read them.
+_V6 = """
+CREATE TABLE pairing_requests (
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    user_name TEXT NOT NULL DEFAULT '',
+    chat_id TEXT NOT NULL,
+    code TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (platform, user_id)
+);
+CREATE TABLE paired_users (
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    user_name TEXT NOT NULL DEFAULT '',
+    approved_at REAL NOT NULL,
+    approved_by TEXT NOT NULL,
+    PRIMARY KEY (platform, user_id)
+);
+CREATE TABLE pairing_revision (revision INTEGER NOT NULL);
+INSERT INTO pairing_revision(revision) VALUES (0);
+CREATE TRIGGER paired_users_inserted AFTER INSERT ON paired_users BEGIN
+    UPDATE pairing_revision SET revision = revision + 1;
+END;
+CREATE TRIGGER paired_users_updated AFTER UPDATE ON paired_users BEGIN
+    UPDATE pairing_revision SET revision = revision + 1;
+END;
+CREATE TRIGGER paired_users_deleted AFTER DELETE ON paired_users BEGIN
+    UPDATE pairing_revision SET revision = revision + 1;
+END;
+"""
+
 #: A migration is a script, or a coroutine function run inside the migration's transaction.
 Migration = str | Callable[[aiosqlite.Connection], Awaitable[None]]
 
-MIGRATIONS: list[tuple[int, Migration]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5)]
+MIGRATIONS: list[tuple[int, Migration]] = [
+    (1, _V1),
+    (2, _V2),
+    (3, _V3),
+    (4, _V4),
+    (5, _V5),
+    (6, _V6),
+]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -1,4 +1,4 @@
-"""The SQLite backend: one connection (aiosqlite, WAL) and the three views over it."""
+"""The SQLite backend: one connection (aiosqlite, WAL) and the four views over it."""
 
 from __future__ import annotations
 
@@ -8,14 +8,20 @@ from typing import Self
 from gateway.store.connection import Access, Connection
 from gateway.store.conversation import SQLiteConversation
 from gateway.store.operator import SQLiteOperator
-from gateway.store.protocols import ConversationStore, OperatorStore, SchedulingStore
+from gateway.store.pairing import SQLitePairing
+from gateway.store.protocols import (
+    ConversationStore,
+    OperatorStore,
+    PairingStore,
+    SchedulingStore,
+)
 from gateway.store.scheduling import SQLiteScheduling
 
 
 class SQLiteStore:
     """``<data_dir>/state.db``: open it, then hand each part of the gateway its view.
 
-    ``conversation``, ``scheduling`` and ``operator`` share the one :class:`Connection`
+    ``conversation``, ``scheduling``, ``operator`` and ``pairing`` share the one :class:`Connection`
     (and so its lock and transactions); consumers type against the protocols in
     :mod:`gateway.store.protocols`, never against this class.
     """
@@ -26,6 +32,7 @@ class SQLiteStore:
         self.conversation: ConversationStore = SQLiteConversation(self.connection)
         self.scheduling: SchedulingStore = SQLiteScheduling(self.connection)
         self.operator: OperatorStore = SQLiteOperator(self.connection)
+        self.pairing: PairingStore = SQLitePairing(self.connection)
 
     @property
     def path(self) -> Path:

@@ -1,0 +1,160 @@
+"""``nightowl pairing``: list, approve, deny and revoke pairing requests and users
+(docs/design.md#pairing).
+
+It works beside a running gateway: each action is one transaction through WAL and the
+busy timeout (the store opened ``shared``), and the gateway sees an approval or a
+revocation at the user's next message. The CLI cannot message the user itself; the
+approved user's next message gets an answer.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from gateway.config.schema import Config
+from gateway.conversation.pairing import (
+    Pairing,
+    describe_request,
+    describe_user,
+    normalise_code,
+    printable,
+    who,
+)
+from gateway.store import SQLiteStore
+from gateway.store.errors import DataDirInUse, StoreError, explained
+
+#: Who approved, as the approved users list shows it.
+APPROVED_BY = "cli"
+
+
+async def run_pairing_command(
+    config: Config, args: Any, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Dispatch ``nightowl pairing <action>``; returns the exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    path = config.database_path
+    if not path.exists():
+        if args.action == "list":
+            print(f"No pairing requests yet ({path} does not exist).", file=out)
+            return 0
+        print(f"nightowl: no database at {path} (start the gateway once)", file=err)
+        return 1
+    try:
+        async with _pairing(path) as pairing, explained(path):
+            if args.action == "list":
+                return await list_pairing(pairing, out)
+            if args.action == "approve":
+                return await approve(pairing, args.code, out, err)
+            if args.action == "deny":
+                return await deny(pairing, args.code, out, err)
+            if args.action == "revoke":
+                return await revoke(pairing, config, args.user, out, err)
+    except StoreError as exc:
+        print(f"nightowl: {exc}", file=err)
+        return 1
+    raise ValueError(f"unknown pairing action {args.action!r}")
+
+
+@asynccontextmanager
+async def _pairing(path: Path) -> AsyncIterator[Pairing]:
+    """The data dir locked when no gateway runs; beside one, through WAL without the lock
+    (like ``sessions forget``)."""
+    store = SQLiteStore(path)
+    try:
+        await store.open()
+    except DataDirInUse:
+        await store.open("shared")
+    try:
+        yield Pairing(store.pairing)
+    finally:
+        await store.close()
+
+
+async def list_pairing(pairing: Pairing, out: TextIO) -> int:
+    waiting = await pairing.pending()
+    users = await pairing.approved()
+    now = pairing.clock()
+    if waiting:
+        print("Waiting for approval (nightowl pairing approve CODE):", file=out)
+        for request in waiting:
+            print(f"  {describe_request(request, now)}", file=out)
+    else:
+        print("No pairing requests are waiting.", file=out)
+    if users:
+        print("Approved by pairing (nightowl pairing revoke PLATFORM:USER):", file=out)
+        for user in users:
+            print(f"  {describe_user(user)}", file=out)
+    else:
+        print("No users approved by pairing.", file=out)
+    return 0
+
+
+async def approve(pairing: Pairing, code: str, out: TextIO, err: TextIO) -> int:
+    user = await pairing.approve(code, APPROVED_BY)
+    if user is None:
+        _no_request(code, err)
+        return 1
+    print(
+        f"Approved {who(user.platform, user.user_id, user.user_name)}: their next message"
+        " gets an answer.",
+        file=out,
+    )
+    return 0
+
+
+async def deny(pairing: Pairing, code: str, out: TextIO, err: TextIO) -> int:
+    request = await pairing.deny_request(code)
+    if request is None:
+        _no_request(code, err)
+        return 1
+    print(
+        f"Denied {request.code} from {who(request.platform, request.user_id, request.user_name)}.",
+        file=out,
+    )
+    return 0
+
+
+async def revoke(pairing: Pairing, config: Config, user: str, out: TextIO, err: TextIO) -> int:
+    platform, _, user_id = user.partition(":")
+    if not platform or not user_id:
+        print(
+            f"nightowl: {printable(user)} is not PLATFORM:USER (e.g. telegram:12345;"
+            " see: nightowl pairing list)",
+            file=err,
+        )
+        return 1
+    if not await pairing.revoke(platform, user_id):
+        print(
+            f"nightowl: {printable(user)} is not approved by pairing (see: nightowl pairing list)",
+            file=err,
+        )
+        return 1
+    still = _config_allows(config, platform, user_id)
+    print(
+        f"Revoked {platform}:{user_id}: "
+        + (
+            f"still allowed by platforms.{platform}.allowed_users in the config."
+            if still
+            else "their next message is refused."
+        ),
+        file=out,
+    )
+    return 0
+
+
+def _config_allows(config: Config, platform: str, user_id: str) -> bool:
+    settings = getattr(config.platforms, platform, None)
+    return user_id in getattr(settings, "allowed_users", ())
+
+
+def _no_request(code: str, err: TextIO) -> None:
+    print(
+        f"nightowl: no pending request has the code {printable(normalise_code(code))}: it"
+        " expired or was answered already (see: nightowl pairing list)",
+        file=err,
+    )
