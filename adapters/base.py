@@ -21,14 +21,32 @@ from nightowl_errors import NightowlError
 ChatType = Literal["private", "group", "channel", "thread", "console"]
 
 
+#: Fetches an attachment's bytes; None when they could not be fetched (it is logged).
+Fetch = Callable[[], Awaitable[bytes | None]]
+
+
 @dataclass(frozen=True)
 class Attachment:
-    """A file that came with a message. Images reach vision models as image parts."""
+    """A file that came with a message. Images reach vision models as image parts.
+
+    Nothing is downloaded when the message arrives: the gateway calls :meth:`read` only
+    for a message from someone allowed to talk to the bot, so a stranger's 20 MB photo
+    costs nothing (docs/design.md#authorization).
+    """
 
     kind: Literal["image", "file"]
     mime_type: str
     data: bytes = b""
     name: str = ""
+    #: The size the platform states, known before anything is fetched.
+    size: int | None = None
+    fetch: Fetch | None = field(default=None, compare=False, repr=False)
+
+    async def read(self) -> bytes | None:
+        """The content: in hand, or fetched now; None when it cannot be had."""
+        if self.data:
+            return self.data
+        return await self.fetch() if self.fetch is not None else None
 
 
 @dataclass(frozen=True)
@@ -61,6 +79,9 @@ class InboundMessage:
     parent_chat_id: str | None = None
     #: The sender's role ids where the platform has roles (Discord), for role allowlists.
     user_roles: tuple[str, ...] = ()
+    #: The sender moderates the chat (Discord: Manage Messages), which group-wide
+    #: commands (/new, /compress) ask for there.
+    can_moderate: bool = False
     #: The platform shows this as pending until answered (a Discord slash command), so
     #: even a refusal in a group must say something rather than stay silent.
     needs_answer: bool = False

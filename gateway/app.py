@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 from typing import Any
 
 from adapters.base import Adapter, InboundMessage
@@ -21,9 +20,11 @@ from agent.tokens import TokenCounter
 from agent.tools import BUILTIN_TOOLS, Tool, ToolBox
 from gateway.build import Providers, build_engine_factory, build_providers, catch_up_from_store
 from gateway.config.schema import Config
+from gateway.conversation.access import Access
 from gateway.conversation.commands import Commands
 from gateway.conversation.hygiene import Hygiene
 from gateway.conversation.lanes import Lanes
+from gateway.conversation.pairing import Pairing, config_owners
 from gateway.conversation.router import Router
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
@@ -59,7 +60,7 @@ class Gateway:
             BUILTIN_TOOLS + extra_tools, max_result_chars=config.agent.tool_result_max_chars
         )
         self.engine_choice: EngineChoice = resolve_context_engine(
-            config.context.engine, ContextCompressor, [config.data_dir / "plugins", Path("plugins")]
+            config.context.engine, ContextCompressor, [config.data_dir / "plugins"]
         )
         self.context_length = self.current_window()
         self.sessions = SessionRegistry(
@@ -95,12 +96,14 @@ class Gateway:
             idle_after_minutes=config.compression.idle_after_minutes,
             idle_threshold=config.compression.idle_threshold,
         )
+        self.pairing = Pairing(self.store.pairing, owners=config_owners(config))
         self.commands = Commands(
             self.store.conversation,
             self.sessions,
             self.lanes,
             self._reply,
             configured_window=config.model.context_length,
+            pairing=self.pairing,
         )
         self.router = Router(
             config,
@@ -110,6 +113,8 @@ class Gateway:
             self.lanes.notify,
             self.runner.send,
             self.commands,
+            access=Access(config, self.pairing),
+            pairing=self.pairing,
         )
         self._engine_factory = build_engine_factory(config, self.engine_choice, self.providers)
 
@@ -154,6 +159,7 @@ class Gateway:
 
     async def start(self) -> None:
         await self.store.open()
+        await self.pairing.load()
         # Loading the tokenizer can take a second (or a download); not on the event loop.
         await asyncio.to_thread(self.counter.preload)
         self._subscribe_hooks()

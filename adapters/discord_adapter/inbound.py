@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from functools import partial
 from typing import Any
 
 import discord
@@ -56,15 +57,14 @@ async def inbound_from_message(
         text=text,
         chat_type=kind,
         addressed=addressed,
-        attachments=await attachments(
-            message, download=addressed, max_bytes=settings.max_image_bytes
-        ),
+        attachments=attachments(message, max_bytes=settings.max_image_bytes),
         reply_to=quoted,
         platform_message_id=str(message.id),
         dedupe_key=f"discord:{message.id}",
         received_at=message.created_at,
         parent_chat_id=parent_id(message.channel),
         user_roles=role_ids(message.author),
+        can_moderate=moderates(message.author, message.channel),
     )
 
 
@@ -90,6 +90,7 @@ def inbound_from_interaction(
         needs_answer=True,
         parent_chat_id=parent_id(interaction.channel),
         user_roles=role_ids(user),
+        can_moderate=bool(interaction.permissions.manage_messages),
     )
 
 
@@ -100,8 +101,19 @@ def parent_id(channel: Any) -> str | None:
 
 
 def role_ids(author: Any) -> tuple[str, ...]:
-    """Role ids of a guild member (none in DMs), for ``allowed_roles``."""
-    return tuple(str(role.id) for role in getattr(author, "roles", ()) or ())
+    """Role ids of a guild member (none in DMs), for ``allowed_roles``; never @everyone,
+    which every member has (an allowlist naming it would let everyone in)."""
+    return tuple(
+        str(role.id) for role in getattr(author, "roles", ()) or () if not role.is_default()
+    )
+
+
+def moderates(author: Any, channel: Any) -> bool:
+    """Whether a guild member may manage messages in ``channel`` (False in DMs)."""
+    permissions_for = getattr(channel, "permissions_for", None)
+    if permissions_for is None or not isinstance(author, discord.Member):
+        return False
+    return bool(permissions_for(author).manage_messages)
 
 
 def chat_type(channel: Any) -> ChatType:
@@ -159,18 +171,22 @@ async def quoted_message(message: discord.Message, me: discord.ClientUser) -> Qu
     )
 
 
-async def attachments(
-    message: discord.Message, *, download: bool, max_bytes: int
-) -> tuple[Attachment, ...]:
-    """Images up to ``max_bytes`` are downloaded when ``download``; other files are named."""
+def attachments(message: discord.Message, *, max_bytes: int) -> tuple[Attachment, ...]:
+    """Images up to ``max_bytes`` (fetched only if the gateway asks); other files named."""
     found = []
     for item in message.attachments:
         mime = (item.content_type or "application/octet-stream").split(";")[0]
-        if download and mime.startswith("image/") and item.size <= max_bytes:
-            try:
-                found.append(Attachment("image", mime, await item.read(), item.filename))
-                continue
-            except (discord.HTTPException, *NETWORK_ERRORS) as error:
-                log.warning("Could not download a Discord image attachment: %s", error)
-        found.append(Attachment("file", mime, b"", item.filename))
+        if mime.startswith("image/") and item.size <= max_bytes:
+            fetch = partial(_download, item)
+            found.append(Attachment("image", mime, name=item.filename, size=item.size, fetch=fetch))
+        else:
+            found.append(Attachment("file", mime, name=item.filename, size=item.size))
     return tuple(found)
+
+
+async def _download(item: discord.Attachment) -> bytes | None:
+    try:
+        return await item.read()
+    except (discord.HTTPException, *NETWORK_ERRORS) as error:
+        log.warning("Could not download a Discord image attachment: %s", error)
+        return None

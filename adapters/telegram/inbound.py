@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from telegram import Bot, Message, MessageEntity, PhotoSize, Update
@@ -27,7 +28,7 @@ class BotIdentity:
 
 
 class UpdateConverter:
-    """Builds InboundMessages; downloads photos through the Bot API."""
+    """Builds InboundMessages; photos are downloaded through the Bot API on demand."""
 
     def __init__(
         self, settings: TelegramSettings, bot: Bot, identity: BotIdentity, caller: ApiCaller
@@ -50,7 +51,7 @@ class UpdateConverter:
         command = self._command_target(text, entities)
         addressed = self._is_addressed(message, chat_type, entities, text, command)
         text = self._strip_own_mentions(text, entities, command)
-        attachments, media_note = await self._media(message)
+        attachments, media_note = self._media(message)
         text = "\n".join(part for part in (text, media_note) if part)
         if not text and not attachments:
             return None  # service messages (joins, pins, topic edits…)
@@ -145,26 +146,25 @@ class UpdateConverter:
             from_bot=bool(author and author.id == self._identity.id),
         )
 
-    async def _media(self, message: Message) -> tuple[list[Attachment], str]:
-        """Image attachments, and a short text note for media the agent cannot see."""
+    def _media(self, message: Message) -> tuple[list[Attachment], str]:
+        """Image attachments (fetched only if the gateway asks), and a short text note for
+        media the agent cannot see."""
+        chat_id = str(message.chat.id)
         if message.photo:
             photo = self._pick_photo(message.photo)
-            data = await self._download(str(message.chat.id), photo.file_id)
-            if data is None:
-                return [], "[photo could not be downloaded]"
-            return [Attachment(kind="image", mime_type="image/jpeg", data=data)], ""
+            fetch = partial(self._download, chat_id, photo.file_id)
+            return [Attachment("image", "image/jpeg", size=photo.file_size, fetch=fetch)], ""
         document = message.document
         if document and (document.mime_type or "").startswith("image/"):
             if (document.file_size or 0) <= _MAX_DOWNLOAD_BYTES:
-                data = await self._download(str(message.chat.id), document.file_id)
-                if data is not None:
-                    attachment = Attachment(
-                        kind="image",
-                        mime_type=document.mime_type or "image/jpeg",
-                        data=data,
-                        name=document.file_name or "",
-                    )
-                    return [attachment], ""
+                attachment = Attachment(
+                    kind="image",
+                    mime_type=document.mime_type or "image/jpeg",
+                    name=document.file_name or "",
+                    size=document.file_size,
+                    fetch=partial(self._download, chat_id, document.file_id),
+                )
+                return [attachment], ""
         return [], _media_placeholder(message)
 
     def _pick_photo(self, sizes: tuple[PhotoSize, ...]) -> PhotoSize:

@@ -136,7 +136,7 @@ def render_message(message: Mapping[str, Any]) -> str:
     if role == "TOOL":
         name = message.get("name") or "tool"
         return f"TOOL RESULT ({name}): {text_of(message)}"
-    lines = [f"{role}: {text_of(message)}"]
+    lines = [f"{role}: {text_of(message)}{_images_note(message)}"]
     for call in message.get("tool_calls") or []:
         function = call.get("function", {}) if isinstance(call, Mapping) else {}
         arguments = str(function.get("arguments") or "")
@@ -144,6 +144,14 @@ def render_message(message: Mapping[str, Any]) -> str:
             arguments = arguments[:TOOL_ARGUMENTS_MAX_CHARS] + " …[arguments cut]"
         lines.append(f"  -> called {function.get('name', '?')}({arguments})")
     return "\n".join(lines)
+
+
+def _images_note(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return ""
+    images = sum(1 for p in content if isinstance(p, Mapping) and p.get("type") == "image_url")
+    return f" [{images} image(s) attached]" if images else ""
 
 
 def bound_texts(texts: Sequence[str], max_chars: int) -> list[str]:

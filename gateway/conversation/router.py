@@ -1,14 +1,14 @@
 """The router: every inbound message passes here first.
 
-Authorization (docs/design.md#authorization), commands (docs/design.md#commands), session keys (docs/design.md#session-keys), and the conversion of a
-platform message into the user row it will become; then the row is stored durably in
-the inbox and its session's lane is woken. ``receive`` returns only after the store
-accepted the row — that is when an adapter may acknowledge the update (docs/design.md#delivery-guarantee).
+Who may talk (:mod:`gateway.conversation.access`), commands, session keys
+(docs/design.md#session-keys), and the row the message becomes
+(:mod:`gateway.conversation.user_rows`); then the row is stored durably in the inbox and
+its session's lane is woken. ``receive`` returns only after the store accepted the row —
+that is when an adapter may acknowledge the update (docs/design.md#delivery-guarantee).
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -17,7 +17,14 @@ from typing import Any, Protocol
 from adapters.base import InboundMessage, OutboundMessage
 from agent.tokens import TokenCounter
 from gateway.config.schema import Config
+from gateway.conversation.access import (
+    GROUP_WIDE_COMMANDS,
+    Access,
+    Verdict,
+    may_use_group_commands,
+)
 from gateway.conversation.background import BackgroundTasks
+from gateway.conversation.user_rows import user_row
 from gateway.events import EventBus
 from gateway.store import ConversationStore, InboxEntry
 
@@ -44,9 +51,6 @@ class CommandHandler(Protocol):
 Send = Callable[[OutboundMessage], Awaitable[Any]]
 
 
-NOT_HERE = "I don't answer here. Ask the bot's owner to allow this channel."
-
-
 def parse_command(message: InboundMessage) -> tuple[str, str] | None:
     """``("status", "args")`` for an addressed "/status@bot args"; None for anything else."""
     if not message.addressed or message.is_edit or not message.text.startswith("/"):
@@ -69,78 +73,10 @@ def session_key(message: InboundMessage) -> str:
     return f"{message.platform}:{message.chat_id}"
 
 
-@dataclass(frozen=True)
-class Verdict:
-    allowed: bool
-    refusal: str | None = None  # said to the user when not allowed (private chats only)
+class Pairing(Protocol):
+    """Hands a stranger a pairing code (docs/design.md#pairing)."""
 
-
-def authorize(config: Config, message: InboundMessage) -> Verdict:
-    """Allowlists per platform (docs/design.md#authorization). Empty lists mean nobody, not everybody."""
-    if message.platform == "console":
-        return Verdict(True)
-    roles: tuple[str, ...] = ()
-    if message.platform == "telegram":
-        telegram = config.platforms.telegram
-        users, places = telegram.allowed_users, telegram.allowed_chats
-    elif message.platform == "discord":
-        discord = config.platforms.discord
-        users, places, roles = (
-            discord.allowed_users,
-            discord.allowed_channels,
-            discord.allowed_roles,
-        )
-    else:
-        return Verdict(False)
-    user_ok = message.user_id in users or any(role in roles for role in message.user_roles)
-    place_ok = message.chat_id in places or (
-        message.parent_chat_id is not None and message.parent_chat_id in places
-    )
-    if message.chat_type == "private":
-        if user_ok or place_ok:
-            return Verdict(True)
-        return Verdict(
-            False,
-            f"Sorry, this is a private bot. Your user id is {message.user_id} — ask its owner "
-            f"to add it to platforms.{message.platform}.allowed_users.",
-        )
-    # Groups, channels, threads: the place must be allowed, or an allowed user must be
-    # talking to the bot there. Unknown places are ignored silently — unless the platform
-    # would otherwise show the user a request hanging forever.
-    if place_ok or (user_ok and message.addressed):
-        return Verdict(True)
-    return Verdict(False, NOT_HERE if message.needs_answer else None)
-
-
-def user_row(message: InboundMessage, *, vision: bool) -> dict[str, Any]:
-    """The user message the agent will see for ``message``."""
-    text = message.text
-    if message.is_edit:
-        text = f"(edited) {text}"
-    if message.reply_to is not None:
-        quoted = message.reply_to.text.strip().replace("\n", " ")
-        if len(quoted) > 500:
-            quoted = quoted[:500] + "…"
-        who = "you" if message.reply_to.from_bot else (message.reply_to.author or "someone")
-        text = f'(replying to {who}: "{quoted}")\n{text}'
-    if message.chat_type not in ("private", "console") and message.user_name:
-        text = (
-            f"{message.user_name}: {text}"  # group rows name their sender (docs/design.md#groups)
-        )
-    images = [a for a in message.attachments if a.kind == "image" and a.data]
-    if images and not vision:
-        text += f"\n[{len(images)} image(s) attached; this model cannot see images]"
-    for other in (a for a in message.attachments if a.kind != "image" or not a.data):
-        text += f"\n[attached: {other.name or 'a file'} ({other.mime_type}), not readable here]"
-    if not images or not vision:
-        return {"role": "user", "content": text}
-    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    for image in images:
-        encoded = base64.b64encode(image.data).decode("ascii")
-        parts.append(
-            {"type": "image_url", "image_url": {"url": f"data:{image.mime_type};base64,{encoded}"}}
-        )
-    return {"role": "user", "content": parts}
+    async def request(self, platform: str, user_id: str, user_name: str, chat_id: str) -> str: ...
 
 
 class Router:
@@ -153,6 +89,9 @@ class Router:
         notify_lane: Callable[[str], None],
         send: Send,
         commands: CommandHandler,
+        *,
+        access: Access | None = None,
+        pairing: Pairing | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -161,27 +100,68 @@ class Router:
         self.notify_lane = notify_lane
         self.send = send
         self.commands = commands
+        self.access = access or Access(config)
+        self.pairing = pairing
         self.background = BackgroundTasks("replies")
 
     async def receive(self, message: InboundMessage) -> None:
-        verdict = authorize(self.config, message)
-        if not verdict.allowed:
-            if verdict.refusal and message.addressed and await self._first_time(message):
-                self.answer(message, verdict.refusal)
-            return
-        key = session_key(message)
+        verdict = await self.access.judge(message)
+        if verdict.pair or verdict.refusal is not None:
+            await self._turn_away(message, verdict)
         command = parse_command(message)
         if command is not None and self.commands.handles(command[0]):
-            if await self._first_time(message):  # a redelivered /new must not run twice
-                answer = await self.commands(message, *command)
-                if answer.text is not None:
-                    self.answer(message, answer.text)
+            if verdict.turn:
+                await self._command(message, *command, trusted=verdict.trusted)
             return
-        if not message.addressed and not self.config.groups.observe:
+        if not verdict.observe:
+            return  # nothing of a stranger's message, or one from an unknown place, is kept
+        addressed = message.addressed and verdict.turn
+        if not addressed and not self.config.groups.observe:
             return
         if not message.text.strip() and not message.attachments:
             return
-        row = user_row(message, vision=self.config.model.supports_vision)
+        row = await user_row(
+            message,
+            instructs=verdict.turn,
+            take_images=addressed,
+            vision=self.config.model.supports_vision,
+            max_image_bytes=self.config.media.max_image_bytes,
+        )
+        await self._store(message, row, addressed=addressed)
+
+    async def _command(
+        self, message: InboundMessage, name: str, argument: str, *, trusted: bool
+    ) -> None:
+        if not await self._first_time(message):
+            return  # a redelivered /new must not run twice
+        if name in GROUP_WIDE_COMMANDS and not may_use_group_commands(
+            self.config, message, trusted=trusted
+        ):
+            self.answer(message, "Only an owner of this bot can do that in a group.")
+            return
+        answer = await self.commands(message, name, argument)
+        if answer.text is not None:
+            self.answer(message, answer.text)
+
+    async def _turn_away(self, message: InboundMessage, verdict: Verdict) -> None:
+        """Answer a stranger (a pairing code) or a refused sender: at most once an hour."""
+        if not message.addressed or not self.access.should_tell(message):
+            return
+        if not await self._first_time(message):
+            return
+        if verdict.pair and self.pairing is not None:
+            text = await self.pairing.request(
+                message.platform, message.user_id, message.user_name, message.chat_id
+            )
+        else:
+            text = verdict.refusal or ""
+        if text:
+            self.answer(message, text)
+
+    async def _store(
+        self, message: InboundMessage, row: dict[str, Any], *, addressed: bool
+    ) -> None:
+        key = session_key(message)
         entry = InboxEntry(
             session_key=key,
             platform=message.platform,
@@ -190,7 +170,7 @@ class Router:
             user_id=message.user_id,
             message=row,
             token_count=self.counter.count(row),
-            addressed=message.addressed,
+            addressed=addressed,
             platform_message_id=message.platform_message_id,
             dedupe_key=message.dedupe_key,
         )
@@ -199,7 +179,7 @@ class Router:
             return
         self.events.emit(
             "message:received",
-            {"session_key": key, "platform": message.platform, "addressed": message.addressed},
+            {"session_key": key, "platform": message.platform, "addressed": addressed},
         )
         self.notify_lane(key)
 

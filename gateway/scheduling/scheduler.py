@@ -17,7 +17,10 @@ from gateway.conversation.turns import TurnRunner
 from gateway.scheduling.idle import IdleCompression
 from gateway.scheduling.jobs import Jobs
 from gateway.scheduling.reminders import Reminders
-from gateway.store import ConversationStore, SchedulingStore, SessionRecord
+from gateway.store import SEEN_KEYS_SECONDS, ConversationStore, SchedulingStore, SessionRecord
+
+#: How often old dedupe keys are forgotten.
+PRUNE_SEEN_EVERY_SECONDS = 6 * 3600.0
 
 
 class Scheduler:
@@ -47,6 +50,7 @@ class Scheduler:
         self.lanes = lanes
         self.runner = runner
         self.retry_seconds = retry_seconds
+        self.clock = clock
         self.jobs = Jobs()
         self.reminders = Reminders(
             store, sessions, lanes, runner, self.jobs, retry_seconds=retry_seconds, clock=clock
@@ -83,6 +87,12 @@ class Scheduler:
             job_id="delivery-retry",
             name="retry undelivered replies",
         )
+        self.jobs.every(
+            PRUNE_SEEN_EVERY_SECONDS,
+            self.prune_seen,
+            job_id="prune-seen",
+            name="forget old dedupe keys",
+        )
         await self.retry_deliveries()  # replies a crash or an outage kept from their chat
         await self.reminders.arm_pending()
 
@@ -96,6 +106,12 @@ class Scheduler:
         for key in sorted(keys):
             if not self.lanes.busy(key):  # a running lane delivers them itself next time
                 self.lanes.submit(key, partial(self.runner.redeliver_pending, key))
+
+    async def prune_seen(self) -> int:
+        """Forget dedupe keys past their use (platforms redeliver within a day), so the
+        table a stranger's messages also write to stays small on a gateway that runs for
+        months without a restart."""
+        return await self.conversation.forget_seen(self.clock() - SEEN_KEYS_SECONDS)
 
     def reminder_tool(self, record: SessionRecord) -> Tool:
         """The ``schedule_message`` tool for one session: reminders go back to its chat."""

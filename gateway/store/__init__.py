@@ -15,6 +15,7 @@ WAL mode. The rules every backend keeps are in docs/design.md#storage:
   transaction that stores its turn's reply, so a crash mid-turn re-runs the turn.
 """
 
+from gateway.store.connection import SEEN_KEYS_SECONDS
 from gateway.store.errors import DataDirInUse, SessionEnded, StoreError
 from gateway.store.protocols import (
     ConversationStore,
@@ -47,6 +48,7 @@ from gateway.store.sqlite import SQLiteStore
 
 __all__ = [
     "KEEP",
+    "SEEN_KEYS_SECONDS",
     "AnchorRecord",
     "ApprovedUser",
     "Compaction",

@@ -105,6 +105,11 @@ class SQLiteConversation:
             )
         return [inbox_entry(row) for row in rows]
 
+    async def forget_seen(self, before: float) -> int:
+        async with self.connection.transaction() as db:
+            cursor = await db.execute("DELETE FROM inbound_seen WHERE seen_at < ?", (before,))
+        return cursor.rowcount
+
     async def session_keys_with_inbox(self) -> list[str]:
         async with self.connection.read() as db:
             rows = await db.execute_fetchall(
@@ -265,6 +270,7 @@ class SQLiteConversation:
         now = time.time()
         kept = [item for item in compaction.active if isinstance(item, int)]
         async with self.connection.transaction() as db:
+            await db.execute(sql.DROP_IMAGES_OF_ARCHIVED, (session_id, json.dumps(kept)))
             await db.execute(
                 "UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ? AND active = 1"
                 " AND id NOT IN (SELECT value FROM json_each(?))",

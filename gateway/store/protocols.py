@@ -59,6 +59,10 @@ class ConversationStore(Protocol):
 
     async def session_keys_with_inbox(self) -> list[str]: ...
 
+    async def forget_seen(self, before: float) -> int:
+        """Drop dedupe keys recorded before ``before`` (epoch seconds); how many went."""
+        ...
+
     # -- sessions -------------------------------------------------------------------------
 
     async def current_session(self, session_key: str) -> SessionRecord | None: ...

@@ -45,3 +45,19 @@ FROM messages m JOIN sessions s ON s.id = m.session_id
 WHERE m.pending_delivery = 1 AND (:key IS NULL OR s.session_key = :key)
 ORDER BY m.id
 """
+
+#: Images leave a row when the row leaves the context: the summary has named them, and a
+#: chat's photos must not pile up in the database for ever (docs/design.md#groups). The
+#: row's text stays, with a note of what it carried.
+DROP_IMAGES_OF_ARCHIVED = """
+UPDATE messages SET
+    content = coalesce(content, '') || char(10) || '[' || (
+        SELECT count(*) FROM json_each(parts) WHERE json_extract(value, '$.type') = 'image_url'
+    ) || ' image(s) not kept once this part of the conversation was summarized]',
+    parts = NULL
+WHERE session_id = ? AND active = 1 AND parts IS NOT NULL
+    AND id NOT IN (SELECT value FROM json_each(?))
+    AND EXISTS (
+        SELECT 1 FROM json_each(parts) WHERE json_extract(value, '$.type') = 'image_url'
+    )
+"""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from adapters.base import InboundMessage
 from tests.adapters.discord_fixtures import fake_and_adapter
 from tests.fakes.discord_world import (
     ALICE,
@@ -195,9 +196,12 @@ async def test_small_images_are_downloaded_and_other_files_only_named() -> None:
         )  # fmt: skip
 
         [inbound] = await sink.wait_for(1)
+        assert fake.attachment_downloads == 0  # nothing is fetched on arrival
+        cat, huge, notes = inbound.attachments
+        assert await cat.read() == PNG  # only when the gateway asks
+        assert fake.attachment_downloads == 1
 
-    cat, huge, notes = inbound.attachments
-    assert (cat.kind, cat.mime_type, cat.data, cat.name) == ("image", "image/png", PNG, "cat.png")
+    assert (cat.kind, cat.mime_type, cat.name) == ("image", "image/png", "cat.png")
     assert (huge.kind, huge.data, huge.name) == ("file", b"", "big.png")
     assert (notes.kind, notes.mime_type, notes.data) == ("file", "text/plain", b"")
 
@@ -209,12 +213,18 @@ async def test_unaddressed_images_are_not_downloaded() -> None:
         [inbound] = await sink.wait_for(1)
 
     assert not inbound.addressed
-    assert [(a.kind, a.data) for a in inbound.attachments] == [("file", b"")]
+    assert [(a.kind, a.data) for a in inbound.attachments] == [("image", b"")]
     assert fake.attachment_downloads == 0
+
+
+async def read_images(message: InboundMessage) -> None:
+    for attachment in message.attachments:
+        await attachment.read()
 
 
 async def test_messages_of_one_chat_keep_their_order_while_an_image_downloads() -> None:
     async with fake_and_adapter(echo=False) as (fake, _adapter, sink):
+        sink.before = read_images  # as the gateway does, before the message is stored
         fake.hold_attachment_downloads()
         await fake.dispatch_message(
             DM_CHANNEL_ID, "picture", attachments=[("a.png", "image/png", PNG)]

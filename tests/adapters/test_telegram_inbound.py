@@ -224,11 +224,9 @@ async def test_photo_becomes_image_attachment_of_a_reasonable_size(
     [message] = await sink.wait_for(1)
     assert message.text == "what is this?"
     [image] = message.attachments
-    assert (image.kind, image.mime_type, image.data) == (
-        "image",
-        "image/jpeg",
-        b"\xff\xd8large-enough",
-    )
+    assert (image.kind, image.mime_type, image.data) == ("image", "image/jpeg", b"")
+    assert telegram_server.method_calls("getFile") == []  # nothing fetched on arrival
+    assert await image.read() == b"\xff\xd8large-enough"  # only when the gateway asks
 
 
 async def test_photo_download_failure_keeps_the_message(telegram_server, sink, start_telegram):
@@ -236,8 +234,9 @@ async def test_photo_download_failure_keeps_the_message(telegram_server, sink, s
     telegram_server.fail_next("getFile", 400, "Bad Request: file is too big")
     telegram_server.push_photo(5, [(800, 600, b"jpeg")], caption="look")
     [message] = await sink.wait_for(1)
-    assert message.attachments == ()
-    assert message.text == "look\n[photo could not be downloaded]"
+    assert message.text == "look"
+    [image] = message.attachments
+    assert await image.read() is None  # the gateway then notes it could not be downloaded
 
 
 async def test_media_without_text_gets_a_note_and_service_messages_are_skipped(

@@ -29,6 +29,7 @@ from tests.fakes.discord_world import (
     CHANNEL_ID,
     DM_CHANNEL_ID,
     FREE_CHANNEL_ID,
+    GUILD_ID,
     THREAD_ID,
 )
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
@@ -63,7 +64,11 @@ async def test_channel_chatter_is_observed_silently_and_a_mention_sees_it(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
     async with running_stack(
-        tmp_path, fake_llm, allowed_users=[], allowed_channels=[str(CHANNEL_ID)]
+        tmp_path,
+        fake_llm,
+        allowed_users=[],
+        allowed_channels=[str(CHANNEL_ID)],
+        group_members="all",
     ) as stack:
         fake = stack.fake
         await fake.dispatch_message(CHANNEL_ID, "the build is red again")
@@ -88,7 +93,11 @@ async def test_a_thread_is_its_own_session_and_inherits_its_channels_allowance(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
     async with running_stack(
-        tmp_path, fake_llm, allowed_users=[], allowed_channels=[str(CHANNEL_ID)]
+        tmp_path,
+        fake_llm,
+        allowed_users=[],
+        allowed_channels=[str(CHANNEL_ID)],
+        group_members="all",
     ) as stack:
         fake = stack.fake
         await fake.dispatch_message(CHANNEL_ID, f"{MENTION} channel topic: deploys")
@@ -222,50 +231,66 @@ async def test_a_replay_reaching_a_restarted_gateway_is_not_answered_again(
     assert user_texts(fake_llm.requests[-1]) == ["only once, please", "next"]
 
 
-async def test_an_unknown_user_is_refused_in_a_dm_with_their_id(
+async def test_an_unknown_user_is_refused_once_with_their_id_and_costs_nothing(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    async with running_stack(tmp_path, fake_llm, allowed_users=["42"]) as stack:
-        question = await stack.fake.dispatch_message(DM_CHANNEL_ID, "let me in")
+    images = [(f"cat{i}.png", "image/png", b"\x89PNG cat") for i in range(10)]
+    async with running_stack(tmp_path, fake_llm, allowed_users=["42"], pairing=False) as stack:
+        question = await stack.fake.dispatch_message(DM_CHANNEL_ID, "let me in", attachments=images)
+        await stack.fake.dispatch_message(DM_CHANNEL_ID, "hello??", attachments=images)
         [refusal] = await stack.fake.wait_for_sent(1)
+        await stack.fake.dispatch_message(DM_CHANNEL_ID, "anyone?")
         await turns_done(stack.gateway)
         keys = await stack.session_keys()
 
     assert ALICE["id"] in refusal.content and "allowed_users" in refusal.content
     assert reference_of(refusal.payload) == int(question["id"])
+    assert len(stack.fake.sent) == 1  # one refusal an hour, however often they write
+    assert stack.fake.attachment_downloads == 0  # a stranger's images are never fetched
     assert fake_llm.requests == [] and keys == set()
 
 
-async def test_unknown_channels_are_silent_and_an_allowed_role_is_answered(
+async def test_only_allowed_places_and_in_them_only_allowed_people_start_turns(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
     night_owls = 8_000_000_000_000_777
     async with running_stack(
         tmp_path,
         fake_llm,
+        allowed_users=[],
         allowed_channels=[str(CHANNEL_ID)],
-        allowed_roles=[str(night_owls)],
+        # @everyone's id is the guild's: naming it must not let every member in.
+        allowed_roles=[str(night_owls), str(GUILD_ID)],
     ) as stack:
         fake = stack.fake
         await add_role(fake, night_owls, "night owls")
-        # FREE_CHANNEL_ID is on no allowlist and Bob holds no allowed role: silence.
-        await dispatch_from_member(fake, FREE_CHANNEL_ID, f"{MENTION} hello?", author=BOB, roles=[])
-        await dispatch_from_member(fake, FREE_CHANNEL_ID, "just chatting", author=BOB, roles=[])
-        # Same channel, so handed over after Bob's: Carol's role lets her in.
         carol = {**BOB, "id": "6000000000000003", "username": "carol", "global_name": "Carol"}
+        # FREE_CHANNEL_ID is on no allowlist: silence, nothing stored, whoever asks —
+        # Carol's allowed role included.
+        await dispatch_from_member(fake, FREE_CHANNEL_ID, f"{MENTION} hello?", author=BOB, roles=[])
+        await dispatch_from_member(
+            fake, FREE_CHANNEL_ID, f"{MENTION} me too?", author=carol, roles=[night_owls]
+        )
+        # In the allowed channel Bob, a mere member, is context; Carol's role lets her in.
+        await dispatch_from_member(
+            fake, CHANNEL_ID, f"{MENTION} do my homework", author=BOB, roles=[]
+        )
         question = await dispatch_from_member(
-            fake, FREE_CHANNEL_ID, f"{MENTION} hi from a night owl", author=carol,
-            roles=[night_owls],
-        )  # fmt: skip
+            fake, CHANNEL_ID, f"{MENTION} hi from a night owl", author=carol, roles=[night_owls]
+        )
         [reply] = await fake.wait_for_sent(1)
         await turns_done(stack.gateway)
-        rows = await stack.rows(f"discord:{FREE_CHANNEL_ID}")
+        elsewhere = await stack.rows(f"discord:{FREE_CHANNEL_ID}")
+        rows = await stack.rows(f"discord:{CHANNEL_ID}")
 
     assert reference_of(reply.payload) == int(question["id"])
     assert len(fake.sent) == 1 and len(fake_llm.requests) == 1
-    # Nothing of Bob's was stored or shown to the model: an unknown place is not observed.
-    assert [text for _, text in rows] == ["Carol: hi from a night owl", reply.content]
-    assert user_texts(fake_llm.requests[0]) == ["Carol: hi from a night owl"]
+    assert elsewhere == []  # an unknown place is not even observed
+    assert [text for _, text in rows] == [
+        "(untrusted) Bob: do my homework",
+        "Carol: hi from a night owl",
+        reply.content,
+    ]
 
 
 async def test_slash_status_and_new_answer_through_the_interaction(
@@ -448,9 +473,9 @@ async def test_quiet_chats_and_chats_not_allowed_are_not_fetched(
             await fake.dispatch_message(DM_CHANNEL_ID, "hello")
             await fake.dispatch_message(CHANNEL_ID, f"{MENTION} in the channel")
             await fake.dispatch_message(THREAD_ID, f"{MENTION} in its thread")
-            # Alice is allowed, so she is answered anywhere she asks; the place is not.
+            # Alice is allowed, but not in a place that is not: silence there.
             await fake.dispatch_message(FREE_CHANNEL_ID, f"{MENTION} elsewhere")
-            await first_run.wait_received(4)
+            await first_run.wait_received(3)
         # Two days later the DM has been quiet all along.
         backdate_chat(first_run.gateway.config.database_path, ALICE_DM, hours=48)
         in_dm = fake.post_while_away(DM_CHANNEL_ID, "in a DM quiet for two days")

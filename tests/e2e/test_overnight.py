@@ -42,7 +42,7 @@ async def test_an_overnight_group_stays_inside_the_window_and_loses_nothing(
         tmp_path,
         fake_llm,
         model={"context_length": WINDOW, "max_output_tokens": 1024},
-        platforms={"telegram": {"allowed_chats": ["-42"]}},
+        platforms={"telegram": {"allowed_chats": ["-42"], "group_members": "all"}},
         hooks=[{"events": ["session:compress"], "handler": "overnight_hooks:record"}],
     )
     rng = random.Random(7)

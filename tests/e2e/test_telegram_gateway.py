@@ -71,14 +71,17 @@ async def test_group_chatter_is_observed_and_a_mention_answers_with_it(
         chatter = last_update_id(telegram)
         await telegram.wait_for(lambda: telegram.confirmed_offset > chatter)
         await turns_done(gateway)
-        assert session_rows(config, f"telegram:{GROUP}") == [("user", "Bob: the deploy is at 5", 1)]
+        # Bob is a member, not an allowed user: his words are context, marked untrusted.
+        assert session_rows(config, f"telegram:{GROUP}") == [
+            ("user", "(untrusted) Bob: the deploy is at 5", 1)
+        ]
         assert telegram.sent == [] and fake_llm.requests == []
 
         asked = push_mention(telegram, GROUP, "when is the deploy?", user=ANN, chat_type="group")
         [reply] = await telegram.wait_sent(1)
     assert (reply.chat_id, reply.reply_to_message_id) == (GROUP, asked["message_id"])
     assert user_texts(fake_llm.requests[0]) == [
-        "Bob: the deploy is at 5",
+        "(untrusted) Bob: the deploy is at 5",
         "Ann: when is the deploy?",
     ]
 

@@ -16,6 +16,8 @@ class RecordingSink:
     ``gate``: when set to an Event, each call waits for it before accepting (a slow store).
     ``fail_times``: the next N calls raise RuntimeError (a failing store).
     ``on_message``: awaited with each message after it is recorded (e.g. to echo a reply).
+    ``before``: awaited with each message before it is recorded (e.g. reading its images,
+    as the gateway does before it stores a message).
     """
 
     def __init__(self) -> None:
@@ -24,6 +26,7 @@ class RecordingSink:
         self.gate: asyncio.Event | None = None
         self.fail_times = 0
         self.on_message: Callable[[InboundMessage], Awaitable[None]] | None = None
+        self.before: Callable[[InboundMessage], Awaitable[None]] | None = None
         self._accepted: Recording[InboundMessage] = Recording()
 
     @property
@@ -39,6 +42,8 @@ class RecordingSink:
             raise RuntimeError("store unavailable")
         if self.gate is not None:
             await self.gate.wait()
+        if self.before is not None:
+            await self.before(message)
         await self._accepted.add(message)
         if self.on_message is not None:
             await self.on_message(message)

@@ -100,6 +100,8 @@ class FakeTelegram:
         self.port = 0
         self.pending: list[dict] = []
         self.confirmed_offset = 0
+        #: The update_id of the last update queued (fetched or not).
+        self.last_pushed = 0
         self.sent: list[SentMessage] = []
         self.edits: list[Edit] = []
         self.chat_actions: list[ChatAction] = []
@@ -149,6 +151,7 @@ class FakeTelegram:
     def push_update(self, update: dict) -> int:
         """Queue an update (``update_id`` assigned when missing); returns its id."""
         update.setdefault("update_id", next(self._update_ids))
+        self.last_pushed = update["update_id"]
         self.pending.append(update)
         self._notify_soon()
         return update["update_id"]

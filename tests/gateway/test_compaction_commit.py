@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adapters.base import Attachment
 from tests import db
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import (
@@ -16,10 +17,10 @@ from tests.harness import (
 )
 
 
-async def chat_a_while(adapter: RecordingAdapter, turns: int) -> None:
+async def chat_a_while(adapter: RecordingAdapter, turns: int, *, first: int = 1) -> None:
     for i in range(turns):
         await adapter.say(f"fact: item {i} is important.\n" + "w" * 1_500)
-        await adapter.wait_sent(i + 1)
+        await adapter.wait_sent(i + first)
 
 
 async def test_compress_in_place_keeps_one_session_and_archives(
@@ -125,3 +126,28 @@ async def test_context_and_usage_describe_the_session(tmp_path: Path, fake_llm: 
         await adapter.say("/usage")
         usage = (await adapter.wait_sent(34))[-1]
     assert usage.startswith("This conversation: 30 requests")
+
+
+async def test_images_leave_the_database_with_their_rows_and_the_summary_names_them(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = summarizing()
+    adapter = RecordingAdapter()
+    config = make_config(tmp_path, fake_llm, model={"supports_vision": True})
+    photo = Attachment("image", "image/png", data=b"\x89PNG a photo of the whiteboard")
+    async with running_gateway(config, adapter):
+        await chat_a_while(adapter, 2)  # the first exchange stays in the head
+        await adapter.say("here is the whiteboard", attachments=(photo,))
+        await adapter.wait_sent(3)
+        await chat_a_while(adapter, 28, first=4)
+        await adapter.say("/compress")
+        await adapter.wait_sent(32)
+    summary_call = next(r for r in fake_llm.requests if is_summary_request(r))
+    assert "here is the whiteboard [1 image(s) attached]" in summary_call.all_text
+    [(content, parts)] = db.rows(
+        tmp_path, "SELECT content, parts FROM messages WHERE content LIKE 'here is the whiteboard%'"
+    )
+    assert parts is None  # the image bytes are gone with the row's place in the context
+    assert content.endswith(
+        "[1 image(s) not kept once this part of the conversation was summarized]"
+    )

@@ -24,7 +24,7 @@ def config_for(tmp_path: Path, llm: FakeLLM, window: int = 8_192, **compression)
         tmp_path,
         llm,
         model={"context_length": window, "max_output_tokens": 512},
-        platforms={"telegram": {"allowed_chats": ["-7"]}},
+        platforms={"telegram": {"allowed_chats": ["-7"], "allowed_users": ["u1"]}},
         compression=compression,
     )
 

@@ -10,14 +10,12 @@ from pathlib import Path
 import pytest
 
 from adapters.base import InboundMessage
-from gateway.app import Gateway
 from gateway.config.schema import Config
 from gateway.conversation.pairing import (
     CODE_ALPHABET,
     FULL,
     NOT_OWNER,
     Pairing,
-    config_owners,
 )
 from gateway.store import SQLiteStore
 from tests import db
@@ -185,22 +183,13 @@ def owner_config(tmp_path: Path, fake_llm) -> Config:
     )
 
 
-def wired_pairing(gateway: Gateway) -> Pairing:
-    """The gateway's Pairing behind /pair (wired here if app.py does not yet)."""
-    if gateway.commands.pairing is None:
-        gateway.commands.pairing = Pairing(
-            gateway.store.pairing, owners=config_owners(gateway.config)
-        )
-    return gateway.commands.pairing
-
-
 async def test_pair_approve_works_only_in_an_allowlisted_owners_private_chat(
     tmp_path: Path, fake_llm
 ) -> None:
     telegram = RecordingAdapter("telegram")
     config = owner_config(tmp_path, fake_llm)
     async with running_gateway(config, telegram) as gateway:
-        pairing = wired_pairing(gateway)
+        pairing = gateway.pairing
         code = code_in(await pairing.request("telegram", "666", "Eve", "666"))
 
         # The owner, in an allowed group: not here.

@@ -8,9 +8,12 @@ behind sees "in 2 seconds" as the future while apscheduler (real time) fires it 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import io
 import sqlite3
 import time
+from argparse import Namespace
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from typing import Any
 from adapters.base import DeliveryError, OutboundMessage
 from gateway.app import Gateway
 from gateway.config.schema import Config
+from gateway.ops.admin import run_sessions_command
 from gateway.scheduling.reminders import REMINDER_PREFIX
 from gateway.store import Reminder, SQLiteStore
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
@@ -58,7 +62,8 @@ async def test_a_reminder_set_in_a_turn_arrives_in_the_same_chat_and_thread(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
     adapter = RecordingAdapter("telegram")
-    config = make_config(tmp_path, fake_llm, platforms={"telegram": {"allowed_users": ["u1"]}})
+    allowed = {"allowed_users": ["u1"], "allowed_chats": ["-100"]}
+    config = make_config(tmp_path, fake_llm, platforms={"telegram": allowed})
     async with gateway_at(config, adapter, clock=shifted(-5)) as gateway:
         fake_llm.script(schedule("in 2 seconds", "stretch your legs"), Reply("Will do."))
         await adapter.say(
@@ -231,3 +236,93 @@ async def test_opening_a_version_2_database_adds_the_reminders(tmp_path: Path) -
         assert await store.scheduling.mark_reminder_sent(stored.id)
         assert not await store.scheduling.mark_reminder_sent(stored.id)  # at most once
         assert await store.scheduling.pending_reminders() == []
+
+
+# -- `nightowl sessions forget` takes the chat's reminders with it ---------------------------
+
+
+async def forget(config: Config, key: str) -> str:
+    """`nightowl sessions forget KEY --yes`, as the command line runs it; what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    args = Namespace(action="forget", key=key, yes=True)
+    assert await run_sessions_command(config, args, out=out, err=err) == 0, err.getvalue()
+    assert err.getvalue() == ""  # the scrub reached the WAL too
+    return out.getvalue()
+
+
+def file_bytes(config: Config) -> bytes:
+    """Everything on disk: the database, its WAL and shared-memory index."""
+    return b"".join(path.read_bytes() for path in config.data_dir.iterdir() if path.is_file())
+
+
+async def test_a_pending_reminder_forgotten_beside_a_running_gateway_never_fires(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    config = make_config(tmp_path, fake_llm)
+    adapter = RecordingAdapter()
+    async with gateway_at(config, adapter, clock=shifted(-5)) as gateway:
+        await adapter.say("hello")
+        await adapter.wait_sent(1)
+        await gateway.lanes.wait_idle(5)
+        # The chat is busy (a turn in progress) when its reminder comes due: the reminder
+        # is armed, fires and waits in the chat's lane while the operator forgets the chat.
+        turn_in_progress = asyncio.Event()
+        gateway.lanes.submit("console:t", turn_in_progress.wait)
+        reminders = gateway.scheduler.reminders
+        secret = "the vault code is 4711"
+        await reminders.add(Reminder("console:t", "console", "t", secret, time.time() - 1))
+
+        said = await forget(config, "console:t")
+        assert "Forgot console:t: 3 messages erased, 1 pending reminder cancelled." in said
+        assert b"4711" not in file_bytes(config)
+
+        # A reminder set after the forget, due after the forgotten one, comes through the
+        # same lane behind it: once it is sent, the forgotten one had its turn.
+        await reminders.add(Reminder("console:t", "console", "t", "stand up", time.time()))
+        turn_in_progress.set()
+        assert await adapter.wait_sent(2) == ["echo: hello", REMINDER_PREFIX + "stand up"]
+        await gateway.lanes.wait_idle(5)
+        assert await gateway.store.scheduling.pending_reminders() == []
+    assert b"4711" not in file_bytes(config)
+
+    again = RecordingAdapter()  # and not after a restart either
+    async with gateway_at(config, again, clock=shifted(2 * HOUR)):
+        await again.say("hi")
+        assert await again.wait_sent(1) == ["echo: hi"]
+
+
+async def test_a_reminder_of_a_forgotten_chat_is_not_sent_at_the_next_start(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    config = make_config(tmp_path, fake_llm)
+    first = RecordingAdapter()
+    async with gateway_at(config, first):
+        fake_llm.script(schedule("in 1 hour", "call the bank about card 5555"), Reply("Set."))
+        await first.say("remind me in an hour to call the bank")
+        await first.wait_sent(1)
+
+    said = await forget(config, "console:t")  # the gateway is down
+    assert "1 pending reminder cancelled" in said
+    assert b"5555" not in file_bytes(config)
+
+    # Two hours later: the reminder would be overdue, and used to go out at once into a
+    # fresh conversation.
+    second = RecordingAdapter()
+    async with gateway_at(config, second, clock=shifted(2 * HOUR)):
+        await second.say("hi")
+        assert await second.wait_sent(1) == ["echo: hi"]
+    assert "5555" not in fake_llm.requests[-1].all_text
+    assert b"5555" not in file_bytes(config)
+
+
+async def test_a_chat_with_only_a_reminder_left_can_still_be_forgotten(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # A database where an older nightowl forgot the chat's messages but not its reminder.
+    config = make_config(tmp_path, fake_llm)
+    async with SQLiteStore(config.database_path) as store:
+        await store.scheduling.add_reminder(
+            Reminder("console:t", "console", "t", "pick up 5555", time.time() + HOUR)
+        )
+    assert "0 messages erased, 1 pending reminder cancelled" in await forget(config, "console:t")
+    assert b"5555" not in file_bytes(config)

@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -328,3 +329,10 @@ async def test_active_rows_are_reread_when_another_writer_changed_them(
         "b",
         "c",
     ]
+
+
+async def test_old_dedupe_keys_are_forgotten_while_the_gateway_runs(store: SQLiteStore) -> None:
+    assert await store.conversation.remember_inbound("telegram:1")
+    assert not await store.conversation.remember_inbound("telegram:1")
+    assert await store.conversation.forget_seen(time.time() + 1) == 1
+    assert await store.conversation.remember_inbound("telegram:1")  # forgotten: new again

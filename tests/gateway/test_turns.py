@@ -180,7 +180,8 @@ async def test_unknown_private_users_are_refused_with_their_id(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
     adapter = RecordingAdapter("telegram")
-    config = make_config(tmp_path, fake_llm, platforms={"telegram": {"allowed_users": [42]}})
+    telegram = {"allowed_users": [42], "pairing": False}  # with pairing: a code instead
+    config = make_config(tmp_path, fake_llm, platforms={"telegram": telegram})
     async with running_gateway(config, adapter):
         await adapter.say("hi", user_id="99", chat_id="99")
         (refusal,) = await adapter.wait_sent(1)
@@ -206,7 +207,11 @@ async def test_group_chatter_is_stored_one_row_per_message(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
     adapter = RecordingAdapter("telegram")
-    config = make_config(tmp_path, fake_llm, platforms={"telegram": {"allowed_chats": ["-5"]}})
+    config = make_config(
+        tmp_path,
+        fake_llm,
+        platforms={"telegram": {"allowed_chats": ["-5"], "allowed_users": ["u1"]}},
+    )
     async with running_gateway(config, adapter) as gateway:
         for i, name in enumerate(["Ann", "Bob", "Ann"]):
             await adapter.say(

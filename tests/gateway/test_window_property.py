@@ -67,7 +67,7 @@ async def run_example(
             data,
             llm,
             model={"context_length": window, "max_output_tokens": 1_024},
-            platforms={"telegram": {"allowed_chats": ["-7"]}},
+            platforms={"telegram": {"allowed_chats": ["-7"], "allowed_users": ["u1"]}},
         )
         adapter = RecordingAdapter("telegram")
         texts = [text_of(i, size) for i, (size, _) in enumerate(messages)]

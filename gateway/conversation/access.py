@@ -1,0 +1,179 @@
+"""Who may talk to the bot, and what their messages may do (docs/design.md#authorization).
+
+The rule is the same on every platform, and it fails closed:
+
+- A private chat: the sender must be allowed — listed in ``allowed_users`` (or, on
+  Discord, holding one of ``allowed_roles``), or approved through pairing. A stranger
+  gets a pairing code, or (``pairing: false``) one refusal naming their id; their
+  message is never stored and never reaches the model.
+- A group, channel or thread: the place must be allowed (``allowed_chats`` /
+  ``allowed_channels``); elsewhere the bot stays silent and stores nothing, whoever
+  speaks. In an allowed place only an allowed user starts a turn, unless the platform's
+  ``group_members: all``; everyone else's messages are context at most (with
+  ``groups.observe``), marked as untrusted, never instructions. A message with no
+  identifiable sender starts nothing.
+- ``/new`` and ``/compress`` change the conversation for everyone in a group: they need
+  an allowed user (on Discord, one who also moderates — Manage Messages — or holds an
+  allowed role).
+
+Nothing here downloads anything: attachments are fetched after this judgement, and only
+for a message that may start a turn.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from adapters.base import InboundMessage
+from gateway.config.schema import Config
+
+NOT_HERE = "I don't answer here. Ask the bot's owner to allow this channel."
+NOT_YOU = "Only the people this bot works for can ask it things here."
+#: A refused sender hears about it at most this often.
+REFUSAL_PAUSE_SECONDS = 3600.0
+#: Commands that change the conversation for everyone in the chat.
+GROUP_WIDE_COMMANDS = frozenset({"new", "reset", "compress"})
+
+
+class Approvals(Protocol):
+    """Users approved through pairing (docs/design.md#pairing)."""
+
+    async def is_approved(self, platform: str, user_id: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a message may do."""
+
+    #: It may start a turn (when addressed to the bot).
+    turn: bool = False
+    #: It may be stored as context (group chatter).
+    observe: bool = False
+    #: Its sender is an allowed user, not merely a member of an allowed group.
+    trusted: bool = False
+    #: A stranger in a private chat, to be answered with a pairing code.
+    pair: bool = False
+    #: What to tell the sender instead (at most once an hour).
+    refusal: str | None = None
+
+
+def place_allowed(config: Config, message: InboundMessage) -> bool:
+    """Whether the chat is an allowed group, channel (or a thread of one)."""
+    places = _places(config, message.platform)
+    return message.chat_id in places or (
+        message.parent_chat_id is not None and message.parent_chat_id in places
+    )
+
+
+def user_listed(config: Config, message: InboundMessage) -> bool:
+    """Whether the sender is on the config's allowlist (users, or roles on Discord)."""
+    if not message.user_id:
+        return False
+    if message.platform == "telegram":
+        return message.user_id in config.platforms.telegram.allowed_users
+    if message.platform == "discord":
+        discord = config.platforms.discord
+        roles = set(discord.allowed_roles)
+        return message.user_id in discord.allowed_users or any(
+            role in roles for role in message.user_roles
+        )
+    return False
+
+
+def may_use_group_commands(config: Config, message: InboundMessage, *, trusted: bool) -> bool:
+    """``/new`` and ``/compress``: in a private chat anyone allowed there; in a group an
+    allowed user, who on Discord also moderates or holds an allowed role."""
+    if message.chat_type in ("private", "console"):
+        return True
+    if not trusted:
+        return False
+    if message.platform != "discord":
+        return True
+    roles = set(config.platforms.discord.allowed_roles)
+    return message.can_moderate or any(role in roles for role in message.user_roles)
+
+
+class Access:
+    """Judges every inbound message before anything else happens to it."""
+
+    def __init__(
+        self,
+        config: Config,
+        approvals: Approvals | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.approvals = approvals
+        self.clock = clock
+        self._refused: dict[tuple[str, str], float] = {}
+
+    async def judge(self, message: InboundMessage) -> Verdict:
+        if message.platform == "console":
+            return Verdict(turn=True, observe=True, trusted=True)
+        if message.platform not in ("telegram", "discord"):
+            return Verdict()
+        trusted = await self._trusted(message)
+        if message.chat_type == "private":
+            if trusted or place_allowed(self.config, message):
+                return Verdict(turn=True, observe=True, trusted=True)
+            if self._pairing_on(message.platform):
+                return Verdict(pair=True)
+            return Verdict(refusal=_stranger_refusal(message))
+        if not place_allowed(self.config, message):
+            # Unknown places get silence — unless the platform would otherwise show the
+            # user a request hanging forever (a Discord slash command).
+            return Verdict(refusal=NOT_HERE if message.needs_answer else None)
+        turn = trusted or self._members_may_talk(message.platform)
+        turn = turn and bool(message.user_id)  # no identifiable sender: starts nothing
+        refusal = NOT_YOU if message.needs_answer and not turn else None
+        return Verdict(turn=turn, observe=True, trusted=trusted, refusal=refusal)
+
+    def should_tell(self, message: InboundMessage) -> bool:
+        """Whether a refused sender is told (again): at most once an hour per user."""
+        key = (message.platform, message.user_id)
+        now = self.clock()
+        last = self._refused.get(key)
+        if last is not None and now - last < REFUSAL_PAUSE_SECONDS:
+            return False
+        self._refused[key] = now
+        if len(self._refused) > 10_000:  # forget the oldest; a refusal again is harmless
+            for stale in sorted(self._refused, key=self._refused.__getitem__)[:5_000]:
+                del self._refused[stale]
+        return True
+
+    async def _trusted(self, message: InboundMessage) -> bool:
+        if user_listed(self.config, message):
+            return True
+        if self.approvals is None or not message.user_id:
+            return False
+        return await self.approvals.is_approved(message.platform, message.user_id)
+
+    def _pairing_on(self, platform: str) -> bool:
+        if self.approvals is None:
+            return False
+        settings = getattr(self.config.platforms, platform, None)
+        return bool(getattr(settings, "pairing", False))
+
+    def _members_may_talk(self, platform: str) -> bool:
+        if platform == "telegram":
+            return self.config.platforms.telegram.group_members == "all"
+        return self.config.platforms.discord.group_members == "all"
+
+
+def _places(config: Config, platform: str) -> list[str]:
+    if platform == "telegram":
+        return list(config.platforms.telegram.allowed_chats)
+    if platform == "discord":
+        return list(config.platforms.discord.allowed_channels)
+    return []
+
+
+def _stranger_refusal(message: InboundMessage) -> str:
+    return (
+        f"Sorry, this is a private bot. Your user id is {message.user_id} — ask its owner "
+        f"to add it to platforms.{message.platform}.allowed_users."
+    )

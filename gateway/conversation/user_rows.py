@@ -1,0 +1,99 @@
+"""The user row an inbound message becomes: what the agent sees of it.
+
+Group rows name their sender, and a sender who may not start a turn (not an allowed user,
+and the group's ``group_members`` is not ``all``) is marked ``(untrusted)``: what they
+say is context, never an instruction (docs/design.md#groups).
+Images are fetched only for a message that starts a turn, with a vision model, up to
+``max_image_bytes`` per message; an observed message keeps a placeholder
+("[photo from Eve]"), so a group's photos are not stored for ever in the database.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from adapters.base import Attachment, InboundMessage
+
+UNTRUSTED = "(untrusted) "
+QUOTE_CHARS = 500
+
+
+def describe_text(message: InboundMessage, *, instructs: bool) -> str:
+    """The row's text: an edit or a quote marked, a group row's sender named."""
+    text = message.text
+    if message.is_edit:
+        text = f"(edited) {text}"
+    if message.reply_to is not None:
+        quoted = message.reply_to.text.strip().replace("\n", " ")
+        if len(quoted) > QUOTE_CHARS:
+            quoted = quoted[:QUOTE_CHARS] + "…"
+        who = "you" if message.reply_to.from_bot else (message.reply_to.author or "someone")
+        text = f'(replying to {who}: "{quoted}")\n{text}'
+    if message.chat_type not in ("private", "console"):
+        name = message.user_name or "someone"
+        text = f"{'' if instructs else UNTRUSTED}{name}: {text}"
+    return text
+
+
+async def user_row(
+    message: InboundMessage,
+    *,
+    instructs: bool,
+    take_images: bool,
+    vision: bool,
+    max_image_bytes: int,
+) -> dict[str, Any]:
+    """The user message the agent will see for ``message``.
+
+    ``instructs``: the sender may start turns (else the row is marked untrusted);
+    ``take_images``: the message starts a turn, so its images may be fetched and kept.
+    """
+    text = describe_text(message, instructs=instructs)
+    images = [a for a in message.attachments if a.kind == "image"]
+    notes = [_file_note(a) for a in message.attachments if a.kind != "image"]
+    parts: list[dict[str, Any]] = []
+    if images and not take_images:
+        who = message.user_name or "someone"
+        photos = "photo" if len(images) == 1 else f"{len(images)} photos"
+        notes.insert(0, f"[{photos} from {who}]")
+    elif images and not vision:
+        notes.insert(0, f"[{len(images)} image(s) attached; this model cannot see images]")
+    elif images:
+        parts, missing = await _image_parts(images, max_image_bytes)
+        notes[:0] = missing
+    text = "\n".join([text, *notes]) if notes else text
+    if not parts:
+        return {"role": "user", "content": text}
+    return {"role": "user", "content": [{"type": "text", "text": text}, *parts]}
+
+
+async def _image_parts(
+    images: list[Attachment], budget: int
+) -> tuple[list[dict[str, Any]], list[str]]:
+    parts: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for image in images:
+        if image.size is not None and image.size > budget:
+            notes.append(f"[{_named(image)} is too large to keep here]")
+            continue
+        data = await image.read()
+        if data is None:
+            notes.append(f"[{_named(image)} could not be downloaded]")
+            continue
+        if len(data) > budget:
+            notes.append(f"[{_named(image)} is too large to keep here]")
+            continue
+        budget -= len(data)
+        encoded = base64.b64encode(data).decode("ascii")
+        url = f"data:{image.mime_type};base64,{encoded}"
+        parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts, notes
+
+
+def _file_note(attachment: Attachment) -> str:
+    return f"[attached: {attachment.name or 'a file'} ({attachment.mime_type}), not readable here]"
+
+
+def _named(image: Attachment) -> str:
+    return f"the image {image.name}" if image.name else "a photo"
