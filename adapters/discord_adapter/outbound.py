@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,7 +19,7 @@ import aiohttp
 import discord
 
 from adapters.base import DeliveryError, OutboundMessage
-from adapters.chunking import split_message
+from adapters.chunking import find_code_fences, split_message
 
 log = logging.getLogger(__name__)
 
@@ -72,18 +73,58 @@ def followup_poster(interaction: discord.Interaction) -> Poster:
 
 async def post_parts(text: str, post: Poster, posted: list[str], *, max_chunks: int) -> list[str]:
     """Send ``text`` in parts through ``post``, appending each message id to ``posted``."""
-    parts = split_message(text, MESSAGE_LIMIT)
+    shown = plain_unsafe_links(text)
+    parts = split_message(shown, MESSAGE_LIMIT)
     attachment: bytes | None = None
     if len(parts) > max_chunks:
-        parts = split_message(text, MESSAGE_LIMIT - len(LONG_REPLY_NOTE))[:1]
+        parts = split_message(shown, MESSAGE_LIMIT - len(LONG_REPLY_NOTE))[:1]
         parts[0] += LONG_REPLY_NOTE
-        attachment = text.encode()
+        attachment = text.encode()  # a file is not rendered: its links cannot be clicked
     for index, part in enumerate(parts):
         file = None
         if attachment is not None and index == 0:
             file = discord.File(io.BytesIO(attachment), filename=LONG_REPLY_FILENAME)
         posted.append(str(await post(part, file, index == 0)))
     return posted
+
+
+#: Inline code (left alone), a masked link's ``](target`` or an autolink ``<scheme:/...>``.
+_CODE_OR_LINK = re.compile(
+    r"(?P<code>(`+).+?\2)"
+    r"|\](?P<masked>\(\s*<?)(?P<target>[^\s)>]*)"
+    r"|(?P<auto><)(?P<auto_target>[^\s:>]+:/[^\s>]*)>"
+)
+#: Links a reply may carry (docs/design.md#outbound-links).
+_SAFE_URL = re.compile(r"(?i)(?:https?://|mailto:)")
+
+
+def plain_unsafe_links(text: str) -> str:
+    """``text`` with every link Discord would render that is not http(s) or mailto shown
+    as plain text: a backslash before the ``(`` of ``[text](target)`` or the ``<`` of
+    ``<scheme://...>`` (Discord shows the character, without the backslash, and no link).
+    Code blocks and inline code are left as they are: nothing renders there."""
+    out: list[str] = []
+    pos = 0
+    for fence in find_code_fences(text):
+        out.append(_plain_links_outside_code(text[pos : fence.open_start]))
+        out.append(text[fence.open_start : fence.close_end])
+        pos = fence.close_end
+    out.append(_plain_links_outside_code(text[pos:]))
+    return "".join(out)
+
+
+def _plain_links_outside_code(text: str) -> str:
+    def plain(match: re.Match[str]) -> str:
+        if match.group("code") is not None:
+            return match.group(0)
+        target = match.group("target") if match.group("masked") else match.group("auto_target")
+        if _SAFE_URL.match(target):
+            return match.group(0)
+        if match.group("masked"):
+            return "]\\" + match.group(0)[1:]
+        return "\\" + match.group(0)
+
+    return _CODE_OR_LINK.sub(plain, text)
 
 
 def failure_reason(error: BaseException) -> str:

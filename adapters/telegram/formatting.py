@@ -1,10 +1,12 @@
 """Markdown (as models write it) to the HTML subset Telegram accepts.
 
-Supported: **bold**/__two words__ (a lone __name__ stays a Python dunder), *italic*/_italic_, ~~strike~~, `inline code`, fenced code
-with a language, [links](https://…), headings (shown bold), > quotes, tables (shown
-monospaced). Lists stay text with "•" bullets. Everything else is escaped, so a stray
-``<`` or ``&`` in a reply can never break the message. Tags are produced in pairs by
-construction; if Telegram still rejects the result, the sender falls back to plain text.
+Supported: **bold**/__two words__ (a lone __name__ stays a Python dunder),
+*italic*/_italic_, ~~strike~~, `inline code`, fenced code with a language,
+[links](https://…) (http, https and mailto only: any other link stays plain text),
+headings (shown bold), > quotes, tables (shown monospaced). Lists stay text with "•"
+bullets. Everything else is escaped, so a stray ``<`` or ``&`` in a reply can never
+break the message. Tags are produced in pairs by construction; if Telegram still rejects
+the result, the sender falls back to plain text.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ _BULLET = re.compile(r"^([ \t]*)[-*+][ \t]+")
 _QUOTE = re.compile(r"^[ \t]{0,3}>[ \t]?")
 _TABLE_ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
 _SAFE_LANGUAGE = re.compile(r"^[\w+#.-]{1,32}$")
-_SAFE_URL = re.compile(r"^(https?://|tg://|mailto:)", re.IGNORECASE)
+#: Links a reply may carry (docs/design.md#outbound-links): a tg:// link in model output
+#: could be a text mention of any user under a made-up name, or a proxy to add.
+_SAFE_URL = re.compile(r"^(https?://|mailto:)", re.IGNORECASE)
 _TAG = re.compile(r"<[^>]*>")
 
 

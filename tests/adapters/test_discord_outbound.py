@@ -139,3 +139,23 @@ async def test_a_429_is_waited_out_and_the_reply_still_arrives() -> None:
     assert fake.rate_limited_sends == 1
     assert [s.content for s in fake.sent] == ["after the flood gate"]
     assert ids == [str(fake.sent[0].message_id)]
+
+
+async def test_links_other_than_http_and_mailto_are_sent_as_plain_text() -> None:
+    # docs/design.md#outbound-links: a backslash makes Discord show the character, no link.
+    text = (
+        "Ask [the admin](tg://user?id=777), add <tg://proxy?server=p.example&port=1>,\n"
+        "open [app](discord://-/channels/1/2), read [docs](https://example.org/a_(b)) or"
+        " [write](mailto:owl@example.org) or <https://example.org>.\n"
+        "Code keeps it: `[x](tg://user?id=1)`\n```\n[y](tg://user?id=2)\n```"
+    )
+    async with fake_and_adapter(echo=False) as (fake, adapter, _sink):
+        await adapter.send(_reply(text))
+
+    [message] = fake.sent
+    assert message.content == (
+        "Ask [the admin]\\(tg://user?id=777), add \\<tg://proxy?server=p.example&port=1>,\n"
+        "open [app]\\(discord://-/channels/1/2), read [docs](https://example.org/a_(b)) or"
+        " [write](mailto:owl@example.org) or <https://example.org>.\n"
+        "Code keeps it: `[x](tg://user?id=1)`\n```\n[y](tg://user?id=2)\n```"
+    )

@@ -237,3 +237,22 @@ async def test_stream_final_edit_waits_out_flood_control(telegram_server, start_
     assert (edit.text, edit.parse_mode) == ("<b>final</b>", "HTML")
     first, second = [r for r in telegram_server.requests if r.method == "editMessageText"]
     assert second.at - first.at >= 0.2
+
+
+async def test_a_tg_link_from_the_model_reaches_telegram_as_plain_text(
+    telegram_server, start_telegram
+):
+    adapter = await start_telegram()
+    text = (
+        "Ask [the admin](tg://user?id=777) or use [this proxy](tg://proxy?server=p.example&port=1)"
+        " — docs at [nightowl](https://example.org)."
+    )
+    await adapter.send(_reply(text))
+
+    [sent] = telegram_server.sent
+    assert sent.parse_mode == "HTML"
+    assert re.findall(r'<a href="([^"]*)"', sent.text) == ["https://example.org"]
+    assert _visible(sent.text) == (
+        "Ask [the admin](tg://user?id=777) or use [this proxy](tg://proxy?server=p.example&port=1)"
+        " — docs at nightowl."
+    )

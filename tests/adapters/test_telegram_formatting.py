@@ -53,6 +53,36 @@ def test_things_that_are_not_markup_stay_text(text):
     assert markdown_to_telegram_html(text) == html.escape(text, quote=False)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[Pavel Durov](tg://user?id=1)",  # a text mention of any user under any name
+        "[free VPN](tg://proxy?server=evil.example&port=443&secret=ee00)",
+        "[Settings](TG://settings)",
+        "[run me](javascript:alert(1))",
+        "[file](file:///etc/passwd)",
+        "[x](data:text/html,hi)",
+        "[rel](/relative/path)",
+    ],
+)
+def test_only_http_and_mailto_links_are_rendered_others_stay_plain_text(text):
+    # docs/design.md#outbound-links: the reader sees the link's target, not a made-up name
+    assert markdown_to_telegram_html(text) == html.escape(text, quote=False)
+    assert "<a " not in markdown_to_telegram_html(f"see {text} **now**")
+
+
+@pytest.mark.parametrize(
+    ("markdown", "href"),
+    [
+        ("[docs](http://example.com)", "http://example.com"),
+        ("[Docs](HTTPS://example.com/x)", "HTTPS://example.com/x"),
+        ("[write](mailto:owl@example.com)", "mailto:owl@example.com"),
+    ],
+)
+def test_http_https_and_mailto_links_are_rendered(markdown, href):
+    assert f'<a href="{href}">' in markdown_to_telegram_html(markdown)
+
+
 def test_lists_stay_text_with_bullets():
     markdown = "- one\n* two *emph*\n  + nested\n1. first\n2. second"
     assert markdown_to_telegram_html(markdown) == (
