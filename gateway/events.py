@@ -94,14 +94,17 @@ class EventBus:
 
 
 def load_hook(handler: str, search_dirs: Iterable[Path] = ()) -> Callable[..., Any]:
-    """Import ``"module:function"``; ``search_dirs`` (e.g. ``<data_dir>/hooks``) come first.
+    """Import ``"module:function"``, also from ``search_dirs`` (e.g. ``<data_dir>/hooks``).
 
-    A hook function takes ``(event, payload)``, or just ``(payload)``; it may be async.
+    The dirs go to the end of ``sys.path``: a file there named like a standard or
+    installed module (``json.py``, ``yaml.py``) never replaces it for the whole process;
+    name hook modules for what they are. A hook function takes ``(event, payload)``, or
+    just ``(payload)``; it may be async.
     """
     module_name, _, attribute = handler.partition(":")
     for directory in search_dirs:
         if directory.is_dir() and str(directory) not in sys.path:
-            sys.path.insert(0, str(directory))
+            sys.path.append(str(directory))
     module = importlib.import_module(module_name)
     function = getattr(module, attribute)
     parameters = inspect.signature(function).parameters

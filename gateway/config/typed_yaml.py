@@ -6,7 +6,8 @@ bounds numbers and ``metadata={"check": f}`` refuses a value when ``f(value)`` r
 reason. Every problem is collected, not only the first: each names the key path
 and the reason, and — for text read with :func:`read_yaml` — the file and line.
 ``${VAR}`` in strings is replaced from the environment; an unset variable becomes
-:class:`Unset`, which the caller may refuse where the value is needed.
+:class:`Unset`, which the caller may refuse where the value is needed
+(:func:`unset_strict`: in secrets, and in keys marked ``metadata={"strict": True}``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -168,6 +169,10 @@ VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: Keys holding secrets: an unset ``${VAR}`` in one of them is an error where it is in use.
 SECRET_NAME = re.compile(r"(?:^|_)(?:token|key|secret|password|dsn)$")
 
+#: A field's metadata marking it strict like a secret (an allowlist: who may talk to the
+#: bot); an unset ``${VAR}`` in it, or in any of its items, is an error where it is in use.
+STRICT: Mapping[str, Any] = types.MappingProxyType({"strict": True})
+
 
 class Unset(str):
     """A ``${VAR}`` whose variable is not set; an error only where the value is needed."""
@@ -188,30 +193,43 @@ def _enabled(path: str, part: Any) -> bool:
     return getattr(part, "enabled", True) is not False
 
 
-def unset_secrets(
-    obj: Any, path: str = "", in_use: Callable[[str, Any], bool] = _enabled
+def unset_strict(
+    obj: Any,
+    path: str = "",
+    in_use: Callable[[str, Any], bool] = _enabled,
+    strict: bool = False,
 ) -> Iterator[tuple[str, str]]:
-    """(key path, variable) for each secret-like key (see :data:`SECRET_NAME`) whose
-    ``${VAR}`` is unset, skipping nested parts ``in_use`` rejects (default: those with
-    ``enabled: false``)."""
+    """(key path, variable) for each unset ``${VAR}`` that is an error: in a secret-like
+    key (see :data:`SECRET_NAME`) or a key marked :data:`STRICT`, and in every item of a
+    list or mapping held by one; nested parts ``in_use`` rejects are skipped (default:
+    those with ``enabled: false``)."""
+    if isinstance(obj, Unset):
+        if strict:
+            yield path, obj.variable
+        return
     if is_dataclass(obj):
-        items: Iterable[tuple[str, Any]] = (
-            (join_path(path, f.name), getattr(obj, f.name))
+        items: Iterable[tuple[str, Any, bool]] = (
+            (
+                join_path(path, f.name),
+                getattr(obj, f.name),
+                bool(f.metadata.get("strict")) or bool(SECRET_NAME.search(f.name)),
+            )
             for f in fields(obj)
             if not f.metadata.get("internal")
         )
     elif isinstance(obj, tuple):
-        items = ((f"{path}[{i}]", item) for i, item in enumerate(obj))
+        items = ((f"{path}[{i}]", item, strict) for i, item in enumerate(obj))
     elif isinstance(obj, dict):
-        items = ((join_path(path, str(k)), v) for k, v in obj.items())
+        items = (
+            (join_path(path, str(k)), v, strict or bool(SECRET_NAME.search(str(k))))
+            for k, v in obj.items()
+        )
     else:
         return
-    for child, value in items:
-        if isinstance(value, Unset):
-            if SECRET_NAME.search(child.rsplit(".", 1)[-1]):
-                yield child, value.variable
-        elif not is_dataclass(value) or in_use(child, value):
-            yield from unset_secrets(value, child, in_use)
+    for child, value, child_strict in items:
+        if is_dataclass(value) and not in_use(child, value):
+            continue
+        yield from unset_strict(value, child, in_use, child_strict)
 
 
 # -- building ------------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 """``nightowl sessions``: list, show, export and forget the sessions in the database.
 
 ``forget`` is a user's right to erase and the ONLY deletion path in nightowl: every row
-ever stored under the key (archived included) and its waiting inbox go, and the file is
-scrubbed so the text cannot be recovered from free pages, the WAL or the search index.
-It works beside a running gateway (one transaction through WAL and the busy timeout;
-the gateway opens a fresh session for the chat next time); beside one, the other actions
-open the database read-only.
+ever stored under the key (archived included), its waiting inbox and its reminders go,
+and the file is scrubbed so the text cannot be recovered from free pages, the WAL or the
+search index. It works beside a running gateway (one transaction through WAL and the
+busy timeout; the gateway opens a fresh session for the chat next time, and re-reads a
+reminder before sending it, so a forgotten one never goes out); beside one, the other
+actions open the database read-only.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -30,6 +32,16 @@ from gateway.store.errors import DataDirInUse, StoreError, explained
 SHOW_CHARS = 300
 
 Confirm = Callable[[str], str]
+
+#: C0 and C1 control characters and DEL, except newline and tab.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` for the operator's terminal: each control character shown as ``\\xNN``, so
+    what a model or a pasted log wrote (colours, a window title, an OSC 52 clipboard
+    write, a carriage return hiding a line) is read, never acted on by the terminal."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 async def run_sessions_command(
@@ -137,7 +149,7 @@ def print_table(sessions: list[SessionSummary], out: TextIO) -> None:
             cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
             for i, cell in enumerate(row)
         ]
-        print("  ".join(cells).rstrip(), file=out)
+        print(visible("  ".join(cells).rstrip()), file=out)
 
 
 def _when(epoch: float) -> str:
@@ -158,7 +170,8 @@ async def show_session(
     sessions = await store.operator.list_sessions()
     archived = next((s.archived_messages for s in sessions if s.session_id == record.id), 0)
     tokens = sum(row.token_count for row in rows)
-    print(f"{key}  ({record.platform}, session {record.id}, model {record.model})", file=out)
+    header = f"{key}  ({record.platform}, session {record.id}, model {record.model})"
+    print(visible(header), file=out)
     print(
         f"started {_when(record.created_at)}, last activity {_when(record.updated_at)}, "
         f"{record.compression_count} compression(s)",
@@ -173,10 +186,12 @@ async def show_session(
         print(f"last reported prompt: {record.anchor.prompt_tokens:,} tokens", file=out)
     summary = current_summary(rows)
     print("\n── current summary ──", file=out)
-    print(text_of(summary.message) if summary else "(none: nothing compressed yet)", file=out)
+    print(
+        visible(text_of(summary.message)) if summary else "(none: nothing compressed yet)", file=out
+    )
     print("\n── active context ──", file=out)
     for row in rows:
-        print(describe_row(row, full=full), file=out)
+        print(visible(describe_row(row, full=full)), file=out)
     return 0
 
 
@@ -308,13 +323,15 @@ async def forget_session(
 ) -> int:
     """Erase ``key`` for good. ``running``: the pid of a gateway open on the same file."""
     rows = await store.operator.export_rows(key)
-    if not rows and not await store.conversation.inbox(key):
+    reminders = len(await store.scheduling.pending_reminders(key))
+    if not rows and not reminders and not await store.conversation.inbox(key):
         print(f"nightowl: nothing stored under {key!r}", file=err)
         return 1
     if not yes:
         print(
             f"This erases every message of {key} ({len(rows):,} rows, archived included) "
-            "for good. A running gateway starts that chat afresh with its next message.",
+            f"and its reminders ({reminders:,} pending) for good. A running gateway starts "
+            "that chat afresh with its next message.",
             file=out,
         )
         try:
@@ -326,7 +343,8 @@ async def forget_session(
             return 1
     deleted = await store.operator.forget(key)
     scrubbed = await store.operator.scrub()
-    print(f"Forgot {key}: {deleted:,} messages erased.", file=out)
+    cancelled = f", {reminders:,} pending reminder{'s' * (reminders != 1)} cancelled"
+    print(f"Forgot {key}: {deleted:,} messages erased{cancelled * bool(reminders)}.", file=out)
     if running is not None:
         print(
             f"A gateway is running on this data dir (pid {running}): that chat starts afresh"

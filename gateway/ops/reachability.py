@@ -9,10 +9,12 @@ together); Telegram answers getMe and Discord a REST login, through their own li
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from agent.providers import ProviderError, ProviderSettings, make_provider
+from gateway.config.routes import KEY_VARIABLES, NO_KEY_NEEDED, OFFICIAL_HOSTS
 from gateway.config.schema import Config, main_model_route, resolve_api_key, summary_model_route
 
 
@@ -74,7 +76,10 @@ async def check_provider(
     except TimeoutError:
         return Check(label, False, f"{where} did not answer within {timeout:g} s", _REACH_HINT)
     except ProviderError as exc:
-        return Check(label, False, f"{where}: {exc}", _provider_hint(exc.kind))
+        hint = _provider_hint(exc.kind)
+        if exc.kind == "auth" and key == NO_KEY_NEEDED:
+            hint = _withheld_key_hint(label, provider) or hint
+        return Check(label, False, f"{where}: {exc}", hint)
     return Check(label, True, f"{model} at {where} answered a 1-token request")
 
 
@@ -88,6 +93,19 @@ def _provider_hint(kind: str) -> str:
         "timeout": _REACH_HINT,
         "rate_limit": "rate-limited right now: try again in a minute",
     }.get(kind, "see the provider's status page")
+
+
+def _withheld_key_hint(label: str, provider: str) -> str | None:
+    """A custom endpoint refused the placeholder while the provider's own variable is
+    set: that key goes only to the provider's API (gateway/config/routes.py)."""
+    variable = KEY_VARIABLES.get(provider)
+    if not variable or not os.environ.get(variable):
+        return None
+    key_path = "model.api_key" if label == "provider" else "auxiliary.compression.api_key"
+    return (
+        f"{variable} is sent only to {OFFICIAL_HOSTS[provider]}; to send it to this "
+        f"base_url, write {key_path}: ${{{variable}}}"
+    )
 
 
 def _model_listed(model: str, models: list[str]) -> bool:

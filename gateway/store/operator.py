@@ -65,7 +65,10 @@ class SQLiteOperator:
         return [(row["session_id"], stored_message(row)) for row in rows]
 
     async def forget(self, session_key: str) -> int:
-        """Erase everything stored under ``session_key`` — the only deletion in nightowl."""
+        """Erase everything stored under ``session_key`` — the only deletion in nightowl:
+        its sessions and messages, its waiting inbox and its reminders, pending and sent
+        (a running gateway re-reads a reminder before sending it, so a forgotten one is
+        never sent). Returns the number of messages erased."""
         async with self.connection.transaction() as db:
             ids = [
                 r[0]
@@ -83,6 +86,7 @@ class SQLiteOperator:
             )
             await db.execute(f"DELETE FROM sessions WHERE id IN ({marks})", ids)
             await db.execute("DELETE FROM inbox WHERE session_key = ?", (session_key,))
+            await db.execute("DELETE FROM reminders WHERE session_key = ?", (session_key,))
         return deleted
 
     async def integrity_check(self) -> str:

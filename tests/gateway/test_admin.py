@@ -239,3 +239,36 @@ async def test_a_session_forgotten_while_the_gateway_runs_starts_fresh(tmp_path,
         assert (await adapter.wait_sent(2))[-1] == "echo: hello again"
     users = [m["content"] for m in fake_llm.requests[-1].messages if m["role"] == "user"]
     assert users == ["hello again"]
+
+
+def test_show_prints_control_characters_visibly_and_export_keeps_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What a model (or a pasted log) may write: a colour, a title change, an OSC 52
+    # clipboard write, an 8-bit CSI, a carriage return hiding what precedes it, a bell.
+    hostile = (
+        "\x1b[31mred\x1b[0m \x1b]0;pwned\x07 \x1b]52;c;cm0gLXJmIH4=\x07 \x9b2J"
+        " fine\rhidden\x07\tindented\nnext line"
+    )
+
+    async def store_it() -> None:
+        async with SQLiteStore(tmp_path / "data" / "state.db") as store:
+            record = await store.conversation.start_session(
+                SessionOrigin("console:x", "console", "x"), "m", row("system", "be kind")
+            )
+            await store.conversation.commit_turn(record.id, [row("assistant", hostile)])
+
+    asyncio.run(store_it())
+    config = tmp_path / "config.yaml"
+    config.write_text(f"data_dir: {tmp_path / 'data'}\n")
+    for args in (("show", "console:x"), ("show", "console:x", "--full"), ("list",)):
+        code, out, _ = sessions(capsys, config, *args)
+        assert code == 0
+        assert not [c for c in out if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0]
+    code, out, _ = sessions(capsys, config, "show", "console:x", "--full")
+    assert (
+        "\\x1b[31mred\\x1b[0m \\x1b]0;pwned\\x07 \\x1b]52;c;cm0gLXJmIH4=\\x07 \\x9b2J"
+        " fine\\x0dhidden\\x07\tindented\nnext line"
+    ) in out
+    code, out, _ = sessions(capsys, config, "export", "console:x")
+    assert json.loads(out.splitlines()[-1])["content"] == hostile  # the export is exact

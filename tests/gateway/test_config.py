@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,78 @@ def test_an_unset_variable_is_an_error_only_in_a_secret_key_in_use(
     loaded = load_config(config)
     assert loaded.model.api_key is None
     assert run_with(config, capsys) == [f"nightowl: {missing_llm_key_message(loaded)}"]
+
+
+def test_an_unset_variable_in_an_allowlist_of_an_enabled_platform_stops_the_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Unset, ${ADMIN_ID} used to become "" — an entry that matches a message with no
+    # sender — and the bot started with an allowlist nobody meant.
+    for variable in ("ADMIN_ID", "FAMILY_GROUP", "OPS_CHANNEL", "MOD_ROLE", "FRIEND_ID"):
+        monkeypatch.delenv(variable, raising=False)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"data_dir: {tmp_path / 'data'}\n"
+        "model: {base_url: 'http://127.0.0.1:9/v1'}\n"
+        "platforms:\n"
+        "  telegram:\n"
+        "    enabled: true\n"
+        "    token: '1:x'\n"
+        "    allowed_users:\n"
+        "      - 42\n"
+        "      - ${ADMIN_ID}\n"
+        "    allowed_chats: ${FAMILY_GROUP}\n"
+        "    free_response_chats: ['${FAMILY_GROUP}']\n"  # not an allowlist: empty is fine
+        "  discord:\n"
+        "    enabled: true\n"
+        "    token: d\n"
+        "    allowed_users: ['${FRIEND_ID}']\n"
+        "    allowed_channels: ['${OPS_CHANNEL}']\n"
+        "    allowed_roles: ['role-${MOD_ROLE}']\n"
+    )
+    assert run_with(config, capsys) == [
+        "nightowl: 5 problems in the configuration:",
+        f"{config}:9: platforms.telegram.allowed_users[1]: ${{ADMIN_ID}} is not set",
+        f"{config}:10: platforms.telegram.allowed_chats[0]: ${{FAMILY_GROUP}} is not set",
+        f"{config}:15: platforms.discord.allowed_users[0]: ${{FRIEND_ID}} is not set",
+        f"{config}:16: platforms.discord.allowed_channels[0]: ${{OPS_CHANNEL}} is not set",
+        f"{config}:17: platforms.discord.allowed_roles[0]: ${{MOD_ROLE}} is not set",
+    ]
+
+    # Set, they are ids like any other; a disabled platform's allowlist may stay unset.
+    env = {"ADMIN_ID": "7", "FAMILY_GROUP": "-100", "FRIEND_ID": "8", "OPS_CHANNEL": "9"}
+    loaded = load_config(config, environ={**env, "MOD_ROLE": "10"})
+    assert loaded.platforms.telegram.allowed_users == ("42", "7")
+    assert loaded.platforms.discord.allowed_roles == ("role-10",)
+    config.write_text(config.read_text().replace("    enabled: true\n    token: d", "    token: d"))
+    assert load_config(config, environ=env).platforms.telegram.allowed_chats == ("-100",)
+
+
+def test_the_example_config_names_every_strict_key() -> None:
+    import dataclasses
+    import re
+
+    from gateway.config.typed_yaml import SECRET_NAME
+
+    def strict_keys(cls: type) -> set[str]:
+        found = set()
+        for spec in dataclasses.fields(cls):
+            if spec.metadata.get("strict") or SECRET_NAME.search(spec.name):
+                found.add(spec.name)
+            for part in typing.get_args(typing.get_type_hints(cls)[spec.name]) or [
+                typing.get_type_hints(cls)[spec.name]
+            ]:
+                if dataclasses.is_dataclass(part):
+                    found |= strict_keys(part)  # type: ignore[arg-type]
+        return found
+
+    keys = strict_keys(Config)
+    assert {"token", "api_key", "secret_token", "allowed_users", "allowed_roles"} <= keys
+    example = (Path(__file__).parents[2] / "config.yaml.example").read_text()
+    for key in keys:
+        lines = [
+            line
+            for line in example.splitlines()
+            if re.search(rf"\b{key}:", line) and not line.lstrip().startswith("#")
+        ]
+        assert lines and all("strict" in line for line in lines), (key, lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.machinery
 import sys
 from pathlib import Path
 
@@ -92,6 +93,38 @@ async def test_a_hook_that_cannot_be_imported_is_reported_not_fatal(
         await adapter.say("hi")
         await adapter.wait_sent(1)
     assert "nope_mod:fn could not be loaded" in caplog.text
+
+
+async def test_the_hooks_directory_never_shadows_a_standard_or_installed_module(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the gateway adds <data_dir>/hooks
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    # A file in the hooks dir that shares a module's name (a standard one here): with the
+    # hooks dir first on the path, the next `import colorsys` in the process ran it.
+    (hooks / "colorsys.py").write_text("raise RuntimeError('hooks/colorsys.py ran')\n")
+    (hooks / "owl_path_hooks.py").write_text(
+        "seen = []\ndef record(payload):\n    seen.append(1)\n"
+    )
+    config = make_config(
+        tmp_path,
+        fake_llm,
+        hooks=[{"events": ["agent:turn_end"], "handler": "owl_path_hooks:record"}],
+    )
+    adapter = RecordingAdapter()
+    try:
+        async with running_gateway(config, adapter) as gateway:
+            await adapter.say("hi")
+            await adapter.wait_sent(1)
+            await turns_done(gateway)
+            await gateway.events.drain()
+        assert sys.modules["owl_path_hooks"].seen == [1]  # hooks still load from there...
+    finally:
+        sys.modules.pop("owl_path_hooks", None)
+    found = importlib.machinery.PathFinder.find_spec("colorsys")  # ...but come last
+    assert found is not None and found.origin is not None
+    assert not found.origin.startswith(str(hooks))
 
 
 async def test_unknown_events_are_refused_at_subscription() -> None:
