@@ -7,9 +7,16 @@ parts. Adapters never read the config themselves (docs/design.md#house).
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import re
+import secrets
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, InboundMessage
@@ -25,11 +32,13 @@ from gateway.config.schema import (
 )
 from gateway.conversation.commands import COMMAND_LIST
 from gateway.conversation.router import authorize
+from gateway.logs import redact_from_now_on
 from gateway.store import ConversationStore
 
 if TYPE_CHECKING:
     from adapters.discord_adapter.catch_up import CatchUpChat
 
+log = logging.getLogger(__name__)
 
 # -- model providers ---------------------------------------------------------------------
 
@@ -130,11 +139,13 @@ def telegram_adapter(config: Config) -> Adapter:
     telegram = config.platforms.telegram
     webhook = None
     if telegram.webhook is not None:
+        secret = webhook_secret(config)
+        redact_from_now_on(secret)  # it may be new: setup_logging did not know it
         webhook = WebhookSettings(
             url=telegram.webhook.url,
             listen=telegram.webhook.listen,
             port=telegram.webhook.port,
-            secret=telegram.webhook.secret_token or "",
+            secret=secret,
         )
     settings = TelegramSettings(
         token=telegram.token or "",
@@ -147,6 +158,56 @@ def telegram_adapter(config: Config) -> Adapter:
         bot_commands=COMMAND_LIST,
     )
     return TelegramAdapter(settings)
+
+
+#: Where a generated webhook secret is kept, in the data dir (docs/design.md#webhook-secret).
+WEBHOOK_SECRET_FILE = "telegram_webhook_secret"
+#: What Telegram accepts as a secret_token.
+_SECRET_SHAPE = re.compile(r"[A-Za-z0-9_-]{1,256}")
+
+
+def webhook_secret(config: Config) -> str:
+    """The secret Telegram must send with every webhook request: the configured
+    ``secret_token``, else the one generated on an earlier start, else a new one.
+
+    Webhook mode never runs without one (docs/design.md#webhook-secret). A new secret is
+    kept in ``<data_dir>/telegram_webhook_secret`` (0600) so restarts reuse it; when it
+    cannot be written it is used for this run only (setWebhook registers it anyway).
+    """
+    hook = config.platforms.telegram.webhook
+    if hook is not None and hook.secret_token:
+        return hook.secret_token
+    path = config.data_dir / WEBHOOK_SECRET_FILE
+    try:
+        stored = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        stored = ""
+    if _SECRET_SHAPE.fullmatch(stored):
+        return stored
+    secret = secrets.token_urlsafe(32)
+    try:
+        _write_private(path, secret + "\n")
+    except OSError as error:
+        log.warning(
+            "could not keep the webhook secret in %s (%s): it holds for this run", path, error
+        )
+    return secret
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``path`` whole (a rename), mode 0600 from its first byte (mkstemp's mode)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w", encoding="ascii") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def discord_adapter(config: Config) -> Adapter:

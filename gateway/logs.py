@@ -8,6 +8,7 @@ session's lane sets (tasks started from there inherit it).
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -43,6 +44,10 @@ class RedactingFilter(logging.Filter):
         super().__init__()
         self.secrets = tuple(s for s in secrets if s)
 
+    def add(self, secret: str) -> None:
+        if secret and secret not in self.secrets:
+            self.secrets += (secret,)
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         clean = redact(message, self.secrets)
@@ -54,6 +59,15 @@ class RedactingFilter(logging.Filter):
         if clean != message:
             record.msg, record.args = clean, None
         return True
+
+
+def redact_from_now_on(secret: str) -> None:
+    """Redact ``secret`` in every line logged from now on: for a secret that exists only
+    after logging was set up (the webhook secret a first start generates)."""
+    for handler in logging.getLogger().handlers:
+        for found in handler.filters:
+            if isinstance(found, RedactingFilter):
+                found.add(secret)
 
 
 #: The session whose work is running in this task (and the tasks it starts).
@@ -103,11 +117,13 @@ class JsonFormatter(logging.Formatter):
 
 def config_secrets(config: Config) -> list[str]:
     model = config.model
+    webhook = config.platforms.telegram.webhook
     values = [
         resolve_api_key(model.provider, model.api_key, model.base_url) or "",
         config.auxiliary.compression.api_key or "",
         config.platforms.telegram.token or "",
         config.platforms.discord.token or "",
+        (webhook.secret_token if webhook else None) or "",
     ]
     return [v for v in values if v and v != NO_KEY_NEEDED]
 
@@ -156,6 +172,10 @@ def setup_logging(config: Config, fmt: str | None = None, *, chat: bool = False)
         "aiosqlite",
     ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    # python-telegram-bot logs every update and every call's parameters (chat text, the
+    # webhook secret) at DEBUG: never below INFO, whatever nightowl's own level
+    # (docs/design.md#private-files).
+    logging.getLogger("telegram").setLevel(max(logging.INFO, root.level))
     # A chat bot never joins voice; discord.py warns about its missing voice libraries.
     logging.getLogger("discord.client").addFilter(
         lambda record: "voice will NOT be supported" not in record.getMessage()
@@ -176,19 +196,26 @@ class OneLineFormatter(logging.Formatter):
 
 
 class _QuietFileHandler(RotatingFileHandler):
-    """A log file that gives up silently when it cannot be written (a full disk)."""
+    """A log file that gives up silently when it cannot be written (a full disk), and is
+    private from its first byte, rotations included: it names sessions and may quote what
+    went wrong (docs/design.md#private-files)."""
 
     def handleError(self, record: logging.LogRecord) -> None:
         pass
 
+    def _open(self) -> io.TextIOWrapper:
+        # RotatingFileHandler always appends; the mode is ours from the file's first byte.
+        descriptor = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return open(descriptor, "a", encoding=self.encoding, errors=self.errors)
+
 
 def _chat_log(path: Path) -> logging.Handler | None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         handler = _QuietFileHandler(
             path, maxBytes=_CHAT_LOG_BYTES, backupCount=1, encoding="utf-8", delay=False
         )
-        path.chmod(0o600)  # it names sessions and may quote what went wrong
+        path.chmod(0o600)  # a chat.log an older version left readable
     except OSError:
         return None  # the store reports what is wrong with the data dir, in one line
     handler.setFormatter(TextFormatter())

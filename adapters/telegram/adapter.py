@@ -49,7 +49,8 @@ class TelegramAdapter(Adapter):
         self._sender: Sender | None = None
         self._poller: UpdatePoller | None = None
         self._webhook: WebhookReceiver | None = None
-        self._log_filter = _RedactToken(settings.token)
+        secret = settings.webhook.secret if settings.webhook else ""
+        self._log_filter = _RedactToken(settings.token, secret)
         self.identity: BotIdentity | None = None
 
     async def start(self, sink: InboundSink) -> None:
@@ -161,7 +162,7 @@ class TelegramAdapter(Adapter):
                 lambda: bot.set_webhook(
                     webhook.url,
                     allowed_updates=ALLOWED_UPDATES,
-                    secret_token=webhook.secret or None,
+                    secret_token=webhook.secret,
                     drop_pending_updates=False,
                 ),
             )
@@ -171,12 +172,18 @@ class TelegramAdapter(Adapter):
 
 
 class _RedactToken(logging.Filter):
-    def __init__(self, token: str) -> None:
+    """Blanks the token (and the webhook secret, which setWebhook's parameters carry)."""
+
+    def __init__(self, token: str, secret: str = "") -> None:
         super().__init__()
         self._token = token
+        self._secret = secret
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if self._token in message:
-            record.msg, record.args = redact(message, self._token), None
+        clean = redact(message, self._token)
+        if self._secret:
+            clean = clean.replace(self._secret, "<webhook secret>")
+        if clean != message:
+            record.msg, record.args = clean, None
         return True

@@ -15,15 +15,21 @@ class WebhookSettings:
 
     ``url`` is the public HTTPS address Telegram posts to (usually a reverse proxy in
     front of ``listen:port``); the local server answers on ``path``, by default the
-    path of ``url``. ``secret`` is checked against the X-Telegram-Bot-Api-Secret-Token
-    header (1-256 characters of A-Z, a-z, 0-9, _ and -).
+    path of ``url``. ``secret`` is given to Telegram in setWebhook and every request must
+    carry it in the X-Telegram-Bot-Api-Secret-Token header (1-256 characters of A-Z, a-z,
+    0-9, _ and -). It is required: a webhook without one would take updates from anyone
+    who knows the URL (docs/design.md#webhook-secret).
     """
 
     url: str
+    secret: str = field(repr=False)
     listen: str = "127.0.0.1"
     port: int = 8443
-    secret: str = field(default="", repr=False)
     path: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.secret:
+            raise ValueError("a Telegram webhook needs a secret")
 
     @property
     def local_path(self) -> str:

@@ -5,6 +5,11 @@ updates and answers 200 before a handler ran. Here the HTTP answer is the
 acknowledgement: 200 once the update is stored (or skipped for good), 500 when the sink
 failed, so Telegram delivers it again later. Telegram may POST concurrently; updates are
 handed to the sink one at a time, in arrival order, like polling does.
+
+It fails closed (docs/design.md#webhook-secret): a request without the secret Telegram
+was given in setWebhook is refused with 403 before its body is read, so whoever learns
+the URL cannot post updates in an allowed user's name; a body that is not one update
+object is refused with 400 and never reaches the sink.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class WebhookReceiver:
 
     def __init__(self, settings: WebhookSettings, bot: Bot, processor: UpdateProcessor) -> None:
         self._settings = settings
+        self._secret = settings.secret.encode()
         self._bot = bot
         self._processor = processor
         self._runner: web.AppRunner | None = None
@@ -53,14 +59,25 @@ class WebhookReceiver:
             self._runner = None
 
     async def _receive(self, request: web.Request) -> web.Response:
-        secret = self._settings.secret
-        given = request.headers.get(SECRET_HEADER, "")
-        if secret and not hmac.compare_digest(given.encode(), secret.encode()):
+        given = request.headers.get(SECRET_HEADER, "").encode()
+        if not hmac.compare_digest(given, self._secret):
+            log.info("Telegram webhook: refused a request without the secret (%s)", request.remote)
             return web.Response(status=403)
-        try:
-            update = Update.de_json(await request.json(), self._bot)
-        except (ValueError, TypeError, KeyError):
+        update = await self._read_update(request)
+        if update is None:
             return web.Response(status=400)
         async with self._one_at_a_time:
             stored = await self._processor.process(update)
         return web.Response(status=200 if stored else 500)
+
+    async def _read_update(self, request: web.Request) -> Update | None:
+        try:
+            body = await request.json()
+        except ValueError:  # not JSON (or not UTF-8) at all
+            return None
+        if not isinstance(body, dict):
+            return None
+        try:
+            return Update.de_json(body, self._bot)
+        except Exception:  # any shape PTB cannot read is the sender's error: 400, not a 500
+            return None

@@ -228,7 +228,7 @@ async def test_stop_receiving_keeps_sending(telegram_server, sink, start_telegra
 
 async def test_failed_webhook_registration_fails_start_and_frees_the_port(telegram_server, sink):
     port = _free_port()
-    webhook = WebhookSettings(url="https://bot.example.org/hook", port=port)
+    webhook = WebhookSettings(url="https://bot.example.org/hook", port=port, secret="s3cret")
     telegram_server.fail_next(
         "setWebhook", 400, "Bad Request: bad webhook: HTTPS url must be provided"
     )

@@ -6,13 +6,21 @@ import asyncio
 import io
 import json
 import logging
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from adapters.base import OutboundMessage
+from adapters.telegram import TelegramAdapter
+from gateway.build import WEBHOOK_SECRET_FILE, telegram_adapter
 from gateway.config.schema import parse_config
 from gateway.conversation.lanes import Lanes
 from gateway.logs import SESSION_KEY, setup_logging
+from tests.adapters.conftest import fast_settings
+from tests.fakes.sink import RecordingSink
+from tests.fakes.telegram_server import FakeTelegram
 
 OPENAI_KEY = "sk-live-abcdefghijklmnopqrstuvwxyz012345"
 TELEGRAM_TOKEN = "7012345678:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
@@ -131,3 +139,102 @@ def test_in_chat_mode_only_warnings_reach_stderr_as_one_line_each(
     assert "INFO    nightowl.test: model gpt, window 128000" in chat_log
     assert "Traceback (most recent call last)" in chat_log and OPENAI_KEY not in chat_log
     assert (tmp_path / "chat.log").stat().st_mode & 0o777 == 0o600
+
+
+# -- DEBUG logs and the telegram library (docs/design.md#private-files) ---------------------
+
+
+@pytest.fixture
+def telegram_levels() -> Iterator[None]:
+    """The levels setup_logging gives library loggers, restored afterwards."""
+    names = ("telegram", "telegram.ext", "telegram.Bot", "httpx")
+    saved = {name: logging.getLogger(name).level for name in names}
+    yield
+    for name, level in saved.items():
+        logging.getLogger(name).setLevel(level)
+
+
+async def test_at_debug_the_telegram_library_logs_no_updates_or_replies(
+    logged: io.StringIO, telegram_levels: None, tmp_path: Path
+) -> None:
+    server = FakeTelegram()
+    await server.start()
+    try:
+        config = parse_config(
+            {
+                "data_dir": str(tmp_path),
+                "model": {"api_key": OPENAI_KEY},
+                "logging": {"level": "DEBUG"},
+                "platforms": {"telegram": {"enabled": True, "token": server.token}},
+            },
+            {},
+        )
+        setup_logging(config, fmt="text")
+        (handler,) = logging.getLogger().handlers
+        handler.setStream(logged)  # type: ignore[attr-defined]
+        sink = RecordingSink()
+        adapter = TelegramAdapter(fast_settings(server))
+        await adapter.start(sink)
+        try:
+            server.push_text(5, "my diary: the vault code is 4711")
+            await sink.wait_for(1)
+            await adapter.send(OutboundMessage("telegram", "5", "noted: the code is 4711"))
+        finally:
+            await adapter.stop()
+    finally:
+        await server.stop()
+    log.debug("nightowl's own debug line")
+    text = logged.getvalue()
+    assert "DEBUG   nightowl.test: nightowl's own debug line" in text
+    assert "4711" not in text, [line for line in text.splitlines() if "4711" in line]
+    assert not re.search(r"DEBUG\s+telegram", text)
+
+
+def test_a_configured_webhook_secret_is_redacted(logged: io.StringIO, tmp_path: Path) -> None:
+    secret = "hook-secret-from-config_0123"
+    config = parse_config(
+        {
+            "data_dir": str(tmp_path),
+            "model": {"api_key": OPENAI_KEY},
+            "platforms": {
+                "telegram": {
+                    "enabled": True,
+                    "token": TELEGRAM_TOKEN,
+                    "webhook": {"url": "https://h.example/hook", "secret_token": secret},
+                }
+            },
+        },
+        {},
+    )
+    setup_logging(config, fmt="text")
+    (handler,) = logging.getLogger().handlers
+    handler.setStream(logged)  # type: ignore[attr-defined]
+    log.warning("setWebhook parameters: secret_token=%s", secret)
+    assert secret not in logged.getvalue() and "[redacted]" in logged.getvalue()
+
+
+def test_a_generated_webhook_secret_is_redacted_from_when_it_exists(
+    logged: io.StringIO, tmp_path: Path
+) -> None:
+    config = parse_config(
+        {
+            "data_dir": str(tmp_path / "data"),
+            "model": {"api_key": OPENAI_KEY},
+            "platforms": {
+                "telegram": {
+                    "enabled": True,
+                    "token": TELEGRAM_TOKEN,
+                    "webhook": {"url": "https://h.example/hook"},
+                }
+            },
+        },
+        {},
+    )
+    setup_logging(config, fmt="json")  # before the secret exists, as `nightowl run` does
+    (handler,) = logging.getLogger().handlers
+    handler.setStream(logged)  # type: ignore[attr-defined]
+    telegram_adapter(config)  # generates and keeps the secret
+    secret = (tmp_path / "data" / WEBHOOK_SECRET_FILE).read_text().strip()
+    log.warning("setWebhook parameters: secret_token=%s", secret)
+    [entry] = json_lines(logged)
+    assert entry["msg"] == "setWebhook parameters: secret_token=[redacted]"
