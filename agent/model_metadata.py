@@ -312,7 +312,9 @@ class ContextLengthResolver:
     def _write(self, entries: dict[str, dict[str, Any]]) -> None:
         text = yaml.safe_dump({"version": 1, "context_lengths": entries}, sort_keys=True)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # The data dir is private (0700), and mkstemp's 0600 is the cache's mode from
+            # its first byte (docs/design.md#private-files).
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(
                 dir=self.path.parent, prefix=".context_length_", suffix=".tmp"
             )

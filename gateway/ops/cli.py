@@ -35,6 +35,10 @@ EXIT_STORE = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Everything nightowl creates is its owner's alone: files whose mode no code of ours
+    # sets (SQLite's journals, a rotated log, a library's temp file) are private too
+    # (docs/design.md#private-files).
+    os.umask(0o077)
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):

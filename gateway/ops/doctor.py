@@ -4,9 +4,11 @@ Checks, in order: the config parses; the secrets it needs resolve; the model pro
 lists the model and answers a 1-token request (and the summary model, when one is
 configured); the Telegram bot token works (getMe) and the Discord one logs in, when those
 platforms are enabled (those network checks live in :mod:`gateway.reachability`); the database opens read-only, passes ``PRAGMA integrity_check`` and has a known
-schema; the database, its WAL files, the config and its ``.env`` are not readable by
-other users (``--fix``, or answering yes, makes them private). The exit code is 0 only
-when every check passes. Nothing is created, migrated or sent to a chat.
+schema; the config, its ``.env``, the data dir and the files nightowl keeps there
+(database and WAL files, chat.log, the context-length cache, the webhook secret) are open
+to no other user, group included (``--fix``, or answering yes, makes them private). The
+exit code is 0 only when every check passes. Nothing is created, migrated or sent to a
+chat.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from agent.model_metadata import CACHE_FILE_NAME
+from gateway.build import WEBHOOK_SECRET_FILE
 from gateway.config.schema import (
     NO_KEY_NEEDED,
     Config,
@@ -29,7 +33,7 @@ from gateway.config.schema import (
     missing_llm_key_message,
     resolve_api_key,
 )
-from gateway.logs import config_secrets, redact, setup_logging
+from gateway.logs import CHAT_LOG_NAME, config_secrets, redact, setup_logging
 from gateway.ops.reachability import Check, check_discord, check_providers, check_telegram
 from gateway.store.datadir_lock import lock_holder
 from gateway.store.errors import diagnose, write_problem
@@ -202,38 +206,54 @@ def _can_write(path: Path) -> bool:
 
 
 def private_files(config: Config) -> list[Path]:
-    """Files that hold transcripts or secrets: they must not be readable by other users."""
+    """What holds transcripts or secrets and must be its owner's alone: the config, its
+    ``.env``, the data dir and what nightowl keeps there (docs/design.md#private-files)."""
+    data = config.data_dir
     db = config.database_path
     files = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
+    files += [data / name for name in _DATA_FILES]
     if config.source is not None:
         files += [config.source, config.source.parent / ".env"]
-    return [f for f in files if f.is_file()]
+    return ([data] if data.is_dir() else []) + [f for f in files if f.is_file()]
+
+
+#: Files in the data dir besides the database: what they hold is private.
+_DATA_FILES = (
+    CACHE_FILE_NAME,  # which models and endpoints this install talks to
+    WEBHOOK_SECRET_FILE,  # whoever reads it can post updates as any user
+    CHAT_LOG_NAME,  # names sessions, may quote what went wrong
+    CHAT_LOG_NAME + ".1",
+)
 
 
 def check_permissions(
     config: Config, *, fix: bool = False, confirm: Callable[[str], str] | None = None
 ) -> Check:
-    """Flag private files other users can read or write; ``fix`` (or a yes) chmods them 600.
+    """Flag private files (and the data dir) other users may read or write; ``fix`` (or a
+    yes) makes them 0600 (the data dir 0700).
 
     ``confirm`` asks the question; by default only an interactive terminal is asked.
     """
     modes = [(f, stat.S_IMODE(f.stat().st_mode)) for f in private_files(config)]
-    exposed = [(f, mode) for f, mode in modes if mode & 0o007]
+    exposed = [(f, mode) for f, mode in modes if mode & 0o077]
     if not exposed:
-        return Check("permissions", True, "database and config are not readable by other users")
+        return Check(
+            "permissions", True, "config, database and data dir are not open to other users"
+        )
     listing = ", ".join(f"{f} ({mode:04o})" for f, mode in exposed)
     if not fix:
         fix = _ask_to_fix(listing, confirm)
     if not fix:
+        directory = ", 700 for the data dir" if any(f.is_dir() for f, _ in exposed) else ""
         return Check(
             "permissions",
             False,
             f"readable by other users: {listing}",
-            "run: nightowl doctor --fix (chmod 600)",
+            f"run: nightowl doctor --fix (chmod 600{directory})",
         )
     for path, _ in exposed:
-        path.chmod(0o600)
-    return Check("permissions", True, f"made private (0600): {listing}")
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    return Check("permissions", True, f"made private: {listing}")
 
 
 def _ask_to_fix(listing: str, confirm: Callable[[str], str] | None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import sqlite3
 import time
@@ -68,8 +69,10 @@ class Connection:
         """
         try:
             if access == "exclusive":
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 self._datadir_lock = DataDirLock.acquire(self.path.parent)
+            if access != "read_only":
+                _make_private(self.path)
             await self._connect(access)
         except StoreError:
             await self.close()
@@ -107,8 +110,6 @@ class Connection:
         await self._db.execute(
             "DELETE FROM inbound_seen WHERE seen_at < ?", (time.time() - SEEN_KEYS_SECONDS,)
         )
-        with contextlib.suppress(OSError):
-            self.path.chmod(0o600)  # transcripts are private
 
     async def _require_current_schema(self) -> None:
         version = await user_version(self._conn())
@@ -199,6 +200,22 @@ class Connection:
         if self._db is None:
             raise StoreError("the store is not open")
         return self._db
+
+
+def _make_private(path: Path) -> None:
+    """Create ``path`` 0600 if it is new, and make it and its WAL files private if not.
+
+    Before SQLite opens it: SQLite gives a new -wal and -shm the mode of the database
+    file, so a database private before its first connection has private WAL files from
+    their first write — they hold recent chat text (docs/design.md#private-files).
+    """
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        # Left readable by an older version; not ours to change: SQLite reports what it must.
+        with contextlib.suppress(OSError):
+            if file.stat().st_mode & 0o077:
+                file.chmod(0o600)
 
 
 async def _roll_back(db: aiosqlite.Connection, begin: asyncio.Future[Any]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import socket
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,42 @@ async def test_answering_yes_makes_a_readable_config_private(
     assert code == 0, lines
     assert str(config) in asked[0]
     assert config.stat().st_mode & 0o777 == 0o600
+
+
+async def test_config_env_and_data_files_open_to_the_group_or_others_are_fixed(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # docs/design.md#private-files
+    config = write_config(tmp_path, fake_llm.openai_base_url)
+    database = await make_database(tmp_path)
+    data = database.parent
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("SOME_TOKEN=abc\n")
+    kept = {
+        data / "chat.log": "INFO nightowl: started\n",
+        data / "context_length_cache.yaml": "version: 1\n",
+        data / "telegram_webhook_secret": "generated-secret-0123456789\n",
+    }
+    for path, text in kept.items():
+        path.write_text(text)
+    exposed = {config: 0o644, dotenv: 0o644, data: 0o755} | dict.fromkeys(kept, 0o640)
+    for path, mode in exposed.items():
+        path.chmod(mode)
+
+    code, lines = await doctor(config)
+    assert code == 1
+    failure = line(lines, "permissions")
+    for path, mode in exposed.items():
+        assert f"{path} ({mode:04o})" in failure, failure
+    assert failure.endswith(" — run: nightowl doctor --fix (chmod 600, 700 for the data dir)")
+
+    code, out, err = await nightowl("doctor", "--fix", "-c", str(config), cwd=tmp_path)
+    assert code == 0, out + err
+    assert "✓ permissions: made private: " in out
+    for path in exposed:
+        assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
+    code, lines = await doctor(config)
+    assert code == 0, lines
 
 
 async def test_a_corrupt_database_is_reported(tmp_path: Path, fake_llm: FakeLLM) -> None:
