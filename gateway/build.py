@@ -30,8 +30,8 @@ from gateway.config.schema import (
     resolve_api_key,
     summary_model_route,
 )
+from gateway.conversation.access import place_allowed, user_listed
 from gateway.conversation.commands import COMMAND_LIST
-from gateway.conversation.router import authorize
 from gateway.logs import redact_from_now_on
 from gateway.store import ConversationStore
 
@@ -238,8 +238,8 @@ class StoredCatchUp:
         return [(int(chat), last) for chat, last in sorted(newest.items()) if chat.isdigit()]
 
     def allows(self, chat: CatchUpChat) -> bool:
-        # An unaddressed message from nobody in particular: only an allowed place (or, in
-        # a DM, an allowed user) lets it in.
+        """An allowed channel (or a thread of one), or the DM of an allowed user: the
+        router judges every message read back again, sender by sender."""
         probe = InboundMessage(
             platform="discord",
             chat_id=chat.chat_id,
@@ -249,7 +249,9 @@ class StoredCatchUp:
             addressed=False,
             parent_chat_id=chat.parent_chat_id,
         )
-        return authorize(self.config, probe).allowed
+        if chat.chat_type == "private":
+            return user_listed(self.config, probe) or place_allowed(self.config, probe)
+        return place_allowed(self.config, probe)
 
 
 def catch_up_from_store(

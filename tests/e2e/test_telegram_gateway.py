@@ -113,7 +113,7 @@ async def test_forum_topics_are_separate_sessions_answered_in_their_topic(
 async def test_strangers_get_a_one_line_refusal_with_their_id_and_unknown_groups_silence(
     tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
 ) -> None:
-    config = telegram_config(tmp_path, fake_llm, telegram, chats=(GROUP,))
+    config = telegram_config(tmp_path, fake_llm, telegram, chats=(GROUP,), pairing=False)
     async with telegram_gateway(config):
         push_mention(telegram, -2002, "hello bot", user=STRANGER, chat_type="group")
         asked = telegram.push_text(99, "let me in", user=STRANGER)

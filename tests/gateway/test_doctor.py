@@ -305,7 +305,7 @@ async def test_a_key_only_in_the_shell_environment_is_pointed_out(
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     config = write_config(tmp_path, fake_llm.openai_base_url)
     raw = yaml.safe_load(config.read_text())
-    del raw["model"]["api_key"]
+    raw["model"]["api_key"] = "${OPENAI_API_KEY}"
     config.write_text(yaml.safe_dump(raw))
     code, lines = await doctor(config)
     assert code == 0, lines
