@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gateway.store import SQLiteStore
+from gateway.store.postgres import PostgresStore
 from tests.child_process import Chat, Spawn
 from tests.fakes.llm_server import FakeLLM
+from tests.postgres import TestDatabase
 from tests.waiting import CEILING
 
 
@@ -37,3 +41,32 @@ async def spawn() -> AsyncIterator[Spawn]:
         chat.kill()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(chat.process.wait(), CEILING)
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[TestDatabase]:
+    """This run's PostgreSQL database (dropped at the end); see tests/postgres.py."""
+    database = TestDatabase()
+    asyncio.run(database.create())
+    yield database
+    asyncio.run(database.drop())
+
+
+@pytest.fixture
+async def postgres_dsn(postgres_database: TestDatabase) -> str:
+    """A DSN to an empty schema of its own (skips, or fails under CI, without a server)."""
+    return await postgres_database.fresh_schema()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def backend_store(
+    request: pytest.FixtureRequest, tmp_path: Path, postgres_database: TestDatabase
+) -> AsyncIterator[Any]:
+    """An open store on each backend: the store's tests run against both, so the two
+    cannot drift (docs/design.md#postgresql)."""
+    if request.param == "sqlite":
+        store: Any = SQLiteStore(tmp_path / "state.db")
+    else:
+        store = PostgresStore(await postgres_database.fresh_schema())
+    async with store:
+        yield store

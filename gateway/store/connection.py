@@ -15,7 +15,9 @@ from typing import Any, Literal, Self
 
 import aiosqlite
 
+from gateway.store import sql as sqlite_dialect
 from gateway.store.datadir_lock import DataDirLock
+from gateway.store.dialect import Dialect
 from gateway.store.errors import StoreError, diagnose
 from gateway.store.rows import (
     read_only_uri,
@@ -41,6 +43,9 @@ class Connection:
     hold one of these, the way an aiosqlite cursor holds its connection: every statement
     runs inside :meth:`transaction` (writes) or :meth:`read`.
     """
+
+    #: What SQLite says its own way (docs/design.md#postgresql).
+    dialect: Dialect = sqlite_dialect
 
     #: Held while open ``exclusive``: see :mod:`gateway.store.datadir_lock`.
     _datadir_lock: DataDirLock | None = None

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.compression.markers import SUMMARY_PREFIX
-from gateway.store import sql
-from gateway.store.connection import Connection, new_session_id
+from gateway.store.connection import new_session_id
+from gateway.store.dialect import Database
 from gateway.store.errors import SessionEnded
 from gateway.store.records import (
     KEEP,
@@ -30,7 +30,6 @@ from gateway.store.rows import (
     MESSAGE_COLUMNS,
     anchor_at,
     delete_inbox,
-    fts_query,
     inbox_entry,
     insert_active_list,
     insert_messages,
@@ -52,8 +51,10 @@ ACTIVE_CACHE_SESSIONS = 256
 class SQLiteConversation:
     """:class:`~gateway.store.protocols.ConversationStore` on a :class:`Connection`."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Database) -> None:
         self.connection = connection
+        #: What this database says its own way (docs/design.md#postgresql).
+        self.sql = connection.dialect
         # session id -> (compression count, last seq, active rows): see load_active.
         self._active_cache: dict[str, tuple[int, float, list[StoredMessage]]] = {}
 
@@ -65,7 +66,7 @@ class SQLiteConversation:
         async with self.connection.transaction() as db:
             if entry.dedupe_key is not None:
                 cursor = await db.execute(
-                    "INSERT OR IGNORE INTO inbound_seen(dedupe_key, seen_at) VALUES (?, ?)",
+                    "INSERT INTO inbound_seen(dedupe_key, seen_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
                     (entry.dedupe_key, now),
                 )
                 if cursor.rowcount == 0:
@@ -93,7 +94,7 @@ class SQLiteConversation:
         """Record an event handled without an inbox row (a command); False if seen before."""
         async with self.connection.transaction() as db:
             cursor = await db.execute(
-                "INSERT OR IGNORE INTO inbound_seen(dedupe_key, seen_at) VALUES (?, ?)",
+                "INSERT INTO inbound_seen(dedupe_key, seen_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 (dedupe_key, time.time()),
             )
         return cursor.rowcount == 1
@@ -149,7 +150,7 @@ class SQLiteConversation:
         session_id = new_session_id()
         async with self.connection.transaction() as db:
             await insert_session(db, session_id, origin, model, now, parent_id=parent_id)
-            await insert_messages(db, session_id, [system], now)
+            await insert_messages(db, self.sql, session_id, [system], now)
         record = await self.get_session(session_id)
         assert record is not None
         return record
@@ -187,7 +188,7 @@ class SQLiteConversation:
             if rows:
                 found = await db.execute_fetchall(
                     "SELECT (SELECT compression_count FROM sessions WHERE id = ?),"
-                    " (SELECT count(*) FROM messages INDEXED BY messages_active"
+                    " (SELECT count(*) FROM messages"
                     "  WHERE session_id = ? AND active = 1 AND seq <= ?)",
                     (session_id, session_id, last_seq),
                 )
@@ -198,7 +199,7 @@ class SQLiteConversation:
                 await db.execute_fetchall(
                     f"SELECT {MESSAGE_COLUMNS}, m.seq,"
                     " (SELECT compression_count FROM sessions WHERE id = ?)"
-                    " FROM messages m INDEXED BY messages_active"
+                    " FROM messages m"
                     " WHERE session_id = ? AND active = 1 AND seq > ? ORDER BY seq",
                     (session_id, session_id, last_seq if rows else float("-inf")),
                 )
@@ -233,7 +234,7 @@ class SQLiteConversation:
         async with self.connection.transaction() as db:
             if reminder_sent is not None and not await mark_reminder_sent(db, reminder_sent, now):
                 return []
-            ids = await insert_messages(db, session_id, new, now)
+            ids = await insert_messages(db, self.sql, session_id, new, now)
             await delete_inbox(db, consumed_inbox)
             if isinstance(anchor, AnchorRecord):
                 anchor = anchor_at(anchor, ids)
@@ -270,14 +271,13 @@ class SQLiteConversation:
         now = time.time()
         kept = [item for item in compaction.active if isinstance(item, int)]
         async with self.connection.transaction() as db:
-            await db.execute(sql.DROP_IMAGES_OF_ARCHIVED, (session_id, json.dumps(kept)))
-            await db.execute(
-                "UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ? AND active = 1"
-                " AND id NOT IN (SELECT value FROM json_each(?))",
-                (session_id, json.dumps(kept)),
+            kept_ids = self.sql.id_list(kept)
+            await db.execute(self.sql.DROP_IMAGES_OF_ARCHIVED, (session_id, kept_ids))
+            await db.execute(self.sql.ARCHIVE_EXCEPT, (session_id, kept_ids))
+            await insert_messages(
+                db, self.sql, session_id, compaction.originals, now, archived=True
             )
-            await insert_messages(db, session_id, compaction.originals, now, archived=True)
-            ids = await insert_active_list(db, session_id, compaction.active, now)
+            ids = await insert_active_list(db, self.sql, session_id, compaction.active, now)
             await mark_inbox_in_history(db, compaction.absorbed_inbox)
             await set_anchor(db, session_id, None)
             await db.execute(
@@ -317,7 +317,7 @@ class SQLiteConversation:
             )
             if ended.rowcount == 0:
                 raise SessionEnded(session_id)
-            await insert_messages(db, session_id, originals, now)
+            await insert_messages(db, self.sql, session_id, originals, now)
             origin = SessionOrigin(
                 old.session_key, old.platform, old.chat_id, old.thread_id, old.user_id
             )
@@ -331,7 +331,7 @@ class SQLiteConversation:
                 compression_count=old.compression_count + 1,
                 engine_state=engine_state if engine_state is not None else old.engine_state,
             )
-            ids = await insert_messages(db, child_id, compacted, now)
+            ids = await insert_messages(db, self.sql, child_id, compacted, now)
             await mark_inbox_in_history(db, absorbed_inbox)
         child = await self.get_session(child_id)
         assert child is not None
@@ -342,12 +342,12 @@ class SQLiteConversation:
 
         Sessions it was rotated from (docs/design.md#rotation) count as the same conversation.
         """
-        match = fts_query(query)
+        match = self.sql.fts_query(query)
         if not match:
             return []
         async with self.connection.read() as db:
             rows = await db.execute_fetchall(
-                sql.SEARCH,
+                self.sql.SEARCH,
                 {
                     "session": session_id,
                     "match": match,
@@ -373,7 +373,7 @@ class SQLiteConversation:
         Each carries the platform id of the user message it answers, to thread it.
         """
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(sql.PENDING_DELIVERIES, {"key": session_key})
+            rows = await db.execute_fetchall(self.sql.PENDING_DELIVERIES, {"key": session_key})
         return [pending_delivery(row) for row in rows]
 
     # -- catch-up cursors ----------------------------------------------------------------
@@ -386,6 +386,6 @@ class SQLiteConversation:
         """
         async with self.connection.read() as db:
             rows = await db.execute_fetchall(
-                sql.NEWEST_STORED_IDS, {"platform": platform, "since": since}
+                self.sql.NEWEST_STORED_IDS, {"platform": platform, "since": since}
             )
         return {row["chat_id"]: int(row["newest"]) for row in rows}

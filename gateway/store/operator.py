@@ -7,7 +7,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from gateway.store.connection import Connection
+from gateway.store.dialect import Database
 from gateway.store.records import (
     DatabaseReport,
     SessionSummary,
@@ -25,7 +25,7 @@ from gateway.store.schema import SCHEMA_VERSION
 class SQLiteOperator:
     """:class:`~gateway.store.protocols.OperatorStore` on a :class:`Connection`."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Database) -> None:
         self.connection = connection
 
     # -- operator tools ------------------------------------------------------------------

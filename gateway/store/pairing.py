@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import aiosqlite
 
-from gateway.store.connection import Connection
+from gateway.store.dialect import Database
 from gateway.store.records import ApprovedUser, PairingRequest
 
 _REQUEST_COLUMNS = "platform, user_id, user_name, chat_id, code, created_at, expires_at"
@@ -23,7 +23,7 @@ class SQLitePairing:
     ``paired_users``) tells the gateway its copy of the approved users is stale.
     """
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Database) -> None:
         self.connection = connection
 
     async def request(
@@ -71,7 +71,9 @@ class SQLitePairing:
                 return None
             user = ApprovedUser(request.platform, request.user_id, request.user_name, now, by)
             await db.execute(
-                f"INSERT OR REPLACE INTO paired_users({_APPROVED_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+                f"INSERT INTO paired_users({_APPROVED_COLUMNS}) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (platform, user_id) DO UPDATE SET user_name = excluded.user_name,"
+                " approved_at = excluded.approved_at, approved_by = excluded.approved_by",
                 (user.platform, user.user_id, user.user_name, user.approved_at, user.approved_by),
             )
         return user

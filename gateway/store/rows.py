@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any, cast
 
 import aiosqlite
 
+from gateway.store.dialect import Dialect
 from gateway.store.records import (
     AnchorRecord,
     InboxEntry,
@@ -72,7 +72,8 @@ async def insert_session(
 
 
 async def insert_messages(
-    db: aiosqlite.Connection,
+    db: Any,
+    sql: Dialect,
     session_id: str,
     new: Sequence[NewMessage],
     now: float,
@@ -96,10 +97,7 @@ async def insert_messages(
             content = "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
         tool_calls = message.get("tool_calls")
         cursor = await db.execute(
-            "INSERT INTO messages(session_id, role, content, parts, tool_calls, tool_call_id,"
-            " tool_name, created_at, token_count, platform_message_id, pending_delivery,"
-            " active, compacted, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-            " COALESCE(?, (SELECT COALESCE(MAX(id), 0) + 1 FROM messages)))",
+            sql.INSERT_MESSAGE,
             (
                 session_id,
                 message["role"],
@@ -150,7 +148,8 @@ def places_between(known: Sequence[float | None]) -> list[float | None]:
 
 
 async def insert_active_list(
-    db: aiosqlite.Connection,
+    db: Any,
+    sql: Dialect,
     session_id: str,
     active: Sequence[int | NewMessage],
     now: float,
@@ -161,10 +160,7 @@ async def insert_active_list(
     them. Returns the id of every entry.
     """
     kept = [item for item in active if isinstance(item, int)]
-    rows = await db.execute_fetchall(
-        "SELECT id, seq FROM messages WHERE id IN (SELECT value FROM json_each(?))",
-        (json.dumps(kept),),
-    )
+    rows = await db.execute_fetchall(sql.SEQS_OF, (sql.id_list(kept),))
     seq_of = {row[0]: row[1] for row in rows}
     places = places_between([seq_of[i] if isinstance(i, int) else None for i in active])
     ids: list[int] = []
@@ -172,7 +168,7 @@ async def insert_active_list(
         if isinstance(item, int):
             ids.append(item)
         else:
-            ids += await insert_messages(db, session_id, [item], now, seqs=[seq])
+            ids += await insert_messages(db, sql, session_id, [item], now, seqs=[seq])
     return ids
 
 
@@ -346,11 +342,3 @@ MESSAGE_COLUMNS = (
     "m.id, m.role, m.content, m.parts, m.tool_calls, m.tool_call_id, m.tool_name,"
     " m.token_count, m.created_at, m.platform_message_id, m.active, m.compacted"
 )
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def fts_query(query: str) -> str:
-    """User text → an FTS5 query that cannot be a syntax error: quoted words, OR-ed."""
-    words = _WORD.findall(query)
-    return " OR ".join(f'"{w}"' for w in words[:16])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from gateway.store.connection import Connection
+from gateway.store.dialect import Database
 from gateway.store.records import (
     IdleSession,
     Reminder,
@@ -15,7 +15,7 @@ from gateway.store.rows import mark_reminder_sent, reminder_record
 class SQLiteScheduling:
     """:class:`~gateway.store.protocols.SchedulingStore` on a :class:`Connection`."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Database) -> None:
         self.connection = connection
 
     # -- reminders (docs/design.md#tools) -------------------------------------------------------------
@@ -78,7 +78,7 @@ class SQLiteScheduling:
             rows = await db.execute_fetchall(
                 "SELECT s.id, s.session_key, s.updated_at, COUNT(m.id) AS messages,"
                 " COALESCE(SUM(m.token_count), 0) AS tokens"
-                " FROM sessions s JOIN messages m INDEXED BY messages_active"
+                " FROM sessions s JOIN messages m"
                 "  ON m.session_id = s.id AND m.active = 1"
                 " WHERE s.ended_at IS NULL AND s.updated_at <= ?"
                 "  AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.session_key = s.session_key)"

@@ -1,4 +1,42 @@
-"""The conversation view's longer statements, named (SQLite dialect)."""
+"""What SQLite says its own way: the statements the views take from their connection's
+dialect (:class:`~gateway.store.dialect.Dialect`; PostgreSQL's are in
+:mod:`gateway.store.postgres.sql`). Everything else the views write once, in SQL both
+databases accept (docs/design.md#postgresql)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+
+NAME = "sqlite"
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def fts_query(query: str) -> str:
+    """User text → an FTS5 query that cannot be a syntax error: quoted words, OR-ed."""
+    words = _WORD.findall(query)
+    return " OR ".join(f'"{w}"' for w in words[:16])
+
+
+def id_list(ids: Iterable[int]) -> str:
+    """A list of row ids as one parameter (a JSON array, read with json_each)."""
+    return json.dumps(list(ids))
+
+
+#: Appended rows get, as their place (seq), the id they are about to get.
+INSERT_MESSAGE = (
+    "INSERT INTO messages(session_id, role, content, parts, tool_calls, tool_call_id,"
+    " tool_name, created_at, token_count, platform_message_id, pending_delivery,"
+    " active, compacted, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+    " COALESCE(?, (SELECT COALESCE(MAX(id), 0) + 1 FROM messages)))"
+)
+#: A compaction archives the session's active rows but the ones it keeps (an id list).
+ARCHIVE_EXCEPT = (
+    "UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ? AND active = 1"
+    " AND id NOT IN (SELECT value FROM json_each(?))"
+)
+SEQS_OF = "SELECT id, seq FROM messages WHERE id IN (SELECT value FROM json_each(?))"
 
 # Platform ids are numeric text (Discord snowflakes); other ids, such as
 # "interaction:<id>", say nothing about a channel's history.

@@ -8,6 +8,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,10 +46,16 @@ def entry(
     )
 
 
+async def other_writer(store: Any, statement: str) -> None:
+    """Change the database behind the store's views, as another process would."""
+    async with store.connection.transaction() as db:
+        await db.execute(statement)
+
+
 @pytest.fixture
-async def store(tmp_path: Path):
-    async with SQLiteStore(tmp_path / "state.db") as opened:
-        yield opened
+async def store(backend_store: Any) -> Any:
+    """Each test below runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend_store
 
 
 async def test_new_session_starts_with_its_system_row(store: SQLiteStore) -> None:
@@ -121,8 +128,7 @@ async def test_search_finds_archived_rows_but_not_taken_back_ones(
     hits = await store.conversation.search(session.id, "what's my cat called?")
     assert hits and hits[0].archived and "cat" in hits[0].snippet
     # A row a user took back (active=0, compacted=0) is hidden from search.
-    with sqlite3.connect(tmp_path / "state.db") as db:
-        db.execute("UPDATE messages SET compacted = 0 WHERE content LIKE '%cat%'")
+    await other_writer(store, "UPDATE messages SET compacted = 0 WHERE content LIKE '%cat%'")
     assert await store.conversation.search(session.id, "cat") == []
 
 
@@ -317,8 +323,8 @@ async def test_active_rows_are_reread_when_another_writer_changed_them(
     session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
     await store.conversation.commit_turn(session.id, [row("user", "a"), row("user", "b")])
     assert len(await store.conversation.load_active(session.id)) == 3
-    with sqlite3.connect(tmp_path / "state.db") as db:  # e.g. `nightowl sessions` in a shell
-        db.execute("UPDATE messages SET active = 0, compacted = 1 WHERE content = 'a'")
+    # e.g. `nightowl sessions` in a shell, or another replica
+    await other_writer(store, "UPDATE messages SET active = 0, compacted = 1 WHERE content = 'a'")
     assert [m.message["content"] for m in await store.conversation.load_active(session.id)] == [
         "sys",
         "b",

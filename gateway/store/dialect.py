@@ -1,0 +1,51 @@
+"""What each database says its own way, as the store's views need it.
+
+The views are written once, in SQL SQLite and PostgreSQL both accept; the few statements
+they cannot share come from their connection's dialect: :mod:`gateway.store.sql`
+(SQLite) or :mod:`gateway.store.postgres.sql` (docs/design.md#postgresql).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+
+class Dialect(Protocol):
+    NAME: str
+    #: Insert one message row; a None seq appends (its place is its id).
+    INSERT_MESSAGE: str
+    #: Archive a session's active rows except an id list (``id_list``).
+    ARCHIVE_EXCEPT: str
+    #: (id, seq) of an id list.
+    SEQS_OF: str
+    #: Drop the image bytes of rows a compaction archives, noting what they carried.
+    DROP_IMAGES_OF_ARCHIVED: str
+    #: Full-text search of a conversation: :session, :match (``fts_query``), :summary, :limit.
+    SEARCH: str
+    #: {chat id: newest numeric platform message id} stored since :since on :platform.
+    NEWEST_STORED_IDS: str
+    #: Replies stored but not delivered, all or one :key's, oldest first.
+    PENDING_DELIVERIES: str
+
+    def fts_query(self, query: str) -> str: ...
+
+    def id_list(self, ids: Iterable[int]) -> Any: ...
+
+
+class Database(Protocol):
+    """What a view holds: one database's two doors, and how it speaks.
+
+    :meth:`transaction` yields a handle for writes in one transaction; :meth:`read` one
+    for reads. A handle answers ``execute`` (``rowcount``, ``lastrowid``),
+    ``execute_fetchall`` and ``executemany``, with ``?`` / ``:name`` placeholders, on
+    either database.
+    """
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Any]: ...
+
+    def read(self) -> AbstractAsyncContextManager[Any]: ...

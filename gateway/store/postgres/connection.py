@@ -1,0 +1,149 @@
+"""The connection under the PostgreSQL store: an asyncpg pool, migrations at open, and
+the same two doors every statement goes through as on SQLite — :meth:`transaction` for
+writes, :meth:`read` for reads (docs/design.md#postgresql).
+
+asyncpg is the driver: the fastest asyncio client for PostgreSQL, kept by the team that
+wrote uvloop, and with no blocking calls on the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import urllib.parse
+from collections.abc import AsyncIterator
+from typing import Literal, Self
+
+import asyncpg
+
+from gateway.store.dialect import Dialect
+from gateway.store.errors import StoreError
+from gateway.store.postgres import sql as postgres_dialect
+from gateway.store.postgres.handle import Handle
+from gateway.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+
+Access = Literal["exclusive", "read_only", "shared"]
+#: Held inside the migration transaction: replicas starting together migrate once.
+MIGRATION_LOCK = 7_104_115_101  # "nightowl" in spirit: any constant the app owns
+
+
+def display(dsn: str) -> str:
+    """The DSN without its password, for messages and logs."""
+    parts = urllib.parse.urlsplit(dsn)
+    if parts.password is None:
+        return dsn
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+class PgConnection:
+    """A pool of connections to one PostgreSQL database, shared by the store's views."""
+
+    #: What PostgreSQL says its own way (docs/design.md#postgresql).
+    dialect: Dialect = postgres_dialect
+
+    def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
+        self.dsn = dsn
+        self.pool_size = pool_size
+        self._pool: asyncpg.Pool | None = None
+
+    @property
+    def path(self) -> str:
+        """Where the data is, for people to read (no password)."""
+        return display(self.dsn)
+
+    async def open(self, access: Access = "exclusive") -> Self:
+        """Connect; a gateway (``exclusive``) migrates, the CLI (``read_only``,
+        ``shared``) only checks the schema is the one it knows."""
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.dsn, min_size=1, max_size=self.pool_size, command_timeout=60
+            )
+            if access == "exclusive":
+                await self._migrate()
+            else:
+                await self._require_current_schema()
+        except StoreError:
+            await self.close()
+            raise
+        except (OSError, asyncpg.PostgresError) as exc:
+            await self.close()
+            raise StoreError(f"cannot use PostgreSQL at {self.path}: {exc}") from exc
+        return self
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def schema_version(self) -> int:
+        async with self.read() as db:
+            return await _version(db.connection)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Handle]:
+        async with self._acquire() as connection, connection.transaction():
+            yield Handle(connection)
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[Handle]:
+        async with self._acquire() as connection:
+            yield Handle(connection)
+
+    @contextlib.asynccontextmanager
+    async def raw(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection outside any transaction (VACUUM, LISTEN, advisory locks)."""
+        async with self._acquire() as connection:
+            yield connection
+
+    def _acquire(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        if self._pool is None:
+            raise StoreError("the store is not open")
+        return self._pool.acquire()
+
+    async def _migrate(self) -> None:
+        async with self._acquire() as connection, connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+            await connection.execute(
+                "CREATE TABLE IF NOT EXISTS nightowl_schema (version INTEGER NOT NULL)"
+            )
+            version = await _version(connection)
+            _refuse_newer(version, self.path)
+            for target, script in MIGRATIONS:
+                if target > version:
+                    await connection.execute(script)
+            await connection.execute("DELETE FROM nightowl_schema")
+            await connection.execute(
+                "INSERT INTO nightowl_schema(version) VALUES ($1)", max(version, SCHEMA_VERSION)
+            )
+
+    async def _require_current_schema(self) -> None:
+        async with self._acquire() as connection:
+            exists = await connection.fetchval("SELECT to_regclass('nightowl_schema')")
+            version = await _version(connection) if exists else 0
+        _refuse_newer(version, self.path)
+        if version < SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} is at schema v{version}, older than this nightowl's"
+                f" v{SCHEMA_VERSION}: (re)start the gateway with this version once (it"
+                " upgrades the database), then try again",
+                reason="schema",
+            )
+
+
+async def _version(connection: asyncpg.Connection) -> int:
+    value = await connection.fetchval("SELECT max(version) FROM nightowl_schema")
+    return int(value or 0)
+
+
+def _refuse_newer(version: int, where: str) -> None:
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{where} was written by a newer nightowl (schema v{version}): upgrade nightowl",
+            reason="schema",
+        )

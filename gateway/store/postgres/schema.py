@@ -1,0 +1,141 @@
+"""The PostgreSQL schema as forward migrations, numbered like SQLite's
+(:mod:`gateway.store.schema`), so "schema version N" means the same tables on both.
+
+PostgreSQL joined at version 6: its first migration creates at once what SQLite reached
+through 1-6. Every later migration has a script for each database. The applied version
+is the one row of ``nightowl_schema``; migrations run inside one transaction under an
+advisory lock, so two replicas starting together migrate once (docs/design.md#postgresql).
+"""
+
+from __future__ import annotations
+
+_BASE = """
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    chat_id TEXT,
+    thread_id TEXT,
+    user_id TEXT,
+    model TEXT,
+    parent_session_id TEXT REFERENCES sessions(id),
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION,
+    end_reason TEXT,
+    anchor_prompt_tokens BIGINT,
+    anchor_completion_tokens BIGINT,
+    anchor_message_id BIGINT,
+    anchor_fingerprint TEXT,
+    anchor_route TEXT,
+    engine_state TEXT NOT NULL DEFAULT '{}',
+    compression_count INTEGER NOT NULL DEFAULT 0,
+    usage_prompt BIGINT NOT NULL DEFAULT 0,
+    usage_completion BIGINT NOT NULL DEFAULT 0,
+    usage_cache_read BIGINT NOT NULL DEFAULT 0,
+    usage_cache_write BIGINT NOT NULL DEFAULT 0,
+    usage_requests BIGINT NOT NULL DEFAULT 0,
+    idle_compressed_through BIGINT
+);
+CREATE UNIQUE INDEX sessions_current ON sessions(session_key) WHERE ended_at IS NULL;
+CREATE INDEX sessions_key ON sessions(session_key);
+
+CREATE TABLE messages (
+    id BIGSERIAL PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    role TEXT NOT NULL,
+    content TEXT,
+    parts TEXT,
+    tool_calls TEXT,
+    tool_call_id TEXT,
+    tool_name TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    token_count INTEGER NOT NULL DEFAULT 0,
+    platform_message_id TEXT,
+    active INTEGER NOT NULL DEFAULT 1,
+    compacted INTEGER NOT NULL DEFAULT 0,
+    pending_delivery INTEGER NOT NULL DEFAULT 0,
+    seq DOUBLE PRECISION,
+    -- Full-text search over every row, archived ones included; 'simple' knows no
+    -- language, as SQLite's unicode61 tokenizer does not.
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', coalesce(content, ''))) STORED
+);
+CREATE INDEX messages_active ON messages(session_id, active, seq);
+CREATE INDEX messages_pending_delivery ON messages(pending_delivery) WHERE pending_delivery = 1;
+CREATE INDEX messages_tsv ON messages USING GIN (tsv);
+-- An appended row's place in the conversation is its id (defaults come before BEFORE
+-- triggers, so the id is known here).
+CREATE FUNCTION nightowl_message_seq() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.seq IS NULL THEN
+        NEW.seq := NEW.id;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER messages_seq BEFORE INSERT ON messages
+    FOR EACH ROW EXECUTE FUNCTION nightowl_message_seq();
+
+CREATE TABLE inbox (
+    id BIGSERIAL PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    thread_id TEXT,
+    user_id TEXT,
+    message TEXT NOT NULL,
+    token_count INTEGER NOT NULL DEFAULT 0,
+    addressed INTEGER NOT NULL DEFAULT 1,
+    platform_message_id TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    in_history INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX inbox_session ON inbox(session_key, id);
+CREATE TABLE inbound_seen (
+    dedupe_key TEXT PRIMARY KEY,
+    seen_at DOUBLE PRECISION NOT NULL
+);
+
+CREATE TABLE reminders (
+    id BIGSERIAL PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    thread_id TEXT,
+    text TEXT NOT NULL,
+    due_at DOUBLE PRECISION NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    sent_at DOUBLE PRECISION
+);
+CREATE INDEX reminders_pending ON reminders(due_at) WHERE sent_at IS NULL;
+
+CREATE TABLE pairing_requests (
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    user_name TEXT NOT NULL DEFAULT '',
+    chat_id TEXT NOT NULL,
+    code TEXT NOT NULL UNIQUE,
+    created_at DOUBLE PRECISION NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (platform, user_id)
+);
+CREATE TABLE paired_users (
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    user_name TEXT NOT NULL DEFAULT '',
+    approved_at DOUBLE PRECISION NOT NULL,
+    approved_by TEXT NOT NULL,
+    PRIMARY KEY (platform, user_id)
+);
+CREATE TABLE pairing_revision (revision BIGINT NOT NULL);
+INSERT INTO pairing_revision(revision) VALUES (0);
+CREATE FUNCTION nightowl_pairing_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE pairing_revision SET revision = revision + 1;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER paired_users_changed AFTER INSERT OR UPDATE OR DELETE ON paired_users
+    FOR EACH STATEMENT EXECUTE FUNCTION nightowl_pairing_revision();
+"""
+
+MIGRATIONS: list[tuple[int, str]] = [(6, _BASE)]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
