@@ -18,7 +18,7 @@ from agent.context_engine import CompressionResult, ContextEngine
 from agent.model_metadata import ContextLengthResolver
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
 from agent.tokens import estimate_json_tokens_rough
-from agent.tools import ToolBox, ToolContext
+from agent.tools import ToolBox, ToolContext, ToolOutput
 from agent.transcript import Transcript
 from agent.usage_anchor import UsageAnchor, anchored_tokens, build_anchor
 from agent.window import FittedRequest, Window, fit_request, represented_tokens
@@ -292,6 +292,7 @@ class _Turn:
         engine_tools = {schema["function"]["name"] for schema in self.engine.tools()}
         for call in completion.tool_calls:
             arguments = call.parsed_arguments()
+            output: ToolOutput  # text, or text and images (docs/design.md#mcp-results)
             if call.name in engine_tools:
                 try:
                     output = await self.engine.call_tool(call.name, arguments)

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent.transcript import Transcript
@@ -19,7 +19,10 @@ from nightowl_errors import NightowlError
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict[str, Any], "ToolContext"], Awaitable[str]]
+#: What a tool answers: text, or a list of OpenAI content parts (text and ``image_url``),
+#: the shape a user row with photos has (docs/design.md#mcp-results).
+ToolOutput = str | list[dict[str, Any]]
+Handler = Callable[[dict[str, Any], "ToolContext"], Awaitable[ToolOutput]]
 
 
 @dataclass(frozen=True)
@@ -49,22 +52,46 @@ class Tool:
         }
 
 
+class ToolSource(Protocol):
+    """Tools that can change while the gateway runs: an MCP server's, listed when it
+    comes up (docs/design.md#mcp-tools). Asked at every request and every call."""
+
+    def tools(self) -> Iterable[Tool]: ...
+
+
 @dataclass
 class ToolBox:
     """The tools offered in one turn; runs a call and always returns text for the model."""
 
     tools: dict[str, Tool] = field(default_factory=dict)
     max_result_chars: int = 8000
+    #: More tools, asked each time; a name already in ``tools`` keeps its own tool.
+    sources: tuple[ToolSource, ...] = ()
 
     @classmethod
-    def of(cls, tools: Iterable[Tool], max_result_chars: int = 8000) -> ToolBox:
-        return cls({tool.name: tool for tool in tools}, max_result_chars)
+    def of(
+        cls,
+        tools: Iterable[Tool],
+        max_result_chars: int = 8000,
+        sources: Iterable[ToolSource] = (),
+    ) -> ToolBox:
+        return cls({tool.name: tool for tool in tools}, max_result_chars, tuple(sources))
+
+    def offered(self) -> dict[str, Tool]:
+        """Every tool by name: the box's own, then its sources' (first name wins)."""
+        if not self.sources:
+            return self.tools
+        offered = dict(self.tools)
+        for source in self.sources:
+            for tool in source.tools():
+                offered.setdefault(tool.name, tool)
+        return offered
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [tool.schema() for tool in self.tools.values()]
+        return [tool.schema() for tool in self.offered().values()]
 
-    async def run(self, name: str, arguments: dict[str, Any], context: ToolContext) -> str:
-        tool = self.tools.get(name)
+    async def run(self, name: str, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        tool = self.offered().get(name)
         if tool is None:
             return f"Error: there is no tool named {name!r}."
         try:
@@ -74,10 +101,21 @@ class ToolBox:
         except Exception:  # a broken tool must not end the turn; the model is told instead
             log.exception("tool %s failed", name)
             return f"Error: the tool {name} failed unexpectedly."
-        if len(result) > self.max_result_chars:
-            cut = self.max_result_chars
-            result = result[:cut] + f"\n[… truncated {len(result) - cut} characters]"
-        return result
+        if isinstance(result, list):  # text and images: the text is cut, images stay
+            return [
+                {**part, "text": self.cut(part["text"])}
+                if isinstance(part.get("text"), str)
+                else part
+                for part in result
+            ]
+        return self.cut(result)
+
+    def cut(self, text: str) -> str:
+        """``text`` at most ``max_result_chars`` long, with a marker saying how much went."""
+        if len(text) <= self.max_result_chars:
+            return text
+        cut = self.max_result_chars
+        return text[:cut] + f"\n[… truncated {len(text) - cut} characters]"
 
 
 class ToolInputError(NightowlError):

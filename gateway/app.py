@@ -17,13 +17,22 @@ from agent.loop import Agent
 from agent.model_metadata import ContextLengthResolver
 from agent.prompt_caching import caching_enabled, caching_log_line, resolve_cache_ttl
 from agent.tokens import TokenCounter
-from agent.tools import BUILTIN_TOOLS, Tool, ToolBox
-from gateway.build import Providers, build_engine_factory, build_providers, catch_up_from_store
+from agent.tools import BUILTIN_TOOLS, Tool, ToolBox, ToolSource
+from gateway.build import (
+    Providers,
+    build_engine_factory,
+    build_mcp_servers,
+    build_providers,
+    catch_up_from_store,
+)
+from gateway.config.models import DEFAULT_CHOICE, model_choices
 from gateway.config.schema import Config
 from gateway.conversation.access import Access
+from gateway.conversation.chat_tools import describe_tools, offered_servers
 from gateway.conversation.commands import Commands
 from gateway.conversation.hygiene import Hygiene
 from gateway.conversation.lanes import Lanes
+from gateway.conversation.model_choice import ModelChoices, ModelCommand
 from gateway.conversation.pairing import Pairing, config_owners
 from gateway.conversation.router import Router
 from gateway.conversation.runtime import SessionRuntime
@@ -34,6 +43,10 @@ from gateway.scheduling.scheduler import Scheduler
 from gateway.store import SessionRecord, SQLiteStore
 
 log = logging.getLogger(__name__)
+
+#: How long the start waits for the MCP servers' first connection; a slower one's tools
+#: arrive in the background.
+MCP_READY_SECONDS = 30.0
 
 
 class Gateway:
@@ -63,6 +76,13 @@ class Gateway:
             config.context.engine, ContextCompressor, [config.data_dir / "plugins"]
         )
         self.context_length = self.current_window()
+        # Per-chat model choice (docs/design.md#model-choice) and MCP tools (#mcp-tools).
+        self.models = ModelChoices(
+            model_choices(config.model, config.models),
+            {DEFAULT_CHOICE: self.providers.main, **self.providers.alternatives},
+            self.windows,
+        )
+        self.mcp = build_mcp_servers(config)
         self.sessions = SessionRegistry(
             self.store.conversation,
             self.events,
@@ -71,7 +91,8 @@ class Gateway:
             model=config.model.name,
             counter=self.counter,
             in_place=config.compression.in_place,
-            window=self.current_window,
+            window=self.session_window,
+            model_name=lambda choice: self.models.get(choice).route.name,
         )
         self.runner = TurnRunner(
             self.store.conversation,
@@ -104,6 +125,8 @@ class Gateway:
             self._reply,
             configured_window=config.model.context_length,
             pairing=self.pairing,
+            models=ModelCommand(self.models, self.store.conversation, self.sessions, self.lanes),
+            tools=self.describe_tools,
         )
         self.router = Router(
             config,
@@ -128,23 +151,54 @@ class Gateway:
             model.name, model.provider, model.base_url, override=model.context_length
         )
 
-    def _build_runtime(self, record: SessionRecord) -> SessionRuntime:
-        engine = self._engine_factory(self.current_window())
+    def session_window(self, runtime: SessionRuntime) -> int:
+        """The window of the model ``runtime``'s chat uses, now."""
+        return self.models.window(self.models.get(runtime.model_choice))
+
+    def _build_runtime(self, record: SessionRecord, choice_key: str | None) -> SessionRuntime:
+        choice = self.models.get(choice_key)
+        provider = self.models.provider(choice)
+        engine = self._engine_factory(
+            self.models.window(choice),
+            provider,
+            choice.max_output_tokens,
+        )
         # schedule_message is bound to this session's chat, so each session gets its own box.
         toolbox = ToolBox.of(
             [*self.toolbox.tools.values(), self.scheduler.reminder_tool(record)],
             self.toolbox.max_result_chars,
+            self._mcp_tools(record.session_key, vision=choice.vision),
         )
         agent = Agent(
-            self.providers.main,
+            provider,
             engine,
             toolbox,
             max_iterations=self.config.agent.max_iterations,
-            max_output_tokens=self.config.model.max_output_tokens,
+            max_output_tokens=choice.max_output_tokens,
             max_compression_attempts=self.config.compression.max_compression_attempts,
             windows=self.windows,
         )
-        return SessionRuntime(record.session_key, record, engine, agent)
+        runtime = SessionRuntime(record.session_key, record, engine, agent)
+        runtime.model_choice = choice.key
+        return runtime
+
+    def _mcp_tools(self, key: str, *, vision: bool) -> list[ToolSource]:
+        if self.mcp is None:
+            return []
+        return [self.mcp.source(offered_servers(self.config, key), vision=vision)]
+
+    async def describe_tools(self, key: str) -> str:
+        """``/tools``: what the model can call in this chat (docs/design.md#mcp-tools)."""
+        runtime = await self.sessions.existing(key)
+        if runtime is not None:
+            schemas = runtime.agent.tool_schemas()
+        else:  # no conversation yet: what its first turn would be offered
+            sources = self._mcp_tools(key, vision=self.config.model.supports_vision)
+            schemas = ToolBox.of(self.toolbox.tools.values(), sources=sources).schemas()
+        servers = offered_servers(self.config, key) if self.mcp is not None else []
+        return describe_tools(
+            schemas, {name: self.mcp.connections[name] for name in servers if self.mcp}
+        )
 
     def _cache_ttl(self, source: str) -> str | None:
         main = self.providers.main
@@ -174,6 +228,8 @@ class Gateway:
             f"{self.context_length:,}",
             self.engine_choice.resolved,
         )
+        if self.mcp is not None:  # before the adapters: the first turns have the tools
+            await self.mcp.start(ready_within=MCP_READY_SECONDS)
         for adapter in self.adapters.values():
             await adapter.start(self.router.receive)
         await self.scheduler.start()  # after the adapters: overdue reminders go out at once
@@ -207,6 +263,8 @@ class Gateway:
             await _quietly(adapter.stop(), f"stopping {adapter.platform}")
         self.events.emit("gateway:stop", {})
         await self.events.drain(timeout=2.0)
+        if self.mcp is not None:  # after the turns: stdio servers end with the gateway
+            await _quietly(self.mcp.stop(), "stopping the MCP servers")
         await self.providers.aclose()
         await self.store.close()
 

@@ -14,7 +14,7 @@ import re
 import secrets
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,13 +23,16 @@ from adapters.base import Adapter, InboundMessage
 from agent.compression.settings import CompressionSettings
 from agent.context_engine import ContextEngine, EngineChoice
 from agent.providers import Provider, ProviderSettings, make_provider
+from gateway.config.models import DEFAULT_CHOICE, model_choices
 from gateway.config.schema import (
     Config,
+    ConfigError,
     ModelRoute,
     main_model_route,
     resolve_api_key,
     summary_model_route,
 )
+from gateway.config.typed_yaml import Problem
 from gateway.conversation.access import place_allowed, user_listed
 from gateway.conversation.commands import COMMAND_LIST
 from gateway.logs import redact_from_now_on
@@ -37,6 +40,7 @@ from gateway.store import ConversationStore
 
 if TYPE_CHECKING:
     from adapters.discord_adapter.catch_up import CatchUpChat
+    from agent.mcp import McpServers
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +51,31 @@ log = logging.getLogger(__name__)
 class Providers:
     main: Provider
     auxiliary: Provider | None = None
+    #: The ``models:`` a chat may switch to, by name (docs/design.md#model-choice).
+    alternatives: dict[str, Provider] = field(default_factory=dict)
 
     async def aclose(self) -> None:
         await self.main.aclose()
         if self.auxiliary is not None:
             await self.auxiliary.aclose()
+        for provider in self.alternatives.values():
+            await provider.aclose()
 
 
 def build_providers(config: Config) -> Providers:
-    """The main model's provider, and the summary model's when one is configured."""
+    """The main model's provider, the summary model's when one is configured, and one
+    for each of ``models:``."""
     main = _provider(main_model_route(config), config.model.timeout_seconds, config)
+    alternatives = {
+        key: _provider(choice.route, config.model.timeout_seconds, config)
+        for key, choice in model_choices(config.model, config.models).items()
+        if key != DEFAULT_CHOICE
+    }
     summary = summary_model_route(config)
     if summary is None:
-        return Providers(main)
-    return Providers(main, _provider(summary, config.compression.context_timeout_seconds, config))
+        return Providers(main, alternatives=alternatives)
+    auxiliary = _provider(summary, config.compression.context_timeout_seconds, config)
+    return Providers(main, auxiliary, alternatives)
 
 
 def _provider(route: ModelRoute, timeout: float, config: Config) -> Provider:
@@ -98,8 +113,10 @@ def compression_settings(config: Config) -> CompressionSettings:
 
 def build_engine_factory(
     config: Config, choice: EngineChoice, providers: Providers
-) -> Callable[[int], ContextEngine]:
-    """A function that makes one engine per session for a given window.
+) -> Callable[..., ContextEngine]:
+    """A function that makes one engine per session for a given window — and, for a chat
+    that chose another model, that model's provider and output limit (it then writes
+    the summaries unless ``auxiliary.compression`` does).
 
     The built-in and plugins are called with the same keyword arguments; ``context.engine:
     compressor`` (or an unknown name, after a warning) is the built-in.
@@ -107,17 +124,54 @@ def build_engine_factory(
     settings = compression_settings(config)
     factory = choice.factory
 
-    def build(context_length: int) -> ContextEngine:
+    def build(
+        context_length: int, main: Provider | None = None, max_output_tokens: int | None = None
+    ) -> ContextEngine:
+        own = main or providers.main
         return factory(
-            settings=settings,
-            main=providers.main,
+            settings=replace(settings, max_output_tokens=max_output_tokens)
+            if max_output_tokens
+            else settings,
+            main=own,
             auxiliary=providers.auxiliary,
-            model=config.model.name,
-            provider=config.model.provider,
+            model=own.model,
+            provider=own.name,
             context_length=context_length,
         )
 
     return build
+
+
+# -- MCP servers -------------------------------------------------------------------------
+
+
+def build_mcp_servers(config: Config) -> McpServers | None:
+    """The enabled ``tools.mcp_servers`` (docs/design.md#mcp-tools); None when there are
+    none. The ``mcp`` package is imported only then: it is an extra."""
+    servers = {n: s for n, s in config.tools.mcp_servers.items() if s.enabled}
+    if not servers:
+        return None
+    try:
+        from agent.mcp import McpServers, McpServerSpec
+    except ImportError as exc:
+        raise ConfigError(
+            Problem(
+                "tools.mcp_servers", f"needs the mcp package ({exc}): pip install 'nightowl[mcp]'"
+            )
+        ) from None
+    return McpServers(
+        [
+            McpServerSpec(
+                name=name,
+                command=server.command,
+                env=server.env,
+                url=server.url,
+                headers=server.headers,
+                timeout_seconds=server.timeout_seconds,
+            )
+            for name, server in servers.items()
+        ]
+    )
 
 
 # -- chat platforms ----------------------------------------------------------------------

@@ -68,8 +68,11 @@ class RecordingAdapter(Adapter):
         return self.texts()
 
 
-def make_config(data_dir: Path, llm: FakeLLM, **sections: Any) -> Config:
-    """A config pointing the openai provider at the fake; ``sections`` merge into YAML."""
+def make_config(
+    data_dir: Path, llm: FakeLLM, *, environ: dict[str, str] | None = None, **sections: Any
+) -> Config:
+    """A config pointing the openai provider at the fake; ``sections`` merge into YAML;
+    ``${VAR}`` is read from ``environ`` (none by default)."""
     raw: dict[str, Any] = {
         "data_dir": str(data_dir),
         "model": {"base_url": llm.openai_base_url, "name": "fake-model", "max_retries": 0},
@@ -79,7 +82,7 @@ def make_config(data_dir: Path, llm: FakeLLM, **sections: Any) -> Config:
             raw[key] = {**raw[key], **value}
         else:
             raw[key] = value
-    return parse_config(raw, {})
+    return parse_config(raw, environ or {})
 
 
 @contextlib.asynccontextmanager

@@ -93,14 +93,25 @@ def prune_old_tool_results(
             index < protect_from
             and index not in keep
             and message.get("role") == "tool"
-            and isinstance(content, str)
-            and len(content) > PRUNE_MIN_CHARS
+            and _output_size(content) > PRUNE_MIN_CHARS
         ):
             result.append({**message, "content": PRUNED_TOOL_OUTPUT})
             pruned += 1
         else:
             result.append(message)  # type: ignore[arg-type]
     return result, pruned
+
+
+def _output_size(content: Any) -> int:
+    """Characters of a tool result; one with images (an MCP tool's, docs/design.md#mcp-results)
+    always counts as big: an image costs more than any text worth keeping."""
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        if any(isinstance(p, Mapping) and p.get("type") != "text" for p in content):
+            return PRUNE_MIN_CHARS + 1
+        return sum(len(str(p.get("text", ""))) for p in content if isinstance(p, Mapping))
+    return 0
 
 
 def head_end_for(

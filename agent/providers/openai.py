@@ -43,6 +43,38 @@ def to_wire_message(message: dict[str, Any]) -> dict[str, Any]:
     return wire
 
 
+#: Opens the user message that carries the images tool results returned.
+TOOL_IMAGES_NOTE = "[images returned by the tool calls above]"
+
+
+def images_after_tool_results(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A tool message may carry only text here: the images of a run of tool results
+    (an MCP tool's, docs/design.md#mcp-results) follow the run in one user message."""
+    out: list[dict[str, Any]] = []
+    images: list[Any] = []
+    for message in wire:
+        if message.get("role") != "tool" and images:
+            out.append(
+                {"role": "user", "content": [{"type": "text", "text": TOOL_IMAGES_NOTE}, *images]}
+            )
+            images = []
+        content = message.get("content")
+        if message.get("role") == "tool" and isinstance(content, list):
+            texts = [
+                p.get("text", "")
+                for p in content
+                if isinstance(p, dict) and p.get("type") == "text"
+            ]
+            images += [p for p in content if isinstance(p, dict) and p.get("type") == "image_url"]
+            message = {**message, "content": "\n".join(t for t in texts if t)}
+        out.append(message)
+    if images:
+        out.append(
+            {"role": "user", "content": [{"type": "text", "text": TOOL_IMAGES_NOTE}, *images]}
+        )
+    return out
+
+
 def _wire_tool_call(call: dict[str, Any]) -> dict[str, Any]:
     function = call.get("function") or {}
     arguments = function.get("arguments", "{}")
@@ -152,7 +184,7 @@ class OpenAIProvider(SDKProvider):
         cache_ttl: str | None = None,
     ) -> dict[str, Any]:
         """The request body as sent (minus streaming options)."""
-        wire = [to_wire_message(m) for m in messages]
+        wire = images_after_tool_results([to_wire_message(m) for m in messages])
         if cache_ttl and self.caches_prompts:
             wire = apply_anthropic_cache_control(wire, cache_ttl, native_anthropic=False)
         # max_tokens, not max_completion_tokens: OpenAI still accepts it for chat models

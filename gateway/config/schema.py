@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from gateway.config.models import AlternativeModelConfig, check_models
 from gateway.config.routes import KEY_VARIABLES, ModelRoute, same_endpoint
 from gateway.config.routes import NO_KEY_NEEDED as NO_KEY_NEEDED
 from gateway.config.routes import resolve_api_key as resolve_api_key
+from gateway.config.tools import ToolsConfig, check_tools
 from gateway.config.typed_yaml import (
     STRICT,
     ConfigError,
@@ -228,6 +230,8 @@ class Config:
     hooks: tuple[HookConfig, ...] = ()
     agent: AgentConfig = field(default_factory=AgentConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    models: dict[str, AlternativeModelConfig] = field(default_factory=dict)  # /model
+    tools: ToolsConfig = field(default_factory=ToolsConfig)  # MCP servers
     #: Where the config came from (None: built-in defaults only). Not a YAML key.
     source: Path | None = field(default=None, metadata={"internal": True})
 
@@ -323,6 +327,7 @@ def _check_semantics(config: Config) -> tuple[Config, list[Problem]]:
                 f'expected an IANA time zone like "Europe/Berlin", got "{config.agent.timezone}"',
             )
         )
+    problems += check_models(config.models) + check_tools(config.tools)
     model, aux = config.model, config.auxiliary.compression
     config = replace(
         config,

@@ -12,7 +12,7 @@ The rule is the same on every platform, and it fails closed:
   ``group_members: all``; everyone else's messages are context at most (with
   ``groups.observe``), marked as untrusted, never instructions. A message with no
   identifiable sender starts nothing.
-- ``/new`` and ``/compress`` change the conversation for everyone in a group: they need
+- ``/new``, ``/compress`` and ``/model NAME`` change the chat for everyone in a group: they need
   an allowed user (on Discord, one who also moderates — Manage Messages — or holds an
   allowed role).
 
@@ -36,6 +36,12 @@ NOT_YOU = "Only the people this bot works for can ask it things here."
 REFUSAL_PAUSE_SECONDS = 3600.0
 #: Commands that change the conversation for everyone in the chat.
 GROUP_WIDE_COMMANDS = frozenset({"new", "reset", "compress"})
+
+
+def is_group_wide(name: str, argument: str) -> bool:
+    """Whether a command changes the chat for everyone: those above, and ``/model NAME``
+    (switching the model; ``/model`` alone only shows it)."""
+    return name in GROUP_WIDE_COMMANDS or (name == "model" and bool(argument.strip()))
 
 
 class Approvals(Protocol):

@@ -1,4 +1,5 @@
-"""Chat commands: /new /compress /status /context /usage /help (docs/design.md#commands),
+"""Chat commands: /new /compress /status /context /usage /model /tools /help
+(docs/design.md#commands, #model-choice, #mcp-tools),
 and /pair for the owner (docs/design.md#pairing).
 
 The reading commands answer at once, even while a turn is running. ``/new`` and
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.base import InboundMessage
 from agent.compression.markers import SUMMARY_PREFIX
@@ -25,6 +26,9 @@ from gateway.conversation.router import LATER, Answer, session_key
 from gateway.conversation.sessions import SessionRegistry
 from gateway.store import ConversationStore
 
+if TYPE_CHECKING:
+    from gateway.conversation.model_choice import ModelCommand
+
 log = logging.getLogger(__name__)
 
 
@@ -34,6 +38,8 @@ HELP = """Commands:
 /status — model, context window, tokens in use, compressions, cooldown
 /context [summary] — what fills the context window; "summary" shows the current summary
 /usage — tokens used by this conversation
+/model [NAME] — this chat's model and the choices; switch with a name
+/tools — the tools the model can use in this chat
 /pair [approve|deny CODE] — the owner, in private: answer pairing requests
 /help — this list"""
 
@@ -48,6 +54,8 @@ COMMAND_LIST: tuple[tuple[str, str], ...] = (
     ("status", "Model, context use, compressions"),
     ("context", "What fills the context window"),
     ("usage", "Tokens used by this conversation"),
+    ("model", "This chat's model; /model NAME switches"),
+    ("tools", "Tools the model can use here"),
     ("help", "List the commands"),
 )
 
@@ -66,6 +74,8 @@ class Commands:
         *,
         configured_window: int | None = None,
         pairing: Pairing | None = None,
+        models: ModelCommand | None = None,
+        tools: Callable[[str], Awaitable[str]] | None = None,
     ) -> None:
         self.store = store
         self.sessions = sessions
@@ -76,6 +86,9 @@ class Commands:
         #: Answers /pair; None: pairing is not wired and /pair is no command.
         self.pairing = pairing
         self.background = BackgroundTasks("commands")
+        #: /model and /tools (docs/design.md#model-choice, #mcp-tools).
+        self.models = models
+        self.tools = tools
 
     def handles(self, name: str) -> bool:
         return name in KNOWN_COMMANDS or (name == "pair" and self.pairing is not None)
@@ -97,6 +110,13 @@ class Commands:
             return Answer(await self.context(key, show_summary=argument.lower().startswith("summ")))
         if name == "usage":
             return Answer(await self.usage(key))
+        if name == "model" and self.models is not None:
+            if not argument:
+                return Answer(await self.models.show(key))
+            self._in_background(message, self.models.switch(key, argument))
+            return LATER
+        if name == "tools" and self.tools is not None:
+            return Answer(await self.tools(key))
         return Answer(HELP)
 
     def _in_background(self, message: InboundMessage, work: Awaitable[str]) -> None:

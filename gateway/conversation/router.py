@@ -18,9 +18,9 @@ from adapters.base import InboundMessage, OutboundMessage
 from agent.tokens import TokenCounter
 from gateway.config.schema import Config
 from gateway.conversation.access import (
-    GROUP_WIDE_COMMANDS,
     Access,
     Verdict,
+    is_group_wide,
     may_use_group_commands,
 )
 from gateway.conversation.background import BackgroundTasks
@@ -134,7 +134,7 @@ class Router:
     ) -> None:
         if not await self._first_time(message):
             return  # a redelivered /new must not run twice
-        if name in GROUP_WIDE_COMMANDS and not may_use_group_commands(
+        if is_group_wide(name, argument) and not may_use_group_commands(
             self.config, message, trusted=trusted
         ):
             self.answer(message, "Only an owner of this bot can do that in a group.")

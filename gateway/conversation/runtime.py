@@ -27,6 +27,8 @@ class SessionRuntime:
     hygiene_notice_sent: bool = False
     #: The usage anchor as stored (docs/design.md#usage-anchor), kept current by every commit.
     anchor: AnchorRecord | None = None
+    #: The model its chat chose (docs/design.md#model-choice); "default": ``model:``.
+    model_choice: str = "default"
 
     @property
     def id(self) -> str:

@@ -25,7 +25,8 @@ from gateway.store import (
 log = logging.getLogger(__name__)
 
 
-RuntimeFactory = Callable[[SessionRecord], SessionRuntime]
+#: Builds a session's runtime for the model its chat chose (None: the configured one).
+RuntimeFactory = Callable[[SessionRecord, str | None], SessionRuntime]
 
 
 class SessionRegistry:
@@ -41,11 +42,14 @@ class SessionRegistry:
         counter: TokenCounter,
         *,
         in_place: bool = True,
-        window: Callable[[], int] | None = None,
+        window: Callable[[SessionRuntime], int] | None = None,
+        model_name: Callable[[str | None], str] | None = None,
     ) -> None:
         self.store = store
-        #: The main model's window now; a limit learned in one session reaches the others.
+        #: A session's model's window now; a limit learned in one session reaches the others.
         self.window = window
+        #: The model name a chat's choice stands for, recorded on its new sessions.
+        self.model_name = model_name or (lambda choice: model)
         self.events = events
         self.build_runtime = build_runtime
         self.system_prompt = system_prompt
@@ -69,12 +73,13 @@ class SessionRegistry:
             self._follow_window(runtime)
             return runtime
         created = record is None
+        choice = await self.store.chat_model(origin.session_key)  # docs/design.md#model-choice
         if record is None:
             system = {"role": "system", "content": self.system_prompt}
             record = await self.store.start_session(
-                origin, self.model, NewMessage(system, self.counter.count(system))
+                origin, self.model_name(choice), NewMessage(system, self.counter.count(system))
             )
-        runtime = self.build_runtime(record)
+        runtime = self.build_runtime(record, choice)
         runtime.anchor = record.anchor
         runtime.engine.restore_state(record.engine_state)
         runtime.engine.on_session_start(record.id)
@@ -88,10 +93,14 @@ class SessionRegistry:
     def _follow_window(self, runtime: SessionRuntime) -> None:
         """A smaller window learned in another session (an overflow there) applies here
         before this session's next request, not after an overflow of its own."""
-        window = self.window() if self.window is not None else runtime.engine.context_length
+        window = self.window(runtime) if self.window is not None else runtime.engine.context_length
         if window != runtime.engine.context_length:
             provider = runtime.agent.provider
             runtime.engine.update_model(provider.model, window, provider.name)
+
+    def drop(self, key: str) -> None:
+        """Forget ``key``'s runtime: the next open builds it again (a model switch)."""
+        self._open.pop(key, None)
 
     async def transcript(
         self, runtime: SessionRuntime, entries: list[InboxEntry] | None = None

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.compression.markers import SUMMARY_PREFIX
+from gateway.store.chat_models import SQLiteChatModels
 from gateway.store.connection import new_session_id
 from gateway.store.dialect import Database
 from gateway.store.errors import SessionEnded
@@ -48,7 +49,7 @@ from gateway.store.rows import (
 ACTIVE_CACHE_SESSIONS = 256
 
 
-class SQLiteConversation:
+class SQLiteConversation(SQLiteChatModels):
     """:class:`~gateway.store.protocols.ConversationStore` on a :class:`Connection`."""
 
     def __init__(self, connection: Database) -> None:

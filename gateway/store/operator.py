@@ -87,6 +87,7 @@ class SQLiteOperator:
             await db.execute(f"DELETE FROM sessions WHERE id IN ({marks})", ids)
             await db.execute("DELETE FROM inbox WHERE session_key = ?", (session_key,))
             await db.execute("DELETE FROM reminders WHERE session_key = ?", (session_key,))
+            await db.execute("DELETE FROM chat_models WHERE session_key = ?", (session_key,))
         return deleted
 
     async def integrity_check(self) -> str:

@@ -86,6 +86,16 @@ class ConversationStore(Protocol):
 
     async def set_anchor(self, session_id: str, anchor: AnchorRecord | None) -> None: ...
 
+    async def chat_model(self, session_key: str) -> str | None:
+        """The model the chat chose with /model (docs/design.md#model-choice); None: the
+        configured one."""
+        ...
+
+    async def choose_model(self, session_key: str, choice: str | None, model: str) -> None:
+        """Keep the chat's choice (None: back to the configured model) and, in the same
+        transaction, record ``model`` on its current session and clear its usage anchor."""
+        ...
+
     # -- rows -----------------------------------------------------------------------------
 
     async def load_active(self, session_id: str) -> list[StoredMessage]:

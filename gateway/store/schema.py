@@ -162,6 +162,16 @@ CREATE TRIGGER paired_users_deleted AFTER DELETE ON paired_users BEGIN
 END;
 """
 
+# 10: the model each chat chose with /model (docs/design.md#model-choice), kept apart from
+# its sessions so the choice outlives /new and restarts; no row: the configured model.
+_V10 = """
+CREATE TABLE chat_models (
+    session_key TEXT PRIMARY KEY,
+    choice TEXT NOT NULL,
+    chosen_at DOUBLE PRECISION NOT NULL
+);
+"""
+
 #: A migration is a script, or a coroutine function run inside the migration's transaction.
 Migration = str | Callable[[aiosqlite.Connection], Awaitable[None]]
 
@@ -172,5 +182,6 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (4, _V4),
     (5, _V5),
     (6, _V6),
+    (10, _V10),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

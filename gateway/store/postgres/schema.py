@@ -137,5 +137,14 @@ CREATE TRIGGER paired_users_changed AFTER INSERT OR UPDATE OR DELETE ON paired_u
     FOR EACH STATEMENT EXECUTE FUNCTION nightowl_pairing_revision();
 """
 
-MIGRATIONS: list[tuple[int, str]] = [(6, _BASE)]
+# 10: the model each chat chose with /model (docs/design.md#model-choice), as on SQLite.
+_V10 = """
+CREATE TABLE chat_models (
+    session_key TEXT PRIMARY KEY,
+    choice TEXT NOT NULL,
+    chosen_at DOUBLE PRECISION NOT NULL
+);
+"""
+
+MIGRATIONS: list[tuple[int, str]] = [(6, _BASE), (10, _V10)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

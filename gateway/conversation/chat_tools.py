@@ -1,0 +1,91 @@
+"""Which chats are offered which MCP servers' tools, and ``/tools`` (docs/design.md#mcp-tools).
+
+``chats: private`` (the default) offers a server's tools in private chats only — a tool
+with side effects in a group is the operator's choice; ``groups`` in groups only,
+``all`` everywhere, or a list of session keys (docs/design.md#session-keys). Whether a
+chat is private is read from its session key, failing closed: a key this module cannot
+place is a group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from gateway.config.schema import Config
+
+
+class ServerStatus(Protocol):
+    """What /tools says about a server (``agent.mcp.McpConnection`` is one)."""
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def last_error(self) -> str: ...
+
+
+def is_private_chat(session_key: str) -> bool:
+    """A private chat by its key: the console, a Discord DM, a Telegram chat with a user
+    (Telegram gives users positive ids; groups and channels negative ones)."""
+    platform, _, rest = session_key.partition(":")
+    if platform == "console":
+        return True
+    if platform == "discord":
+        return rest.startswith("dm:")
+    if platform == "telegram":
+        chat = rest.split(":", 1)[0]
+        return chat.isdigit()
+    return False
+
+
+def offered_servers(config: Config, session_key: str) -> list[str]:
+    """The enabled MCP servers whose tools this chat is offered, in the config's order."""
+    private = is_private_chat(session_key)
+    offered = []
+    for name, server in config.tools.mcp_servers.items():
+        chats = server.chats
+        if not server.enabled:
+            continue
+        if isinstance(chats, tuple):
+            allowed = session_key in chats
+        else:
+            allowed = chats == "all" or (chats == "private") == private
+        if allowed:
+            offered.append(name)
+    return offered
+
+
+def describe_tools(
+    schemas: Sequence[Mapping[str, Any]],
+    servers: Mapping[str, ServerStatus],
+) -> str:
+    """``/tools``: the built-in tools, then each offered server with its state and tools."""
+    own: list[str] = []
+    by_server: dict[str, list[str]] = {name: [] for name in servers}
+    for schema in schemas:
+        function = schema.get("function", schema)
+        name = str(function.get("name", ""))
+        server, separator, _ = name.partition("__")
+        if separator and server in by_server:
+            by_server[server].append(name)
+        else:
+            own.append(f"• {name} — {_first_sentence(str(function.get('description', '')))}")
+    lines = ["Tools in this chat:", *own]
+    for server, names in by_server.items():
+        status = servers[server]
+        state = status.state
+        if state != "up" and status.last_error:
+            state += f": {status.last_error}"
+        lines.append(f"• {server} ({state}): {_names(names)}")
+    return "\n".join(lines)
+
+
+def _names(names: Iterable[str]) -> str:
+    listed = list(names)
+    return ", ".join(listed) if listed else "no tools listed yet"
+
+
+def _first_sentence(text: str, limit: int = 90) -> str:
+    sentence = text.strip().split(". ", 1)[0].rstrip(".")
+    return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"

@@ -1,0 +1,129 @@
+"""Per-chat model choice: ``/model`` shows the chat's model and the choices, ``/model NAME``
+switches it (docs/design.md#model-choice).
+
+The choice is kept in the store, apart from the chat's sessions, so it outlives ``/new``
+and restarts. A switch runs in the session's lane (never beside a turn): the choice is
+stored, the session's runtime is dropped so the next one is built for the new model
+(its provider, its window, its output limit) — and when the conversation is now over
+the new window's threshold, it is compressed right away, by the new model (or the
+summary model), before any request could go to it. The request view fits every prompt
+to the window in any case (docs/design.md#request-view): a failed summary never turns
+into an overflow, and nothing is deleted.
+"""
+
+from __future__ import annotations
+
+from agent.model_metadata import ContextLengthResolver
+from agent.providers import Provider
+from gateway.config.models import DEFAULT_CHOICE, ModelChoice
+from gateway.conversation.hygiene import measure_tokens
+from gateway.conversation.lanes import Lanes
+from gateway.conversation.sessions import SessionRegistry
+from gateway.store import ConversationStore
+
+
+class ModelChoices:
+    """The models a chat may use, their providers and their windows now."""
+
+    def __init__(
+        self,
+        choices: dict[str, ModelChoice],
+        providers: dict[str, Provider],
+        windows: ContextLengthResolver,
+    ) -> None:
+        self.choices = choices
+        #: By choice: the configured model's provider under ``default``.
+        self.providers = providers
+        self.windows = windows
+
+    def get(self, key: str | None) -> ModelChoice:
+        """The choice named ``key``; the configured model for None or a name no longer
+        in the config (a chat keeps working when its model is taken out)."""
+        return self.choices.get(key or DEFAULT_CHOICE) or self.choices[DEFAULT_CHOICE]
+
+    def find(self, name: str) -> ModelChoice | None:
+        """What ``/model NAME`` means: a choice's name, or its model's (any case)."""
+        wanted = name.strip().lower()
+        for choice in self.choices.values():
+            if wanted in (choice.key.lower(), choice.route.name.lower()):
+                return choice
+        return None
+
+    def provider(self, choice: ModelChoice) -> Provider:
+        return self.providers[choice.key]
+
+    def window(self, choice: ModelChoice) -> int:
+        """The model's window now (docs/design.md#window-resolution)."""
+        route = choice.route
+        return self.windows.resolve(
+            route.name, route.provider, route.base_url, override=choice.context_length
+        )
+
+    def describe(self, choice: ModelChoice) -> str:
+        return f"{choice.route.name} via {choice.route.provider}, {self.window(choice):,} tokens"
+
+
+class ModelCommand:
+    """``/model`` and ``/model NAME`` for one gateway."""
+
+    def __init__(
+        self,
+        choices: ModelChoices,
+        store: ConversationStore,
+        sessions: SessionRegistry,
+        lanes: Lanes,
+    ) -> None:
+        self.choices = choices
+        self.store = store
+        self.sessions = sessions
+        self.lanes = lanes
+
+    async def show(self, key: str) -> str:
+        current = self.choices.get(await self.store.chat_model(key))
+        lines = [f"This chat uses {current.key}: {self.choices.describe(current)}."]
+        if len(self.choices.choices) == 1:
+            lines.append("No other models are configured (models: in config.yaml).")
+            return "\n".join(lines)
+        lines.append("Choices:")
+        for choice in self.choices.choices.values():
+            mark = " ← this chat" if choice.key == current.key else ""
+            lines.append(f"• {choice.key} — {self.choices.describe(choice)}{mark}")
+        lines.append("Switch with /model NAME.")
+        return "\n".join(lines)
+
+    async def switch(self, key: str, name: str) -> str:
+        """Switch the chat to ``name``, in its lane; what to tell the user."""
+        choice = self.choices.find(name)
+        if choice is None:
+            names = ", ".join(self.choices.choices)
+            return f"There is no model called {name!r} here. Choices: {names}."
+
+        async def job() -> str:
+            stored = None if choice.key == DEFAULT_CHOICE else choice.key
+            await self.store.choose_model(key, stored, choice.route.name)
+            self.sessions.drop(key)  # the next runtime is built for the new model
+            text = f"This chat now uses {choice.key}: {self.choices.describe(choice)}."
+            return text + await self._fit(key)
+
+        return await self.lanes.submit(key, job)
+
+    async def _fit(self, key: str) -> str:
+        """Compress now when the conversation is over the new window's threshold."""
+        runtime = await self.sessions.existing(key)
+        if runtime is None:
+            return ""
+        transcript = await self.sessions.transcript(runtime)
+        tokens = measure_tokens(runtime, transcript, None).tokens
+        engine = runtime.engine
+        if len(transcript.messages) < 4 or tokens < engine.threshold_tokens:
+            return ""
+        result = await transcript.compress(trigger_source="model_switch")
+        if result.committed:
+            return (
+                f" The conversation was summarized to fit its window: {result.tokens_before:,}"
+                f" → {result.tokens_after:,} tokens; older messages are archived and searchable."
+            )
+        return (
+            " The conversation is bigger than this model's window; I'll summarize it before "
+            "the next answer (every message stays archived)."
+        )

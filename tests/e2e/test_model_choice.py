@@ -1,0 +1,116 @@
+"""Per-chat model choice (docs/design.md#model-choice): /model shows and switches, the
+choice survives restarts and /new, and a smaller window is made to fit before any
+request reaches it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.db import stored_messages
+from tests.fakes.llm_server import FakeLLM, Recorded
+from tests.harness import (
+    HeldAnswers,
+    RecordingAdapter,
+    is_summary_request,
+    make_config,
+    running_gateway,
+    summarizing,
+    turns_done,
+)
+
+SMALL = 8_192
+
+
+def models(**small: object) -> dict[str, object]:
+    return {"small": {"name": "small-model", "context_length": SMALL, **small}}
+
+
+async def test_the_choice_survives_a_restart_and_new(tmp_path: Path) -> None:
+    async with FakeLLM() as llm:
+        config = make_config(tmp_path, llm, models=models())
+        adapter = RecordingAdapter()
+        async with running_gateway(config, adapter):
+            await adapter.say("/model")
+            shown = (await adapter.wait_sent(1))[-1]
+            assert "This chat uses default: fake-model" in shown
+            assert "• small — small-model via openai, 8,192 tokens" in shown
+            await adapter.say("/model small")
+            assert (await adapter.wait_sent(2))[-1].startswith("This chat now uses small")
+            await adapter.say("hi")
+            await adapter.wait_sent(3)
+        assert llm.requests[-1].body["model"] == "small-model"
+
+        adapter = RecordingAdapter()
+        async with running_gateway(config, adapter):
+            await adapter.say("still there?")
+            await adapter.wait_sent(1)
+            assert llm.requests[-1].body["model"] == "small-model"
+            await adapter.say("/new")
+            await adapter.wait_sent(2)
+            await adapter.say("fresh start")
+            await adapter.wait_sent(3)
+            assert llm.requests[-1].body["model"] == "small-model"
+            await adapter.say("/model default")
+            await adapter.wait_sent(4)
+            await adapter.say("back")
+            await adapter.wait_sent(5)
+        assert llm.requests[-1].body["model"] == "fake-model"
+
+
+async def test_only_allowed_users_switch_a_group(tmp_path: Path) -> None:
+    async with FakeLLM() as llm:
+        telegram = {
+            "enabled": True,
+            "token": "t",
+            "allowed_users": ["boss"],
+            "allowed_chats": ["-100"],
+            "group_members": "all",
+        }
+        config = make_config(tmp_path, llm, models=models(), platforms={"telegram": telegram})
+        adapter = RecordingAdapter("telegram")
+        group = {"chat_id": "-100", "chat_type": "group", "addressed": True}
+        async with running_gateway(config, adapter):
+            await adapter.say("/model small", user_id="member", **group)
+            assert "Only an owner" in (await adapter.wait_sent(1))[-1]
+            await adapter.say("/model", user_id="member", **group)  # looking is fine
+            assert "This chat uses default" in (await adapter.wait_sent(2))[-1]
+            await adapter.say("/model small", user_id="boss", **group)
+            assert "now uses small" in (await adapter.wait_sent(3))[-1]
+
+
+async def test_a_smaller_window_is_made_to_fit_before_the_next_request(tmp_path: Path) -> None:
+    held = HeldAnswers(matching=lambda request: request.last_user_text == "start")
+    async with FakeLLM(responder=summarizing(held.respond)) as llm:
+        config = make_config(
+            tmp_path,
+            llm,
+            model={"context_length": 128_000},
+            models=models(max_output_tokens=1024),
+        )
+        adapter = RecordingAdapter()
+        async with running_gateway(config, adapter) as gateway:
+            await adapter.say("start")
+            await held.wait_held()
+            for n in range(59):  # ~60K tokens, answered together in the next turn
+                await adapter.say(f"fact: item {n} " + "words " * 660)
+            held.release()
+            await adapter.wait_sent(2)
+            await turns_done(gateway)
+            assert max(r.prompt_tokens for r in llm.requests) > 55_000
+            before = len(llm.requests)
+            llm.context_window = SMALL  # from now on the server refuses what passes 8K
+
+            await adapter.say("/model small")
+            answer = (await adapter.wait_sent(3))[-1]
+            assert "now uses small" in answer and "summarized to fit" in answer
+            await adapter.say("what do you know?")
+            assert (await adapter.wait_sent(4))[-1].startswith("ok")
+        after: list[Recorded] = llm.requests[before:]
+        summaries = [r for r in after if is_summary_request(r)]
+        assert summaries and all(r.body["model"] == "small-model" for r in summaries)
+        assert after[-1].body["model"] == "small-model"  # the answer
+        small = [r for r in after if r.body["model"] == "small-model"]
+        assert all(r.prompt_tokens + r.max_tokens <= SMALL for r in small)  # never over
+        assert not any("too long" in text for text in adapter.texts())
+        users = [content for content, _, _ in stored_messages(tmp_path, "user")]
+        assert all(any(f"fact: item {n} " in c for c in users) for n in range(59))  # kept
