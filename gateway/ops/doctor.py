@@ -34,6 +34,7 @@ from gateway.config.schema import (
     resolve_api_key,
 )
 from gateway.logs import CHAT_LOG_NAME, config_secrets, redact, setup_logging
+from gateway.ops.mcp_check import check_mcp_servers
 from gateway.ops.reachability import Check, check_discord, check_providers, check_telegram
 from gateway.store.datadir_lock import lock_holder
 from gateway.store.errors import diagnose, write_problem
@@ -83,6 +84,8 @@ async def run_doctor(
     report.add(describe_config(config))
     report.add(check_secrets(config))
     for check in await check_providers(config, timeout):
+        report.add(check)
+    for check in await check_mcp_servers(config, timeout):
         report.add(check)
     if config.platforms.telegram.enabled:
         report.add(await check_telegram(config, timeout))

@@ -4,6 +4,7 @@ SDK (tests/fakes/mcp_server.py) over stdio and HTTP, the real gateway, the fake 
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import signal
 import sys
@@ -12,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from gateway.ops.doctor import run_doctor
 from tests.child_process import Spawn, clean_env
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.fakes.mcp_server import serving_http
@@ -197,3 +199,23 @@ def _exit_of(pid: int) -> asyncio.Future[None]:
 
     loop.add_reader(descriptor, exited)
     return done
+
+
+async def test_doctor_lists_each_server_with_its_tools(tmp_path: Path) -> None:
+    async with FakeLLM() as llm:
+        servers = {"notes": stdio(), "broken": {"command": [str(tmp_path / "missing")]}}
+        raw = {
+            "data_dir": str(tmp_path / "data"),
+            "model": {"base_url": llm.openai_base_url, "name": "fake-model", "api_key": "k"},
+            "tools": {"mcp_servers": servers},
+        }
+        config = tmp_path / "config.yaml"
+        config.write_text(yaml.safe_dump(raw))
+        config.chmod(0o600)
+        out = io.StringIO()
+        code = await run_doctor(str(config), timeout=CEILING / 2, out=out)
+    lines = out.getvalue().splitlines()
+    notes = next(entry for entry in lines if "mcp notes:" in entry)
+    assert notes.startswith("✓") and "7 tool(s): notes__echo, notes__big" in notes
+    broken = next(entry for entry in lines if "mcp broken:" in entry)
+    assert broken.startswith("✗") and code == 1
