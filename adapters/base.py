@@ -112,6 +112,16 @@ class DeliveryError(NightowlError):
 InboundSink = Callable[[InboundMessage], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class AdapterStatus:
+    """What an operator sees of a platform's connection (the gateway's dashboard)."""
+
+    #: Connected and receiving; None when the adapter cannot tell.
+    connected: bool | None
+    #: How it receives: "polling", "webhook", "gateway, 1 shard", "terminal"...
+    mode: str = ""
+
+
 class ReplyStream(ABC):
     """A reply shown while it is being written (one message edited in place)."""
 
@@ -155,3 +165,7 @@ class Adapter(ABC):
     def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
         """A live reply for ``target``'s chat, or None when the adapter does not stream."""
         return None
+
+    def status(self) -> AdapterStatus:
+        """Whether the platform is connected now, and how it receives."""
+        return AdapterStatus(connected=None)

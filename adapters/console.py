@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import TextIO
 
-from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
+from adapters.base import Adapter, AdapterStatus, InboundMessage, InboundSink, OutboundMessage
 from adapters.terminal_lines import TerminalLines
 
 log = logging.getLogger(__name__)
@@ -206,6 +206,9 @@ class ConsoleAdapter(Adapter):
         """Give the terminal its own line editing back (also safe from a signal handler)."""
         if self._terminal is not None:
             self._terminal.restore()
+
+    def status(self) -> AdapterStatus:
+        return AdapterStatus(connected=not self.closed.is_set(), mode="terminal")
 
     async def send(self, message: OutboundMessage) -> list[str]:
         self._stdout.write(f"{REPLY_PREFIX}{terminal_safe(message.text)}\n")

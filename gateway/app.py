@@ -38,7 +38,9 @@ from gateway.conversation.router import Router
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.turns import TurnRunner
+from gateway.dashboard import Dashboard
 from gateway.events import EventBus, load_hook
+from gateway.provider_events import ReportedProvider, for_summaries
 from gateway.scheduling.scheduler import Scheduler
 from gateway.store import SessionRecord, SQLiteStore
 
@@ -139,7 +141,11 @@ class Gateway:
             access=Access(config, self.pairing),
             pairing=self.pairing,
         )
-        self._engine_factory = build_engine_factory(config, self.engine_choice, self.providers)
+        self._engine_factory = build_engine_factory(
+            config, self.engine_choice, for_summaries(self.providers, self.events)
+        )
+        # The operator's dashboard and /metrics (docs/design.md#dashboard), when enabled.
+        self.dashboard = Dashboard(self) if config.dashboard.enabled else None
 
     # -- wiring ---------------------------------------------------------------------------
 
@@ -160,7 +166,7 @@ class Gateway:
         provider = self.models.provider(choice)
         engine = self._engine_factory(
             self.models.window(choice),
-            provider,
+            ReportedProvider(provider, "summary", self.events),
             choice.max_output_tokens,
         )
         # schedule_message is bound to this session's chat, so each session gets its own box.
@@ -170,7 +176,7 @@ class Gateway:
             self._mcp_tools(record.session_key, vision=choice.vision),
         )
         agent = Agent(
-            provider,
+            ReportedProvider(provider, "chat", self.events),
             engine,
             toolbox,
             max_iterations=self.config.agent.max_iterations,
@@ -233,6 +239,8 @@ class Gateway:
         for adapter in self.adapters.values():
             await adapter.start(self.router.receive)
         await self.scheduler.start()  # after the adapters: overdue reminders go out at once
+        if self.dashboard is not None:
+            await self.dashboard.start()
         self.events.emit("gateway:start", {"platforms": sorted(self.adapters)})
         for key in await self.store.conversation.session_keys_with_inbox():
             self.lanes.notify(key)  # messages stored before a restart get their turn now
@@ -251,6 +259,8 @@ class Gateway:
 
     async def stop(self, drain_seconds: float = 30.0) -> None:
         """Stop taking updates, let turns in flight finish (bounded), close everything."""
+        if self.dashboard is not None:  # no new actions from the dashboard while draining
+            await self.dashboard.stop()
         for adapter in self.adapters.values():
             await _quietly(adapter.stop_receiving(), f"pausing {adapter.platform}")
         await self.scheduler.stop()

@@ -25,10 +25,12 @@ EVENTS = frozenset(
         "session:start",
         "session:reset",
         "session:compress",
+        "session:compress_failed",
         "message:received",
         "message:sent",
         "agent:turn_end",
         "agent:error",
+        "llm:request",
     }
 )
 

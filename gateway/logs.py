@@ -124,6 +124,8 @@ def config_secrets(config: Config) -> list[str]:
         config.platforms.telegram.token or "",
         config.platforms.discord.token or "",
         (webhook.secret_token if webhook else None) or "",
+        config.dashboard.token or "",
+        config.dashboard.metrics_token or "",
     ]
     return [v for v in values if v and v != NO_KEY_NEEDED]
 

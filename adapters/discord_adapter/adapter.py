@@ -24,6 +24,7 @@ from adapters.discord_adapter.inbound import (
 from adapters.discord_adapter.outbound import NETWORK_ERRORS, NO_PINGS, PLATFORM
 from adapters.discord_adapter.recent import RecentKeys
 from adapters.discord_adapter.settings import DiscordSettings
+from adapters.discord_adapter.status import AdapterStatus, client_status
 
 log = logging.getLogger(__name__)
 
@@ -329,6 +330,9 @@ class DiscordAdapter(Adapter):
         await self._deliver_in_order(inbound.chat_id, _already(inbound))
 
     # ---- outbound ----------------------------------------------------------------------
+
+    def status(self) -> AdapterStatus:
+        return client_status(self._client)
 
     async def send(self, message: OutboundMessage) -> list[str]:
         """Post a reply (split, pings disabled); through the interaction when it answers one.

@@ -11,7 +11,14 @@ from telegram import Bot
 from telegram.error import TelegramError
 from telegram.request import BaseRequest, HTTPXRequest
 
-from adapters.base import Adapter, DeliveryError, InboundSink, OutboundMessage, ReplyStream
+from adapters.base import (
+    Adapter,
+    AdapterStatus,
+    DeliveryError,
+    InboundSink,
+    OutboundMessage,
+    ReplyStream,
+)
 from adapters.telegram.calls import ApiCaller, redact
 from adapters.telegram.delivery import Sender
 from adapters.telegram.inbound import BotIdentity, UpdateConverter
@@ -110,6 +117,13 @@ class TelegramAdapter(Adapter):
         if not self.settings.stream:
             return None
         return TelegramReplyStream(self._running_sender(), target)
+
+    def status(self) -> AdapterStatus:
+        if self._webhook is not None:
+            return AdapterStatus(connected=True, mode="webhook")
+        if self._poller is not None:
+            return AdapterStatus(connected=self._poller.healthy, mode="polling")
+        return AdapterStatus(connected=False, mode="stopped")
 
     def _running_sender(self) -> Sender:
         if self._sender is None:

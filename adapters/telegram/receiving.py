@@ -159,6 +159,12 @@ class UpdatePoller:
         self._last_success = time.monotonic()
         self.rebuilds = 0
 
+    @property
+    def healthy(self) -> bool:
+        """A getUpdates succeeded lately (what the watchdog checks before a rebuild)."""
+        silent_for = time.monotonic() - self._last_success
+        return silent_for <= self._settings.health_timeout_seconds
+
     async def start(self) -> None:
         self._stopping = False
         self._start_loop()

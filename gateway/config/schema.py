@@ -18,6 +18,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.config.models import AlternativeModelConfig, check_models
+from gateway.config.dashboard import DashboardConfig
 from gateway.config.routes import KEY_VARIABLES, ModelRoute, same_endpoint
 from gateway.config.routes import NO_KEY_NEEDED as NO_KEY_NEEDED
 from gateway.config.routes import resolve_api_key as resolve_api_key
@@ -230,6 +231,7 @@ class Config:
     hooks: tuple[HookConfig, ...] = ()
     agent: AgentConfig = field(default_factory=AgentConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    dashboard: DashboardConfig = field(default_factory=DashboardConfig)
     models: dict[str, AlternativeModelConfig] = field(default_factory=dict)  # /model
     tools: ToolsConfig = field(default_factory=ToolsConfig)  # MCP servers
     #: Where the config came from (None: built-in defaults only). Not a YAML key.

@@ -23,7 +23,9 @@ from gateway.conversation.hygiene import measure_tokens
 from gateway.conversation.lanes import Lanes
 from gateway.conversation.pairing import Pairing
 from gateway.conversation.router import LATER, Answer, session_key
+from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
+from gateway.conversation.transcript import SessionTranscript
 from gateway.store import ConversationStore
 
 if TYPE_CHECKING:
@@ -204,20 +206,7 @@ class Commands:
         if runtime is None:
             return "No conversation yet."
         transcript = await self.sessions.transcript(runtime)
-        parts = {"system": 0, "tools": 0, "summary": 0, "conversation": 0}
-        summary_text = None
-        caps = row_caps(transcript.messages, runtime.agent.window)
-        for message, cap in zip(transcript.messages, caps, strict=True):
-            content = message.get("content")
-            tokens = min(transcript.count(message), cap)  # as a request shows it
-            if message.get("role") == "system":
-                parts["system"] += tokens
-            elif isinstance(content, str) and content.startswith(SUMMARY_PREFIX):
-                parts["summary"] += tokens
-                summary_text = content
-            else:
-                parts["conversation"] += tokens
-        parts["tools"] = estimate_json_tokens_rough(runtime.agent.tool_schemas())
+        parts, summary_text = context_breakdown(runtime, transcript)
         window = runtime.engine.context_length
         lines = [f"Context window: {window:,} tokens"]
         for name, tokens in parts.items():
@@ -243,6 +232,28 @@ class Commands:
             f"({u.cache_read_tokens:,} read from cache, {u.cache_write_tokens:,} written to it) · "
             f"{u.completion_tokens:,} tokens out"
         )
+
+
+def context_breakdown(
+    runtime: SessionRuntime, transcript: SessionTranscript
+) -> tuple[dict[str, int], str | None]:
+    """Tokens per part of the context (system, tools, summary, conversation), counted as
+    a request shows them, and the current summary's text (``/context``, the dashboard)."""
+    parts = {"system": 0, "tools": 0, "summary": 0, "conversation": 0}
+    summary_text = None
+    caps = row_caps(transcript.messages, runtime.agent.window)
+    for message, cap in zip(transcript.messages, caps, strict=True):
+        content = message.get("content")
+        tokens = min(transcript.count(message), cap)  # as a request shows it
+        if message.get("role") == "system":
+            parts["system"] += tokens
+        elif isinstance(content, str) and content.startswith(SUMMARY_PREFIX):
+            parts["summary"] += tokens
+            summary_text = content
+        else:
+            parts["conversation"] += tokens
+    parts["tools"] = estimate_json_tokens_rough(runtime.agent.tool_schemas())
+    return parts, summary_text
 
 
 def bar(tokens: int, window: int, width: int = 20) -> str:

@@ -25,6 +25,7 @@ from gateway.events import EventBus
 from gateway.store import (
     AnchorRecord,
     Compaction,
+    CompactionMark,
     ConversationStore,
     InboxEntry,
     NewMessage,
@@ -96,6 +97,7 @@ class SessionTranscript:
                 originals=[self.row(m) for m in original[self._persisted :]],
                 absorbed_inbox=self._inbox_ids,
                 engine_state=self.runtime.engine.export_state(),
+                mark=compaction_mark(result),
             )
             self.runtime.record = child
             self.runtime.engine.on_session_start(child.id)
@@ -148,6 +150,7 @@ class SessionTranscript:
             originals=originals,
             absorbed_inbox=self._inbox_ids,
             engine_state=self.runtime.engine.export_state(),
+            mark=compaction_mark(result),
         )
 
     async def save_engine_state(self, state: dict[str, Any]) -> None:
@@ -169,6 +172,8 @@ class SessionTranscript:
         if result.committed:
             await self.commit_compaction(result, self.messages)
             self.runtime.hygiene_notice_sent = False
+        else:
+            report_failed_compression(self.events, self.runtime, result)
         return result
 
     async def search(self, query: str, limit: int) -> list[SearchResult]:
@@ -278,6 +283,37 @@ class SessionTranscript:
             anchor.fingerprint,
             anchor.route,
         )
+
+
+def compaction_mark(result: CompressionResult) -> CompactionMark:
+    """What the store keeps beside a compaction for the dashboard (docs/design.md#dashboard)."""
+    return CompactionMark(
+        trigger_source=result.trigger_source,
+        method=result.method,
+        tokens_before=result.tokens_before,
+        tokens_after=result.tokens_after,
+        messages_before=result.messages_before,
+        messages_after=result.messages_after,
+    )
+
+
+def report_failed_compression(
+    events: EventBus, runtime: SessionRuntime, result: CompressionResult
+) -> None:
+    """``session:compress_failed`` for an attempt that was aborted or failed (a summary
+    call that did not come back; skipped and blocked attempts are not failures)."""
+    if result.commit_status not in ("aborted", "failed"):
+        return
+    events.emit(
+        "session:compress_failed",
+        {
+            "session_id": runtime.id,
+            "session_key": runtime.key,
+            "trigger_source": result.trigger_source,
+            "commit_status": result.commit_status,
+            "failure_class": result.failure_class or "",
+        },
+    )
 
 
 def kept_positions(

@@ -21,7 +21,7 @@ from agent.usage_anchor import UsageAnchor
 from gateway.conversation.hygiene import HygieneOutcome
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
-from gateway.conversation.transcript import SessionTranscript
+from gateway.conversation.transcript import SessionTranscript, report_failed_compression
 from gateway.events import EventBus
 from gateway.store import ConversationStore, InboxEntry, SessionOrigin
 
@@ -104,6 +104,8 @@ class TurnRunner:
             raise
         ids = await transcript.commit_turn(result, reply_pending=result.reply is not None)
         runtime.turns += 1
+        for attempt in result.compressions:  # the agent's own, in its loop
+            report_failed_compression(self.events, runtime, attempt)
         if (
             result.anchor is not None
         ):  # the context's size now, reply included (docs/design.md#token-source)

@@ -93,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     add_pairing_parser(commands, common)
     add_service_parser(commands, common)
     add_replay_parser(commands, common)
+    add_dashboard_parser(commands, common)
     return parser
 
 
@@ -242,6 +243,19 @@ def cmd_replay(config: Config, args: argparse.Namespace) -> int:
     if not args.verbose:
         logging.getLogger().setLevel(max(logging.WARNING, logging.getLogger().level))
     return asyncio.run(run_replay_command(config, args))
+
+
+def add_dashboard_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    url = commands.add_parser(
+        "dashboard-url", parents=[common], help="print the link that logs in to the dashboard"
+    )
+    url.set_defaults(handler=cmd_dashboard_url)
+
+
+def cmd_dashboard_url(config: Config, args: argparse.Namespace) -> int:
+    from gateway.dashboard.url import run_dashboard_url
+
+    return run_dashboard_url(config)
 
 
 def _require_llm_key(config: Config) -> bool:

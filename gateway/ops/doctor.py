@@ -33,6 +33,7 @@ from gateway.config.schema import (
     missing_llm_key_message,
     resolve_api_key,
 )
+from gateway.dashboard.token import DASHBOARD_TOKEN_FILE
 from gateway.logs import CHAT_LOG_NAME, config_secrets, redact, setup_logging
 from gateway.ops.mcp_check import check_mcp_servers
 from gateway.ops.reachability import Check, check_discord, check_providers, check_telegram
@@ -224,6 +225,7 @@ def private_files(config: Config) -> list[Path]:
 _DATA_FILES = (
     CACHE_FILE_NAME,  # which models and endpoints this install talks to
     WEBHOOK_SECRET_FILE,  # whoever reads it can post updates as any user
+    DASHBOARD_TOKEN_FILE,  # whoever reads it can log in to the dashboard
     CHAT_LOG_NAME,  # names sessions, may quote what went wrong
     CHAT_LOG_NAME + ".1",
 )

@@ -19,6 +19,7 @@ from gateway.store.connection import SEEN_KEYS_SECONDS
 from gateway.store.errors import DataDirInUse, SessionEnded, StoreError
 from gateway.store.protocols import (
     ConversationStore,
+    DashboardStore,
     OperatorStore,
     PairingStore,
     SchedulingStore,
@@ -29,6 +30,7 @@ from gateway.store.records import (
     AnchorRecord,
     ApprovedUser,
     Compaction,
+    CompactionMark,
     DatabaseReport,
     IdleSession,
     InboxEntry,
@@ -52,7 +54,9 @@ __all__ = [
     "AnchorRecord",
     "ApprovedUser",
     "Compaction",
+    "CompactionMark",
     "ConversationStore",
+    "DashboardStore",
     "DataDirInUse",
     "DatabaseReport",
     "IdleSession",

@@ -11,12 +11,14 @@ from typing import Any
 from agent.compression.markers import SUMMARY_PREFIX
 from gateway.store.chat_models import SQLiteChatModels
 from gateway.store.connection import new_session_id
+from gateway.store.dashboard import record_compaction, record_turn
 from gateway.store.dialect import Database
 from gateway.store.errors import SessionEnded
 from gateway.store.records import (
     KEEP,
     AnchorRecord,
     Compaction,
+    CompactionMark,
     InboxEntry,
     Keep,
     NewMessage,
@@ -256,6 +258,7 @@ class SQLiteConversation(SQLiteChatModels):
                         session_id,
                     ),
                 )
+                await record_turn(db, session_id, now, anchor, usage)  # docs/design.md#dashboard
             await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
         return ids
 
@@ -288,6 +291,7 @@ class SQLiteConversation(SQLiteChatModels):
             )
             if compaction.engine_state is not None:
                 await save_engine_state(db, session_id, compaction.engine_state)
+            await record_compaction(db, session_id, now, compaction.mark)
         self._active_cache.pop(session_id, None)
         return ids
 
@@ -299,6 +303,7 @@ class SQLiteConversation(SQLiteChatModels):
         originals: Sequence[NewMessage] = (),
         absorbed_inbox: Sequence[int] = (),
         engine_state: dict[str, Any] | None = None,
+        mark: CompactionMark | None = None,
     ) -> tuple[SessionRecord, list[int]]:
         """Legacy compaction (docs/design.md#rotation): a child session carries ``compacted`` forward.
 
@@ -334,6 +339,7 @@ class SQLiteConversation(SQLiteChatModels):
             )
             ids = await insert_messages(db, self.sql, child_id, compacted, now)
             await mark_inbox_in_history(db, absorbed_inbox)
+            await record_compaction(db, child_id, now, mark)
         child = await self.get_session(child_id)
         assert child is not None
         return child, ids

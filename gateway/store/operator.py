@@ -79,6 +79,8 @@ class SQLiteOperator:
             marks = ",".join("?" * len(ids))
             cursor = await db.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", ids)
             deleted = cursor.rowcount
+            for table in ("turn_stats", "compactions"):  # the dashboard's records of it
+                await db.execute(f"DELETE FROM {table} WHERE session_id IN ({marks})", ids)
             await db.execute(
                 "UPDATE sessions SET parent_session_id = NULL"
                 f" WHERE parent_session_id IN ({marks})",

@@ -20,10 +20,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, Self
 
+from gateway.store.dashboard_records import CompactionRecord, SessionOverview, Totals, TurnStat
 from gateway.store.records import (
     AnchorRecord,
     ApprovedUser,
     Compaction,
+    CompactionMark,
     DatabaseReport,
     IdleSession,
     InboxEntry,
@@ -132,6 +134,7 @@ class ConversationStore(Protocol):
         originals: Sequence[NewMessage] = (),
         absorbed_inbox: Sequence[int] = (),
         engine_state: dict[str, Any] | None = None,
+        mark: CompactionMark | None = None,
     ) -> tuple[SessionRecord, list[int]]:
         """Legacy compaction: a child session carries ``compacted`` forward (docs/design.md#rotation)."""
         ...
@@ -237,6 +240,31 @@ class PairingStore(Protocol):
         ...
 
 
+class DashboardStore(Protocol):
+    """What the operator's dashboard reads (docs/design.md#dashboard); it writes nothing.
+    A conversation here is a session with the ones it was rotated from."""
+
+    async def sessions(self) -> list[SessionOverview]:
+        """Every current session, most recently active first."""
+        ...
+
+    async def turn_history(self, session_id: str, limit: int = 2000) -> list[TurnStat]:
+        """The conversation's last ``limit`` turns, oldest first."""
+        ...
+
+    async def compactions(self, session_id: str, since: float = 0.0) -> list[CompactionRecord]: ...
+
+    async def messages(
+        self, session_id: str, *, before: int | None = None, limit: int = 100
+    ) -> list[StoredMessage]:
+        """The ``limit`` newest rows before row ``before``, archived ones included."""
+        ...
+
+    async def totals(self, since: float) -> Totals:
+        """Turns, tokens, compactions since ``since``; what waits now."""
+        ...
+
+
 class Store(Protocol):
     """A backend: opened once, then each part of the gateway gets its view."""
 
@@ -244,6 +272,7 @@ class Store(Protocol):
     scheduling: SchedulingStore
     operator: OperatorStore
     pairing: PairingStore
+    dashboard: DashboardStore
 
     async def open(self) -> Self: ...
 

@@ -60,6 +60,19 @@ class NewMessage:
 
 
 @dataclass(frozen=True)
+class CompactionMark:
+    """What a compaction did, kept beside it for the dashboard's chart
+    (docs/design.md#dashboard): what triggered it, how, and the sizes before and after."""
+
+    trigger_source: str
+    method: str
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+
+
+@dataclass(frozen=True)
 class Compaction:
     """A compaction to commit in one transaction (docs/design.md#compaction-commit).
 
@@ -75,6 +88,8 @@ class Compaction:
     originals: Sequence[NewMessage] = ()
     absorbed_inbox: Sequence[int] = ()
     engine_state: dict[str, Any] | None = None
+    #: Recorded in the same transaction (the ``compactions`` table), when given.
+    mark: CompactionMark | None = None
 
 
 class StoredMessage(NamedTuple):

@@ -172,6 +172,35 @@ CREATE TABLE chat_models (
 );
 """
 
+# 9: what the operator's dashboard charts (docs/design.md#dashboard): one row per turn
+# (the prompt size the model last saw, the turn's usage), written in the turn's own
+# commit, and one per compaction (trigger, tokens before and after), written in the
+# compaction's. The same script on PostgreSQL (gateway/store/postgres/schema.py).
+DASHBOARD_TABLES = """
+CREATE TABLE turn_stats (
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    at DOUBLE PRECISION NOT NULL,
+    prompt_tokens BIGINT,
+    usage_prompt BIGINT NOT NULL DEFAULT 0,
+    usage_completion BIGINT NOT NULL DEFAULT 0,
+    usage_cache_read BIGINT NOT NULL DEFAULT 0,
+    requests INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX turn_stats_session ON turn_stats(session_id, at);
+CREATE INDEX turn_stats_at ON turn_stats(at);
+CREATE TABLE compactions (
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    at DOUBLE PRECISION NOT NULL,
+    trigger_source TEXT NOT NULL,
+    method TEXT NOT NULL,
+    tokens_before BIGINT NOT NULL,
+    tokens_after BIGINT NOT NULL,
+    messages_before INTEGER NOT NULL,
+    messages_after INTEGER NOT NULL
+);
+CREATE INDEX compactions_session ON compactions(session_id, at);
+"""
+
 #: A migration is a script, or a coroutine function run inside the migration's transaction.
 Migration = str | Callable[[aiosqlite.Connection], Awaitable[None]]
 
@@ -182,6 +211,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (4, _V4),
     (5, _V5),
     (6, _V6),
+    (9, DASHBOARD_TABLES),
     (10, _V10),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -7,10 +7,12 @@ from typing import Self
 
 from gateway.store.connection import Access, Connection
 from gateway.store.conversation import SQLiteConversation
+from gateway.store.dashboard import SQLiteDashboard
 from gateway.store.operator import SQLiteOperator
 from gateway.store.pairing import SQLitePairing
 from gateway.store.protocols import (
     ConversationStore,
+    DashboardStore,
     OperatorStore,
     PairingStore,
     SchedulingStore,
@@ -33,6 +35,7 @@ class SQLiteStore:
         self.scheduling: SchedulingStore = SQLiteScheduling(self.connection)
         self.operator: OperatorStore = SQLiteOperator(self.connection)
         self.pairing: PairingStore = SQLitePairing(self.connection)
+        self.dashboard: DashboardStore = SQLiteDashboard(self.connection)
 
     @property
     def path(self) -> Path:

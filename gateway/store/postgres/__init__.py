@@ -7,10 +7,17 @@ from __future__ import annotations
 from typing import Self
 
 from gateway.store.conversation import SQLiteConversation
+from gateway.store.dashboard import SQLiteDashboard
 from gateway.store.operator import SQLiteOperator
 from gateway.store.pairing import SQLitePairing
 from gateway.store.postgres.connection import Access, PgConnection
-from gateway.store.protocols import ConversationStore, OperatorStore, PairingStore, SchedulingStore
+from gateway.store.protocols import (
+    ConversationStore,
+    DashboardStore,
+    OperatorStore,
+    PairingStore,
+    SchedulingStore,
+)
 from gateway.store.scheduling import SQLiteScheduling
 
 
@@ -43,6 +50,7 @@ class PostgresStore:
         self.scheduling: SchedulingStore = SQLiteScheduling(self.connection)
         self.operator: OperatorStore = PgOperator(self.connection)
         self.pairing: PairingStore = SQLitePairing(self.connection)
+        self.dashboard: DashboardStore = SQLiteDashboard(self.connection)
 
     @property
     def path(self) -> str:

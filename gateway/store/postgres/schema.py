@@ -9,6 +9,9 @@ advisory lock, so two replicas starting together migrate once (docs/design.md#po
 
 from __future__ import annotations
 
+# 9: the dashboard's turn stats and compaction marks: SQLite's script, which both read alike.
+from gateway.store.schema import DASHBOARD_TABLES
+
 _BASE = """
 CREATE TABLE sessions (
     id TEXT PRIMARY KEY,
@@ -146,5 +149,5 @@ CREATE TABLE chat_models (
 );
 """
 
-MIGRATIONS: list[tuple[int, str]] = [(6, _BASE), (10, _V10)]
+MIGRATIONS: list[tuple[int, str]] = [(6, _BASE), (9, DASHBOARD_TABLES), (10, _V10)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,119 @@
+"""The dashboard's token, and what a login hands out: a session cookie and, per session,
+the CSRF value every form posts back (docs/design.md#dashboard).
+
+The token is ``dashboard.token``, or one generated once and kept 0600 in
+``<data_dir>/dashboard_token`` (docs/design.md#private-files), which ``nightowl
+dashboard-url`` prints. Cookies and CSRF values are HMACs keyed by the token: nothing is
+kept server-side, a restart keeps everyone logged in, and a new token logs everyone out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gateway.config.schema import Config
+
+log = logging.getLogger(__name__)
+
+#: Where a generated token is kept, in the data dir.
+DASHBOARD_TOKEN_FILE = "dashboard_token"
+_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{16,256}")
+#: How long a login lasts.
+SESSION_SECONDS = 7 * 24 * 3600
+
+
+def dashboard_token(config: Config) -> str:
+    """The configured token, else the one kept in the data dir, else a new one kept there.
+
+    Two processes asking at once (the gateway starting, ``nightowl dashboard-url``) get
+    the same token: the file is created whole or not at all, and the loser reads it. When
+    it cannot be written, the token holds for this process only (and says so).
+    """
+    if config.dashboard.token:
+        return config.dashboard.token
+    path = config.data_dir / DASHBOARD_TOKEN_FILE
+    stored = _read_token(path)
+    if stored:
+        return stored
+    token = secrets.token_urlsafe(32)
+    try:
+        if _create_private(path, token + "\n"):
+            return token
+    except OSError as error:
+        log.warning(
+            "could not keep the dashboard token in %s (%s): it holds for this run", path, error
+        )
+        return token
+    return _read_token(path) or token
+
+
+def _read_token(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return text if _TOKEN_SHAPE.fullmatch(text) else ""
+
+
+def _create_private(path: Path, text: str) -> bool:
+    """Create ``path`` holding ``text``, mode 0600 from its first byte, only if it does
+    not exist yet (a link, which never replaces); False when it did."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w", encoding="ascii") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.link(temporary, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+
+
+class Keys:
+    """Checks the token and signs what a login hands out with it."""
+
+    def __init__(self, token: str, clock: Callable[[], float] = time.time) -> None:
+        self._token = token.encode()
+        self._key = hashlib.sha256(b"nightowl dashboard\0" + self._token).digest()
+        self.clock = clock
+
+    def token_matches(self, candidate: str) -> bool:
+        return hmac.compare_digest(candidate.strip().encode(), self._token)
+
+    def new_session(self) -> str:
+        issued = str(int(self.clock()))
+        return f"{issued}.{self._sign('session', issued)}"
+
+    def session_valid(self, value: str | None) -> bool:
+        issued, _, signature = (value or "").partition(".")
+        if not issued.isdigit() or not hmac.compare_digest(
+            signature, self._sign("session", issued)
+        ):
+            return False
+        age = self.clock() - int(issued)
+        return -60 <= age <= SESSION_SECONDS
+
+    def csrf(self, session: str) -> str:
+        """The value forms of this login post back: a page of another origin cannot know it."""
+        return self._sign("csrf", session)[:32]
+
+    def csrf_valid(self, session: str, candidate: str | None) -> bool:
+        return hmac.compare_digest((candidate or "").encode(), self.csrf(session).encode())
+
+    def _sign(self, purpose: str, value: str) -> str:
+        return hmac.new(self._key, f"{purpose}:{value}".encode(), hashlib.sha256).hexdigest()

@@ -1,0 +1,102 @@
+"""Every model request on the event bus: ``llm:request`` (docs/design.md#events).
+
+The agent knows nothing of the gateway's events, so the gateway hands it providers
+wrapped in :class:`ReportedProvider`, one per kind of request (``chat`` for the agent's
+turns, ``summary`` for the context engine's). Each request is timed and emitted with its
+outcome and usage; the dashboard and ``/metrics`` count them from the bus. The cost on
+the request path is one clock read and one ``emit`` (which only schedules the handlers).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from agent.providers.base import Completion, Provider, ProviderError, TextCallback
+from gateway.build import Providers
+from gateway.events import EventBus
+
+
+class ReportedProvider(Provider):
+    """``inner``, with each request emitted as ``llm:request`` ({kind, provider, model,
+    outcome: "ok" or the error kind, seconds, prompt/completion/cache tokens,
+    retry_after})."""
+
+    def __init__(self, inner: Provider, kind: str, events: EventBus) -> None:
+        self.inner = inner
+        self.kind = kind
+        self.events = events
+
+    # What callers read of a provider is the inner one's, now (a model may change).
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.inner.name
+
+    @property
+    def model(self) -> str:  # type: ignore[override]
+        return self.inner.model
+
+    @property
+    def base_url(self) -> str | None:  # type: ignore[override]
+        return self.inner.base_url
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int,
+        tools: list[dict[str, Any]] | None = None,
+        on_text: TextCallback | None = None,
+        cache_ttl: str | None = None,
+        timeout: float | None = None,
+    ) -> Completion:
+        started = time.perf_counter()
+        try:
+            completion = await self.inner.complete(
+                messages,
+                max_tokens=max_tokens,
+                tools=tools,
+                on_text=on_text,
+                cache_ttl=cache_ttl,
+                timeout=timeout,
+            )
+        except ProviderError as error:
+            self._emit(started, error.kind, retry_after=error.retry_after)
+            raise
+        usage = completion.usage
+        self._emit(
+            started,
+            "ok",
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            cache_read_tokens=usage.cache_read_tokens if usage else 0,
+        )
+        return completion
+
+    def _emit(self, started: float, outcome: str, **fields: Any) -> None:
+        self.events.emit(
+            "llm:request",
+            {
+                "kind": self.kind,
+                "provider": self.inner.name,
+                "model": self.inner.model,
+                "outcome": outcome,
+                "seconds": round(time.perf_counter() - started, 4),
+                **fields,
+            },
+        )
+
+    async def aclose(self) -> None:
+        """Nothing: the inner provider is closed by whoever built it."""
+
+
+def for_summaries(providers: Providers, events: EventBus) -> Providers:
+    """``providers`` as the context engine gets them: its main and auxiliary models'
+    requests are summaries."""
+    auxiliary = providers.auxiliary
+    return replace(
+        providers,
+        main=ReportedProvider(providers.main, "summary", events),
+        auxiliary=ReportedProvider(auxiliary, "summary", events) if auxiliary else None,
+    )

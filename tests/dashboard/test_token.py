@@ -1,0 +1,77 @@
+"""The dashboard's token: generated once, private, the same for the gateway and
+``nightowl dashboard-url``, never in a log line; what a login cookie proves."""
+
+from __future__ import annotations
+
+import logging
+import stat
+from pathlib import Path
+
+import pytest
+
+from gateway.config.schema import parse_config
+from gateway.dashboard.token import DASHBOARD_TOKEN_FILE, SESSION_SECONDS, Keys, dashboard_token
+from gateway.logs import setup_logging
+from gateway.ops.cli import main
+from tests.dashboard.support import client_of, log_in
+from tests.fakes.llm_server import FakeLLM
+from tests.harness import make_config, running_gateway
+
+
+def test_a_generated_token_is_kept_private_and_printed_in_the_login_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(f"data_dir: {tmp_path / 'data'}\ndashboard:\n  enabled: true\n")
+    assert main(["dashboard-url", "-c", str(config_file)]) == 0
+    out = capsys.readouterr()
+    kept = tmp_path / "data" / DASHBOARD_TOKEN_FILE
+    token = kept.read_text().strip()
+    assert out.out == f"http://127.0.0.1:8377/login#token={token}\n"
+    assert "ssh -N -L 8377:127.0.0.1:8377" in out.err
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600 and len(token) >= 32
+    config = parse_config({"data_dir": str(tmp_path / "data")})
+    assert dashboard_token(config) == token  # what the gateway will use
+
+
+def test_dashboard_url_says_when_the_dashboard_is_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(f"data_dir: {tmp_path}\n")
+    assert main(["dashboard-url", "-c", str(config_file)]) == 1
+    assert "set dashboard.enabled: true" in capsys.readouterr().err
+    assert not (tmp_path / DASHBOARD_TOKEN_FILE).exists()
+
+
+async def test_the_generated_token_logs_in_and_never_reaches_a_log_line(
+    tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = make_config(tmp_path, fake_llm, dashboard={"enabled": True, "port": 0})
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    setup_logging(config)
+    try:
+        async with running_gateway(config) as gateway, client_of(gateway) as client:
+            token = (tmp_path / DASHBOARD_TOKEN_FILE).read_text().strip()
+            assert (await log_in(client, token)).status == 303
+            logging.getLogger("nightowl").warning("someone pasted %s in a chat", token)
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+    err = capsys.readouterr().err
+    assert "someone pasted [redacted] in a chat" in err and token not in err
+
+
+def test_a_login_cookie_is_signed_by_the_token_and_expires() -> None:
+    now = [1_000_000.0]
+    keys = Keys("the-token-0123456789", clock=lambda: now[0])
+    cookie = keys.new_session()
+    assert keys.session_valid(cookie)
+    assert not Keys("another-token-0123456789").session_valid(cookie)
+    issued, _, signature = cookie.partition(".")
+    assert not keys.session_valid(f"{int(issued) + 10}.{signature}")
+    assert keys.csrf_valid(cookie, keys.csrf(cookie))
+    assert not keys.csrf_valid(keys.new_session().replace(issued, "1"), keys.csrf(cookie))
+    now[0] += SESSION_SECONDS + 1
+    assert not keys.session_valid(cookie)
