@@ -26,13 +26,11 @@ from agent.providers import Provider, ProviderSettings, make_provider
 from gateway.config.models import DEFAULT_CHOICE, model_choices
 from gateway.config.schema import (
     Config,
-    ConfigError,
     ModelRoute,
     main_model_route,
     resolve_api_key,
     summary_model_route,
 )
-from gateway.config.typed_yaml import Problem
 from gateway.conversation.access import place_allowed, user_listed
 from gateway.conversation.commands import COMMAND_LIST
 from gateway.logs import redact_from_now_on
@@ -147,18 +145,12 @@ def build_engine_factory(
 
 def build_mcp_servers(config: Config) -> McpServers | None:
     """The enabled ``tools.mcp_servers`` (docs/design.md#mcp-tools); None when there are
-    none. The ``mcp`` package is imported only then: it is an extra."""
+    none. The SDK is imported only then (it takes a while to import)."""
     servers = {n: s for n, s in config.tools.mcp_servers.items() if s.enabled}
     if not servers:
         return None
-    try:
-        from agent.mcp import McpServers, McpServerSpec
-    except ImportError as exc:
-        raise ConfigError(
-            Problem(
-                "tools.mcp_servers", f"needs the mcp package ({exc}): pip install 'nightowl[mcp]'"
-            )
-        ) from None
+    from agent.mcp import McpServers, McpServerSpec
+
     return McpServers(
         [
             McpServerSpec(

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from gateway.config.models import AlternativeModelConfig, check_models
 from gateway.config.dashboard import DashboardConfig
+from gateway.config.models import AlternativeModelConfig, check_models
 from gateway.config.routes import KEY_VARIABLES, ModelRoute, same_endpoint
 from gateway.config.routes import NO_KEY_NEEDED as NO_KEY_NEEDED
 from gateway.config.routes import resolve_api_key as resolve_api_key

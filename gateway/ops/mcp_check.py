@@ -4,16 +4,13 @@ child, ended after the check), and listed with its tools (docs/design.md#mcp-too
 from __future__ import annotations
 
 from gateway.build import build_mcp_servers
-from gateway.config.schema import Config, ConfigError
+from gateway.config.schema import Config
 from gateway.ops.reachability import Check
 
 
 async def check_mcp_servers(config: Config, timeout: float) -> list[Check]:
     """One line per enabled server: up with its tools' names, or why not."""
-    try:
-        servers = build_mcp_servers(config)
-    except ConfigError as exc:
-        return [Check("mcp", False, str(exc), "pip install 'nightowl[mcp]'")]
+    servers = build_mcp_servers(config)
     if servers is None:
         return []
     await servers.start(ready_within=timeout)
