@@ -1,7 +1,7 @@
 """Benchmark: Telegram round trips against the fake Bot API server.
 
     python bench/telegram_roundtrip.py [--mode adapter|gateway|all] [--messages N]
-                                       [--chats C] [--per-chat M]
+                                       [--chats C] [--per-chat M] [--dashboard]
 
 1. Adapter round trip (``adapter``): N private messages are pushed into the fake; the
    sink answers each one through ``adapter.send`` (no gateway, no model). Reported:
@@ -167,7 +167,7 @@ async def one_chat(server: FakeTelegram, counter: SentCounter, chat_id: int, cou
     return ChatRun(latencies, late)
 
 
-async def gateway_round_trip(chats: int, per_chat: int) -> None:
+async def gateway_round_trip(chats: int, per_chat: int, dashboard: bool = False) -> None:
     server = FakeTelegram()
     await server.start()
     context = multiprocessing.get_context("spawn")
@@ -183,6 +183,8 @@ async def gateway_round_trip(chats: int, per_chat: int) -> None:
                                            "base_url": server.base_url,
                                            "allowed_users": chat_ids}},
             }  # fmt: skip
+            if dashboard:  # idle: nobody looks at it while the chats talk
+                raw["dashboard"] = {"enabled": True, "port": 0, "token": "bench-token-0123456789"}
             child = context.Process(target=serve_gateway, args=(raw, stop, report))
             child.start()
             try:
@@ -201,7 +203,10 @@ async def gateway_round_trip(chats: int, per_chat: int) -> None:
     latencies = sorted(value for chat in results for value in chat.latencies)
     turns = len(latencies)
     late_typing = sum(chat.late_typing for chat in results)
-    print(f"gateway round trip, {chats} chats x {per_chat} messages ({llm.request_count} turns):")
+    print(
+        f"gateway round trip, {chats} chats x {per_chat} messages ({llm.request_count} turns),"
+        f" dashboard {'on' if dashboard else 'off'}:"
+    )
     print(
         f"  update -> sendMessage ms: median {statistics.median(latencies):.1f}  "
         f"p99 {percentile(latencies, 0.99):.1f}  max {latencies[-1]:.1f}"
@@ -241,6 +246,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200, help="adapter round trips")
     parser.add_argument("--chats", type=int, default=20)
     parser.add_argument("--per-chat", type=int, default=50)
+    parser.add_argument(
+        "--dashboard", action="store_true", help="the gateway with its dashboard on (idle)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     # A turn that ends while its typing request is still being sent drops that request;
@@ -249,7 +257,7 @@ def main() -> None:
     if args.mode in ("adapter", "all"):
         asyncio.run(adapter_round_trip(args.messages))
     if args.mode in ("gateway", "all"):
-        asyncio.run(gateway_round_trip(args.chats, args.per_chat))
+        asyncio.run(gateway_round_trip(args.chats, args.per_chat, args.dashboard))
     if args.mode in ("adapter", "all"):
         split_and_format()
 

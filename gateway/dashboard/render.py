@@ -7,23 +7,36 @@ script puts in place: one template draws a page and its refreshes.
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
 from aiohttp import web
-from markupsafe import Markup
+
+if TYPE_CHECKING:
+    import jinja2
+    from markupsafe import Markup
 
 #: Set by the guard for a logged-in request: what every page template gets.
 PAGE: web.RequestKey[dict[str, object]] = web.RequestKey("page", dict)
 
-ENVIRONMENT = jinja2.Environment(
-    loader=jinja2.PackageLoader("gateway.dashboard", "templates"),
-    autoescape=jinja2.select_autoescape(["html"]),
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    """The templates, loaded at the first page anyone asks for: an idle dashboard does
+    not hold Jinja2 in memory (docs/design.md#dashboard)."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("gateway.dashboard", "templates"),
+        autoescape=jinja2.select_autoescape(["html"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(when=when, ago=ago, duration=duration, number=number)
+    env.globals.update(bar=bar)
+    return env
 
 
 def when(at: float | None) -> str:
@@ -60,6 +73,8 @@ def number(value: float | None) -> str:
 def bar(value: float, total: float, kind: str = "") -> Markup:
     """A horizontal bar, ``value`` of ``total``, as inline SVG (no inline styles: the
     pages' Content-Security-Policy allows none)."""
+    from markupsafe import Markup
+
     share = 0.0 if total <= 0 else min(1.0, max(0.0, value / total))
     level = "high" if share >= 0.85 else "mid" if share >= 0.5 else "low"
     return Markup(
@@ -67,10 +82,6 @@ def bar(value: float, total: float, kind: str = "") -> Markup:
         f'aria-hidden="true"><rect class="track" width="100" height="8"/>'
         f'<rect class="fill" width="{share * 100:.1f}" height="8"/></svg>'
     )
-
-
-ENVIRONMENT.filters.update(when=when, ago=ago, duration=duration, number=number)
-ENVIRONMENT.globals.update(bar=bar)
 
 
 def wants_json(request: web.Request) -> bool:
@@ -81,7 +92,7 @@ def render_page(
     request: web.Request, template_name: str, context: dict[str, Any], *, status: int = 200
 ) -> web.Response:
     """The page as HTML, or its data and live blocks as JSON for the page's refresh."""
-    template = ENVIRONMENT.get_template(template_name)
+    template = environment().get_template(template_name)
     context = {**context, **request.get(PAGE, {})}
     if wants_json(request):
         live = template.new_context(context)
