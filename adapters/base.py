@@ -25,22 +25,30 @@ ChatType = Literal["private", "group", "channel", "thread", "console"]
 Fetch = Callable[[], Awaitable[bytes | None]]
 
 
+#: What an attachment is: images reach vision models as image parts; voice notes, audio
+#: and video notes are transcribed, documents read (docs/design.md#media); a "file" is
+#: one nobody can fetch (too large for the platform's download API).
+AttachmentKind = Literal["image", "voice", "audio", "video_note", "document", "file"]
+
+
 @dataclass(frozen=True)
 class Attachment:
-    """A file that came with a message. Images reach vision models as image parts.
+    """A file that came with a message.
 
     Nothing is downloaded when the message arrives: the gateway calls :meth:`read` only
     for a message from someone allowed to talk to the bot, so a stranger's 20 MB photo
     costs nothing (docs/design.md#authorization).
     """
 
-    kind: Literal["image", "file"]
+    kind: AttachmentKind
     mime_type: str
     data: bytes = b""
     name: str = ""
     #: The size the platform states, known before anything is fetched.
     size: int | None = None
     fetch: Fetch | None = field(default=None, compare=False, repr=False)
+    #: Seconds of sound (voice, audio, video notes) when the platform states it.
+    duration: float | None = None
 
     async def read(self) -> bytes | None:
         """The content: in hand, or fetched now; None when it cannot be had."""
@@ -72,6 +80,8 @@ class InboundMessage:
     addressed: bool = True
     attachments: tuple[Attachment, ...] = ()
     reply_to: QuotedMessage | None = None
+    #: Who the message was forwarded from (a name, a chat's title), when it was.
+    forwarded_from: str | None = None
     platform_message_id: str | None = None
     #: Unique per platform event; a redelivered event with a known key is ignored.
     dedupe_key: str | None = None
@@ -86,6 +96,9 @@ class InboundMessage:
     #: even a refusal in a group must say something rather than stay silent.
     needs_answer: bool = False
     is_edit: bool = False
+    #: Not a message: this chat continues under another id (a Telegram group upgraded to
+    #: a supergroup); the gateway moves the chat's session there (docs/design.md#chat-moves).
+    moved_to_chat_id: str | None = None
     received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.context_engine import CompressionResult, ContextEngine
@@ -45,6 +45,15 @@ class TurnResult:
     @property
     def notices(self) -> list[str]:
         return [c.notice for c in self.compressions if c.notice]
+
+
+#: What the user gets when the model answered nothing twice (docs/design.md#empty-answer).
+EMPTY_ANSWER = "The model returned an empty answer; please rephrase or try again."
+
+
+def is_empty(completion: Completion) -> bool:
+    """No text worth showing and no tool call."""
+    return not completion.tool_calls and not completion.text.strip()
 
 
 class CompressionExhausted(NightowlError):
@@ -151,10 +160,21 @@ class _Turn:
 
     async def run(self, context: ToolContext) -> None:
         trigger = "turn_start_threshold"
+        retried_empty = False
         for iteration in range(self.agent.max_iterations):
             await self.gate(trigger)
             last = iteration == self.agent.max_iterations - 1
             completion = await self.call_with_recovery(tools=not last)
+            if is_empty(completion) and not retried_empty:
+                # An empty answer is asked for once more (docs/design.md#empty-answer); it
+                # is counted, never stored.
+                retried_empty = True
+                self.record(completion)
+                self.messages.pop()
+                self.anchor = self.result.anchor = None
+                completion = await self.call_with_recovery(tools=not last)
+            if is_empty(completion):
+                completion = replace(completion, text=EMPTY_ANSWER)
             self.record(completion)
             if not completion.tool_calls:
                 self.result.reply = completion.text

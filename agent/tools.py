@@ -152,7 +152,7 @@ async def _session_search(arguments: dict[str, Any], context: ToolContext) -> st
     for hit in hits:
         when = datetime.fromtimestamp(hit.created_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
         where = " (archived)" if hit.archived else ""
-        lines.append(f"- {when} {hit.role}{where}: {hit.snippet}")
+        lines.append(f"- {when} {hit.source or hit.role}{where}: {hit.snippet}")
     return "\n".join(lines)
 
 

@@ -18,6 +18,22 @@ class SearchResult:
     snippet: str
     created_at: float  # epoch seconds
     archived: bool  # summarized away, no longer in the active context
+    #: Where a hit outside the messages is: a document, its id and page.
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class DocumentPart:
+    """Characters ``start``..``end`` of a document a chat holds (docs/design.md#documents)."""
+
+    document_id: str
+    name: str
+    chars: int  # of the whole text
+    start: int
+    end: int
+    text: str
+    pages: int | None = None  # a PDF's; None for text, read by offset
+    page: int | None = None  # where ``start`` is
 
 
 class Transcript(Protocol):
@@ -41,4 +57,11 @@ class Transcript(Protocol):
 
     async def search(self, query: str, limit: int) -> list[SearchResult]:
         """Full-text search over this conversation, archived rows included."""
+        ...
+
+    async def read_document(
+        self, document_id: str, *, page: int | None, offset: int, max_chars: int
+    ) -> DocumentPart | None:
+        """Part of a document this chat holds: from ``page`` (a PDF's, 1-based), else
+        from character ``offset``; None when the chat holds no such document."""
         ...

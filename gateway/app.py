@@ -13,6 +13,7 @@ from typing import Any
 from adapters.base import Adapter, InboundMessage
 from agent.context_compressor import ContextCompressor
 from agent.context_engine import EngineChoice, resolve_context_engine
+from agent.document_tools import READ_DOCUMENT
 from agent.loop import Agent
 from agent.model_metadata import ContextLengthResolver
 from agent.prompt_caching import caching_enabled, caching_log_line, resolve_cache_ttl
@@ -26,13 +27,14 @@ from gateway.build import (
     catch_up_from_store,
 )
 from gateway.config.models import DEFAULT_CHOICE, model_choices
-from gateway.config.schema import Config
+from gateway.config.schema import Config, main_model_route
 from gateway.conversation.access import Access
 from gateway.conversation.chat_tools import describe_tools, offered_servers
 from gateway.conversation.commands import Commands
 from gateway.conversation.hygiene import Hygiene
 from gateway.conversation.lanes import Lanes
 from gateway.conversation.model_choice import ModelChoices, ModelCommand
+from gateway.conversation.moves import ChatMoves
 from gateway.conversation.pairing import Pairing, config_owners
 from gateway.conversation.router import Router
 from gateway.conversation.runtime import SessionRuntime
@@ -40,6 +42,8 @@ from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.turns import TurnRunner
 from gateway.dashboard import Dashboard
 from gateway.events import EventBus, load_hook
+from gateway.media import MediaReader
+from gateway.media.transcription import transcriber_for
 from gateway.provider_events import ReportedProvider, for_summaries
 from gateway.scheduling.scheduler import Scheduler
 from gateway.store import SessionRecord, SQLiteStore
@@ -72,7 +76,8 @@ class Gateway:
         self.windows = ContextLengthResolver(config.data_dir)
         self.counter = TokenCounter.for_model(config.model.name)
         self.toolbox = ToolBox.of(
-            BUILTIN_TOOLS + extra_tools, max_result_chars=config.agent.tool_result_max_chars
+            BUILTIN_TOOLS + (READ_DOCUMENT,) + extra_tools,
+            max_result_chars=config.agent.tool_result_max_chars,
         )
         self.engine_choice: EngineChoice = resolve_context_engine(
             config.context.engine, ContextCompressor, [config.data_dir / "plugins"]
@@ -109,6 +114,21 @@ class Gateway:
             timezone=config.agent.timezone,
         )
         self.lanes = Lanes(self.runner.drain)
+        # Voice and documents -> text; chats that move (docs/design.md#media, #chat-moves).
+        # Documents and chat moves are kept by the SQLite store only, for now.
+        documents, chats = (
+            getattr(self.store, "documents", None),
+            getattr(self.store, "chats", None),
+        )
+        self.sessions.documents = documents
+        self.media = MediaReader(
+            config.media,
+            documents,
+            transcriber_for(
+                config.media.transcription, main_model_route(config), config.model.timeout_seconds
+            ),
+        )
+        self.moves = ChatMoves(chats, self.lanes)
         self.scheduler = Scheduler(
             self.store.scheduling,
             self.store.conversation,
@@ -138,8 +158,10 @@ class Gateway:
             self.lanes.notify,
             self.runner.send,
             self.commands,
-            access=Access(config, self.pairing),
+            access=Access(config, self.pairing, moves=self.moves),
             pairing=self.pairing,
+            media=self.media,
+            moves=self.moves,
         )
         self._engine_factory = build_engine_factory(
             config, self.engine_choice, for_summaries(self.providers, self.events)
@@ -220,6 +242,7 @@ class Gateway:
     async def start(self) -> None:
         await self.store.open()
         await self.pairing.load()
+        await self.moves.load()
         # Loading the tokenizer can take a second (or a download); not on the event loop.
         await asyncio.to_thread(self.counter.preload)
         self._subscribe_hooks()
@@ -276,6 +299,8 @@ class Gateway:
         if self.mcp is not None:  # after the turns: stdio servers end with the gateway
             await _quietly(self.mcp.stop(), "stopping the MCP servers")
         await self.providers.aclose()
+        if self.media.transcriber is not None:
+            await self.media.transcriber.aclose()
         await self.store.close()
 
     async def __aenter__(self) -> Gateway:

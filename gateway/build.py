@@ -265,6 +265,7 @@ def discord_adapter(config: Config) -> Adapter:
         require_mention=discord.require_mention,
         free_response_channels=discord.free_response_channels,
         allow_bots=discord.allow_bots,
+        stream=discord.stream,
         slash_commands=COMMAND_LIST,
         catch_up_hours=discord.catch_up_hours,
     )

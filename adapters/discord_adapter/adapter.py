@@ -13,7 +13,14 @@ from typing import Any
 import discord
 from discord import app_commands
 
-from adapters.base import Adapter, DeliveryError, InboundMessage, InboundSink, OutboundMessage
+from adapters.base import (
+    Adapter,
+    DeliveryError,
+    InboundMessage,
+    InboundSink,
+    OutboundMessage,
+    ReplyStream,
+)
 from adapters.discord_adapter import outbound
 from adapters.discord_adapter.catch_up import CatchUp, CatchUpSource, Taken
 from adapters.discord_adapter.inbound import (
@@ -25,6 +32,7 @@ from adapters.discord_adapter.outbound import NETWORK_ERRORS, NO_PINGS, PLATFORM
 from adapters.discord_adapter.recent import RecentKeys
 from adapters.discord_adapter.settings import DiscordSettings
 from adapters.discord_adapter.status import AdapterStatus, client_status
+from adapters.discord_adapter.stream import DiscordReplyStream
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +70,9 @@ class _Client(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         await self.adapter._on_message(message)
+
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        await self.adapter._on_message(payload.message, edited=True)
 
     async def on_disconnect(self) -> None:
         if not self.adapter._stopping:
@@ -194,7 +205,7 @@ class DiscordAdapter(Adapter):
 
     # ---- inbound -----------------------------------------------------------------------
 
-    async def _on_message(self, message: discord.Message) -> None:
+    async def _on_message(self, message: discord.Message, *, edited: bool = False) -> None:
         # Runs as its own task; everything before the first await runs in arrival order.
         client = self._client
         if client is None or client.user is None:
@@ -204,11 +215,14 @@ class DiscordAdapter(Adapter):
             return
         if not is_conversation(message, client.user, allow_bots=self.settings.allow_bots):
             return
-        if not self._seen.add(("message", message.id)):
+        if edited and message.edited_at is None:
+            return  # Discord added an embed (a link preview): nobody edited anything
+        key = ("edit", message.id, message.edited_at) if edited else ("message", message.id)
+        if not self._seen.add(key):
             log.debug("Discord message %s delivered twice; passing it once", message.id)
             return
-        inbound = inbound_from_message(message, client.user, self.settings)
-        await self._deliver_in_order(str(message.channel.id), inbound, ("message", message.id))
+        inbound = inbound_from_message(message, client.user, self.settings, edited=edited)
+        await self._deliver_in_order(str(message.channel.id), inbound, key)
 
     async def _deliver_in_order(
         self, chat_id: str, inbound: Awaitable[InboundMessage], key: object = None
@@ -327,7 +341,7 @@ class DiscordAdapter(Adapter):
         while len(self._interactions) > _MAX_LIVE_INTERACTIONS:
             self._interactions.popitem(last=False)
         inbound = inbound_from_interaction(interaction, name, args, key)
-        await self._deliver_in_order(inbound.chat_id, _already(inbound))
+        await self._deliver_in_order(inbound.chat_id, asyncio.sleep(0, inbound))
 
     # ---- outbound ----------------------------------------------------------------------
 
@@ -342,14 +356,11 @@ class DiscordAdapter(Adapter):
         if not message.text.strip():
             return []
         client = self._client
-        if client is None:
-            raise DeliveryError(
-                "Discord is not connected", platform=PLATFORM, chat_id=message.chat_id
-            )
+        problem = "Discord is not connected" if client is None else None
         if not (message.thread_id or message.chat_id).isdigit():
-            raise DeliveryError(
-                "Not a Discord channel id", platform=PLATFORM, chat_id=message.chat_id
-            )
+            problem = "Not a Discord channel id"
+        if problem is not None or client is None:
+            raise DeliveryError(problem or "", platform=PLATFORM, chat_id=message.chat_id)
         limit = self.settings.max_chunks
         interaction = self._live_interaction(message.reply_to_message_id)
         if interaction is not None:
@@ -376,20 +387,13 @@ class DiscordAdapter(Adapter):
     @contextlib.asynccontextmanager
     async def typing(self, chat_id: str, thread_id: str | None = None) -> AsyncIterator[None]:
         """Show "typing…" in the channel, refreshed, until the block ends."""
-        if self._client is None:
+        channel_id = int(thread_id or chat_id)
+        async with outbound.typing_in(self._client, channel_id, self.settings.typing_interval):
             yield
-            return
-        channel = self._client.get_partial_messageable(int(thread_id or chat_id))
-        refresher = asyncio.create_task(
-            outbound.keep_typing(channel, self.settings.typing_interval)
-        )
-        try:
-            yield
-        finally:
-            refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await refresher
 
-
-async def _already(message: InboundMessage) -> InboundMessage:
-    return message
+    def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
+        """Edit one message as the reply grows (``stream``); not for slash commands."""
+        interaction = self._live_interaction(target.reply_to_message_id)
+        if not self.settings.stream or self._client is None or interaction is not None:
+            return None
+        return DiscordReplyStream(self._client, target, self.settings)

@@ -15,7 +15,7 @@ from typing import Any
 
 import discord
 
-from adapters.base import Attachment, ChatType, InboundMessage, QuotedMessage
+from adapters.base import Attachment, AttachmentKind, ChatType, InboundMessage, QuotedMessage
 from adapters.discord_adapter.outbound import NETWORK_ERRORS, PLATFORM
 from adapters.discord_adapter.settings import DiscordSettings
 
@@ -35,11 +35,20 @@ def is_conversation(message: discord.Message, me: discord.ClientUser, *, allow_b
 
 
 async def inbound_from_message(
-    message: discord.Message, me: discord.ClientUser, settings: DiscordSettings
+    message: discord.Message,
+    me: discord.ClientUser,
+    settings: DiscordSettings,
+    *,
+    edited: bool = False,
 ) -> InboundMessage:
-    """Read ``message``; replied-to messages are fetched and images downloaded if needed."""
+    """Read ``message`` (``edited``: its new text after an edit); replied-to messages are
+    fetched, attachments only described (the gateway fetches what it reads)."""
     quoted = await quoted_message(message, me)
     text, mentioned = text_and_mention(message, me)
+    forwarded = forwarded_text(message)
+    if forwarded is not None:
+        text = "\n".join(part for part in (text, forwarded) if part)
+    text = "\n".join(part for part in (text, placeholder(message)) if part)
     kind = chat_type(message.channel)
     addressed = (
         kind == "private"
@@ -59,9 +68,11 @@ async def inbound_from_message(
         addressed=addressed,
         attachments=attachments(message, max_bytes=settings.max_image_bytes),
         reply_to=quoted,
+        forwarded_from="another chat" if forwarded is not None else None,
         platform_message_id=str(message.id),
-        dedupe_key=f"discord:{message.id}",
-        received_at=message.created_at,
+        dedupe_key=_dedupe_key(message, edited),
+        is_edit=edited,
+        received_at=(message.edited_at or message.created_at) if edited else message.created_at,
         parent_chat_id=parent_id(message.channel),
         user_roles=role_ids(message.author),
         can_moderate=moderates(message.author, message.channel),
@@ -172,21 +183,56 @@ async def quoted_message(message: discord.Message, me: discord.ClientUser) -> Qu
 
 
 def attachments(message: discord.Message, *, max_bytes: int) -> tuple[Attachment, ...]:
-    """Images up to ``max_bytes`` (fetched only if the gateway asks); other files named."""
+    """Images up to ``max_bytes``, voice messages, audio and documents, each fetched only
+    if the gateway asks; a larger image is only named."""
     found = []
     for item in message.attachments:
         mime = (item.content_type or "application/octet-stream").split(";")[0]
-        if mime.startswith("image/") and item.size <= max_bytes:
-            fetch = partial(_download, item)
-            found.append(Attachment("image", mime, name=item.filename, size=item.size, fetch=fetch))
-        else:
-            found.append(Attachment("file", mime, name=item.filename, size=item.size))
+        kind: AttachmentKind = "document"
+        if mime.startswith("image/"):
+            kind = "image" if item.size <= max_bytes else "file"
+        elif item.is_voice_message():
+            kind = "voice"
+        elif mime.startswith("audio/"):
+            kind = "audio"
+        fetch = partial(_download, item) if kind != "file" else None
+        duration = item.duration if kind in ("voice", "audio") else None
+        found.append(
+            Attachment(
+                kind, mime, name=item.filename, size=item.size, fetch=fetch, duration=duration
+            )
+        )
     return tuple(found)
+
+
+def placeholder(message: discord.Message) -> str:
+    """Stickers and polls as short text."""
+    parts = [f"[sticker {sticker.name}]" for sticker in message.stickers]
+    poll = message.poll
+    if poll is not None:
+        options = " / ".join(answer.text for answer in poll.answers)
+        parts.append(f"[poll: {poll.question} — options: {options}]")
+    return "\n".join(parts)
+
+
+def forwarded_text(message: discord.Message) -> str | None:
+    """The text of a forwarded message (Discord shows it as a snapshot), or None."""
+    snapshots = getattr(message, "message_snapshots", None) or []
+    if not snapshots:
+        return None
+    return "\n".join(snapshot.content for snapshot in snapshots if snapshot.content)
+
+
+def _dedupe_key(message: discord.Message, edited: bool) -> str:
+    if not edited:
+        return f"discord:{message.id}"
+    stamp = message.edited_at.timestamp() if message.edited_at else 0
+    return f"discord:edit:{message.id}:{stamp}"
 
 
 async def _download(item: discord.Attachment) -> bytes | None:
     try:
         return await item.read()
     except (discord.HTTPException, *NETWORK_ERRORS) as error:
-        log.warning("Could not download a Discord image attachment: %s", error)
+        log.warning("Could not download a Discord attachment: %s", error)
         return None

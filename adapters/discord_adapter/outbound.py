@@ -9,10 +9,11 @@ interaction's followup webhook instead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -40,13 +41,7 @@ def channel_poster(client: discord.Client, message: OutboundMessage) -> Poster:
     """Posts into the message's channel (or thread); the first part replies to the user."""
     channel_id = int(message.thread_id or message.chat_id)
     channel = client.get_partial_messageable(channel_id)
-    reference = None
-    if message.reply_to_message_id and message.reply_to_message_id.isdigit():
-        reference = discord.MessageReference(
-            message_id=int(message.reply_to_message_id),
-            channel_id=channel_id,
-            fail_if_not_exists=False,  # the user may have deleted it meanwhile
-        )
+    reference = reference_to(message, channel_id)
 
     async def post(content: str, file: discord.File | None, first: bool) -> int:
         extra: dict[str, Any] = {"file": file} if file else {}
@@ -56,6 +51,17 @@ def channel_poster(client: discord.Client, message: OutboundMessage) -> Poster:
         return sent.id
 
     return post
+
+
+def reference_to(message: OutboundMessage, channel_id: int) -> discord.MessageReference | None:
+    """The reference that makes a post a reply to the user's message, if it has one."""
+    if not (message.reply_to_message_id and message.reply_to_message_id.isdigit()):
+        return None
+    return discord.MessageReference(
+        message_id=int(message.reply_to_message_id),
+        channel_id=channel_id,
+        fail_if_not_exists=False,  # the user may have deleted it meanwhile
+    )
 
 
 def followup_poster(interaction: discord.Interaction) -> Poster:
@@ -142,6 +148,24 @@ def delivery_error(chat_id: str, error: BaseException) -> DeliveryError:
     return DeliveryError(
         f"Discord refused the message: {reason}", platform=PLATFORM, chat_id=chat_id
     )
+
+
+@contextlib.asynccontextmanager
+async def typing_in(
+    client: discord.Client | None, channel_id: int, interval: float
+) -> AsyncIterator[None]:
+    """Show "typing…" in the channel, refreshed, until the block ends."""
+    if client is None:
+        yield
+        return
+    channel = client.get_partial_messageable(channel_id)
+    refresher = asyncio.create_task(keep_typing(channel, interval))
+    try:
+        yield
+    finally:
+        refresher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await refresher
 
 
 async def keep_typing(channel: discord.PartialMessageable, interval: float) -> None:

@@ -39,6 +39,10 @@ class DiscordSettings:
     command_guild_ids: tuple[int, ...] = ()
     #: Images up to this size are downloaded and passed to the gateway.
     max_image_bytes: int = 5 * 1024 * 1024
+    #: Show replies while they are written: one message edited in place.
+    stream: bool = False
+    #: Seconds between two edits of a streamed reply (Discord allows ~5 per 5 s).
+    stream_edit_interval: float = 1.0
     #: Longer replies are sent as their first part plus the full text as a .md file.
     max_chunks: int = 4
     #: Seconds between typing refreshes (Discord shows typing for about 10 s).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -15,6 +16,7 @@ from adapters.base import (
     Adapter,
     AdapterStatus,
     DeliveryError,
+    InboundMessage,
     InboundSink,
     OutboundMessage,
     ReplyStream,
@@ -59,6 +61,8 @@ class TelegramAdapter(Adapter):
         secret = settings.webhook.secret if settings.webhook else ""
         self._log_filter = _RedactToken(settings.token, secret)
         self.identity: BotIdentity | None = None
+        self._sink: InboundSink | None = None
+        self._moves: set[asyncio.Task[None]] = set()
 
     async def start(self, sink: InboundSink) -> None:
         for name in _LOGGERS_SEEING_THE_TOKEN:
@@ -72,7 +76,8 @@ class TelegramAdapter(Adapter):
             raise TelegramStartError(f"Telegram adapter could not start: {reason}") from None
         self._bot = bot
         self.identity = BotIdentity(id=bot.id, username=bot.username)
-        self._sender = Sender(self.settings, bot, self._caller)
+        self._sink = sink
+        self._sender = Sender(self.settings, bot, self._caller, on_moved=self._chat_moved)
         converter = UpdateConverter(self.settings, bot, self.identity, self._caller)
         processor = UpdateProcessor(self.settings, converter.convert, sink, self._dedupe)
         await self._register_commands(bot)
@@ -124,6 +129,30 @@ class TelegramAdapter(Adapter):
         if self._poller is not None:
             return AdapterStatus(connected=self._poller.healthy, mode="polling")
         return AdapterStatus(connected=False, mode="stopped")
+
+    def _chat_moved(self, old_chat_id: str, new_chat_id: str) -> None:
+        """A send found the chat under a new id: the gateway moves its session too
+        (docs/design.md#chat-moves), in the background — a send must not wait on it."""
+        if self._sink is None:
+            return
+        moved = InboundMessage(
+            platform=self.platform,
+            chat_id=old_chat_id,
+            user_id="",
+            text="",
+            chat_type="group",
+            addressed=False,
+            moved_to_chat_id=new_chat_id,
+        )
+        task = asyncio.create_task(self._pass_move(self._sink, moved))
+        self._moves.add(task)
+        task.add_done_callback(self._moves.discard)
+
+    async def _pass_move(self, sink: InboundSink, moved: InboundMessage) -> None:
+        try:
+            await sink(moved)
+        except Exception:  # the move is retried by the next service message or send
+            log.exception("Telegram chat move %s not passed on", moved.chat_id)
 
     def _running_sender(self) -> Sender:
         if self._sender is None:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TypeVar
 
-from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
+from telegram.error import BadRequest, ChatMigrated, NetworkError, RetryAfter, TelegramError
 
 from adapters.base import DeliveryError
 from adapters.telegram.settings import TelegramSettings
@@ -53,8 +53,8 @@ class ApiCaller:
     async def call(self, what: str, chat_id: str, request: Callable[[], Awaitable[T]]) -> T:
         """Await ``request()``, retrying flood control and network faults.
 
-        ``BadRequest`` is raised unchanged (the caller knows which ones it can handle,
-        e.g. "can't parse entities"); any other final failure is logged with the chat id
+        ``BadRequest`` and ``ChatMigrated`` are raised unchanged (the caller knows which
+        ones it can handle, e.g. "can't parse entities"); any other final failure is logged with the chat id
         and raised as :class:`DeliveryError`.
         """
         settings = self._settings
@@ -62,8 +62,8 @@ class ApiCaller:
             last_attempt = attempt == settings.max_attempts
             try:
                 return await request()
-            except BadRequest:
-                raise
+            except (BadRequest, ChatMigrated):
+                raise  # the caller knows what to do (ChatMigrated: send to the new id)
             except RetryAfter as error:
                 delay = retry_after_seconds(error)
                 if last_attempt or delay > settings.max_retry_after:

@@ -12,13 +12,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.error import BadRequest, ChatMigrated, RetryAfter, TelegramError
 
 from adapters.base import OutboundMessage
 from adapters.chunking import split_message, utf16_length
@@ -31,6 +31,7 @@ from adapters.telegram.formatting import (
 from adapters.telegram.settings import TelegramSettings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 ENTITY_ERROR = "can't parse entities"
 NOT_MODIFIED = "message is not modified"
@@ -45,11 +46,45 @@ def chat_ref(chat_id: str) -> int | str:
 class Sender:
     """Sends and edits messages for the adapter and its reply streams."""
 
-    def __init__(self, settings: TelegramSettings, bot: Bot, caller: ApiCaller) -> None:
+    def __init__(
+        self,
+        settings: TelegramSettings,
+        bot: Bot,
+        caller: ApiCaller,
+        on_moved: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.settings = settings
         self._bot = bot
         self._caller = caller
         self._last_edit: dict[str, float] = {}
+        #: Chats that continue under another id (a group upgraded to a supergroup).
+        self.moved: dict[str, str] = {}
+        self._on_moved = on_moved
+
+    # -- chats that moved (docs/design.md#chat-moves) ---------------------------------
+    def chat(self, chat_id: str) -> str:
+        """Where ``chat_id`` is now."""
+        return self.moved.get(chat_id, chat_id)
+
+    def chat_moved(self, old_chat_id: str, new_chat_id: str) -> None:
+        if self.moved.get(old_chat_id) == new_chat_id or old_chat_id == new_chat_id:
+            return
+        self.moved[old_chat_id] = new_chat_id
+        log.info("Telegram chat %s continues as %s", old_chat_id, new_chat_id)
+        if self._on_moved is not None:
+            self._on_moved(old_chat_id, new_chat_id)
+
+    async def _in_chat(self, what: str, chat_id: str, request: Callable[[str], Awaitable[T]]) -> T:
+        """``request(chat)`` for the chat where it is now; when Telegram answers that the
+        group became a supergroup, once more there (nothing is lost to the move)."""
+        try:
+            return await self._caller.call(what, chat_id, lambda: request(self.chat(chat_id)))
+        except ChatMigrated as error:
+            self.chat_moved(chat_id, str(error.new_chat_id))
+            try:
+                return await self._caller.call(what, chat_id, lambda: request(self.chat(chat_id)))
+            except ChatMigrated as again:
+                raise self._caller.failure(what, chat_id, again) from None
 
     # -- whole replies ---------------------------------------------------------------
     async def send(self, message: OutboundMessage) -> list[str]:
@@ -112,11 +147,11 @@ class Sender:
         )
         placement = self._placement(target, reply=True)
         try:
-            sent = await self._caller.call(
+            sent = await self._in_chat(
                 "sendDocument",
                 target.chat_id,
-                lambda: self._bot.send_document(
-                    chat_ref(target.chat_id),
+                lambda chat: self._bot.send_document(
+                    chat_ref(chat),
                     target.text.encode("utf-8"),
                     filename=DOCUMENT_NAME,
                     caption=caption,
@@ -130,11 +165,11 @@ class Sender:
     async def _send_text(
         self, chat_id: str, text: str, parse_mode: str | None, placement: dict[str, Any]
     ) -> Message:
-        return await self._caller.call(
+        return await self._in_chat(
             "sendMessage",
             chat_id,
-            lambda: self._bot.send_message(
-                chat_ref(chat_id), text, parse_mode=parse_mode, **placement
+            lambda chat: self._bot.send_message(
+                chat_ref(chat), text, parse_mode=parse_mode, **placement
             ),
         )
 
@@ -170,7 +205,7 @@ class Sender:
     async def try_edit_plain(self, chat_id: str, message_id: int, text: str) -> bool:
         """One best-effort edit of a partial reply; flood control postpones later ones."""
         try:
-            await self._bot.edit_message_text(text, chat_ref(chat_id), message_id)
+            await self._bot.edit_message_text(text, chat_ref(self.chat(chat_id)), message_id)
         except RetryAfter as error:
             self.mark_edited(chat_id, delay=retry_after_seconds(error))
             return False
@@ -193,7 +228,7 @@ class Sender:
                     partial(
                         self._bot.edit_message_text,
                         text,
-                        chat_ref(chat_id),
+                        chat_ref(self.chat(chat_id)),
                         message_id,
                         parse_mode=parse_mode,
                     ),
@@ -225,7 +260,7 @@ class Sender:
             delay = interval
             try:
                 await self._bot.send_chat_action(
-                    chat_ref(chat_id), ChatAction.TYPING, message_thread_id=thread
+                    chat_ref(self.chat(chat_id)), ChatAction.TYPING, message_thread_id=thread
                 )
             except RetryAfter as error:
                 delay = max(interval, retry_after_seconds(error))

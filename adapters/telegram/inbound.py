@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from functools import partial
 from typing import Literal
 
 from telegram import Bot, Message, MessageEntity, PhotoSize, Update
 from telegram.error import TelegramError
 
-from adapters.base import Attachment, ChatType, DeliveryError, InboundMessage, QuotedMessage
+from adapters.base import ChatType, DeliveryError, InboundMessage, QuotedMessage
+from adapters.telegram import media
 from adapters.telegram.calls import ApiCaller
 from adapters.telegram.settings import TelegramSettings
 
 log = logging.getLogger(__name__)
 
 _CHAT_TYPES: dict[str, ChatType] = {"private": "private", "group": "group", "supergroup": "group"}
-_MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API refuses larger getFile downloads
 CommandTarget = Literal["none", "ours", "other"]
 
 
@@ -46,13 +45,26 @@ class UpdateConverter:
         chat_type = _CHAT_TYPES.get(message.chat.type)
         if chat_type is None:
             return None
+        moved = _moved(message)
+        if moved is not None:
+            old, new = moved
+            return InboundMessage(
+                platform="telegram",
+                chat_id=old,
+                user_id="",
+                text="",
+                chat_type=chat_type,
+                addressed=False,
+                dedupe_key=f"telegram:{update.update_id}",
+                moved_to_chat_id=new,
+            )
         text = message.text or message.caption or ""
         entities = message.entities or message.caption_entities or ()
         command = self._command_target(text, entities)
         addressed = self._is_addressed(message, chat_type, entities, text, command)
         text = self._strip_own_mentions(text, entities, command)
-        attachments, media_note = self._media(message)
-        text = "\n".join(part for part in (text, media_note) if part)
+        attachments = media.attachments(message, self._download, self._pick_photo)
+        text = "\n".join(part for part in (text, media.placeholder(message)) if part)
         if not text and not attachments:
             return None  # service messages (joins, pins, topic edits…)
         sender, sender_name = _sender(message)
@@ -67,6 +79,7 @@ class UpdateConverter:
             addressed=addressed,
             attachments=tuple(attachments),
             reply_to=self._quoted(message),
+            forwarded_from=media.forwarded_from(message),
             platform_message_id=str(message.message_id),
             dedupe_key=f"telegram:{update.update_id}",
             is_edit=update.edited_message is not None,
@@ -138,7 +151,7 @@ class UpdateConverter:
         if reply is None:
             return None
         quote = message.quote.text if message.quote else ""
-        text = quote or reply.text or reply.caption or _media_placeholder(reply) or ""
+        text = quote or reply.text or reply.caption or media.quoted_placeholder(reply)
         author = reply.from_user
         return QuotedMessage(
             text=text,
@@ -146,34 +159,13 @@ class UpdateConverter:
             from_bot=bool(author and author.id == self._identity.id),
         )
 
-    def _media(self, message: Message) -> tuple[list[Attachment], str]:
-        """Image attachments (fetched only if the gateway asks), and a short text note for
-        media the agent cannot see."""
-        chat_id = str(message.chat.id)
-        if message.photo:
-            photo = self._pick_photo(message.photo)
-            fetch = partial(self._download, chat_id, photo.file_id)
-            return [Attachment("image", "image/jpeg", size=photo.file_size, fetch=fetch)], ""
-        document = message.document
-        if document and (document.mime_type or "").startswith("image/"):
-            if (document.file_size or 0) <= _MAX_DOWNLOAD_BYTES:
-                attachment = Attachment(
-                    kind="image",
-                    mime_type=document.mime_type or "image/jpeg",
-                    name=document.file_name or "",
-                    size=document.file_size,
-                    fetch=partial(self._download, chat_id, document.file_id),
-                )
-                return [attachment], ""
-        return [], _media_placeholder(message)
-
     def _pick_photo(self, sizes: tuple[PhotoSize, ...]) -> PhotoSize:
         """The largest size a vision model can use without it being scaled down anyway."""
         fitting = [
             size
             for size in sizes
             if max(size.width, size.height) <= self._settings.photo_max_side
-            and (size.file_size or 0) <= _MAX_DOWNLOAD_BYTES
+            and (size.file_size or 0) <= media.MAX_DOWNLOAD_BYTES
         ]
         pool = fitting or [min(sizes, key=lambda size: size.width * size.height)]
         return max(pool, key=lambda size: size.width * size.height)
@@ -183,9 +175,9 @@ class UpdateConverter:
             file = await self._caller.call("getFile", chat_id, lambda: self._bot.get_file(file_id))
             data = await self._caller.call("file download", chat_id, file.download_as_bytearray)
         except (DeliveryError, TelegramError) as error:
-            # The text still reaches the agent, with a note that the image is missing.
+            # The text still reaches the agent, with a note that the file is missing.
             log.warning(
-                "Telegram photo in chat %s not downloaded: %s", chat_id, type(error).__name__
+                "Telegram file in chat %s not downloaded: %s", chat_id, type(error).__name__
             )
             return None
         return bytes(data)
@@ -208,26 +200,14 @@ def _sender(message: Message) -> tuple[str, str]:
     return "", ""
 
 
-def _media_placeholder(message: Message) -> str:
-    if message.sticker:
-        return f"[sticker {message.sticker.emoji or ''}]".replace(" ]", "]")
-    if message.voice:
-        return "[voice message]"
-    if message.video_note:
-        return "[video message]"
-    if message.video:
-        return "[video]"
-    if message.audio:
-        return f"[audio: {message.audio.title or message.audio.file_name or 'untitled'}]"
-    if message.document:
-        return f"[file: {message.document.file_name or 'unnamed'}]"
-    if message.photo:
-        return "[photo]"
-    if message.location:
-        return f"[location: {message.location.latitude}, {message.location.longitude}]"
-    if message.poll:
-        return f"[poll: {message.poll.question}]"
-    return ""
+def _moved(message: Message) -> tuple[str, str] | None:
+    """(old id, new id) when this service message says a group became a supergroup: sent
+    in the old group (``migrate_to_chat_id``) and in the new one (``migrate_from_chat_id``)."""
+    if message.migrate_to_chat_id:
+        return str(message.chat.id), str(message.migrate_to_chat_id)
+    if message.migrate_from_chat_id:
+        return str(message.migrate_from_chat_id), str(message.chat.id)
+    return None
 
 
 def _entity_text(text: str, entity: MessageEntity) -> str:

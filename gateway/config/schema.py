@@ -18,6 +18,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.config.dashboard import DashboardConfig
+from gateway.config.media import MediaConfig
 from gateway.config.models import AlternativeModelConfig, check_models
 from gateway.config.routes import KEY_VARIABLES, ModelRoute, same_endpoint
 from gateway.config.routes import NO_KEY_NEEDED as NO_KEY_NEEDED
@@ -111,6 +112,8 @@ class DiscordConfig:
     require_mention: bool = True
     free_response_channels: tuple[str, ...] = ()
     allow_bots: bool = False
+    #: Edit one message in place while the reply is written, as Telegram's ``stream``.
+    stream: bool = False
     #: In an allowed channel, who may start a turn: only allowed users, or every member.
     group_members: Literal["allowed", "all"] = "allowed"
     #: After every (re)connect, fetch what was missed in allowed chats with activity in
@@ -136,17 +139,6 @@ class PlatformsConfig:
 class GroupsConfig:
     #: Store group messages not addressed to the bot, so it has the context (docs/design.md#groups).
     observe: bool = True
-
-
-@dataclass(frozen=True)
-class MediaConfig:
-    #: Images of a message that starts a turn are kept up to this many MB (each message);
-    #: observed messages keep only a placeholder (docs/design.md#groups).
-    max_image_mb: float = field(default=5.0, metadata=_range(0, 100))
-
-    @property
-    def max_image_bytes(self) -> int:
-        return int(self.max_image_mb * 1_000_000)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,12 @@ class Approvals(Protocol):
     async def is_approved(self, platform: str, user_id: str) -> bool: ...
 
 
+class EarlierIds(Protocol):
+    """The ids a chat had before it moved (docs/design.md#chat-moves)."""
+
+    def earlier_ids(self, platform: str, chat_id: str) -> list[str]: ...
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What a message may do."""
@@ -111,9 +117,11 @@ class Access:
         approvals: Approvals | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        moves: EarlierIds | None = None,
     ) -> None:
         self.config = config
         self.approvals = approvals
+        self.moves = moves
         self.clock = clock
         self._refused: dict[tuple[str, str], float] = {}
 
@@ -129,7 +137,7 @@ class Access:
             if self._pairing_on(message.platform):
                 return Verdict(pair=True)
             return Verdict(refusal=_stranger_refusal(message))
-        if not place_allowed(self.config, message):
+        if not self.place_allowed(message):
             # Unknown places get silence — unless the platform would otherwise show the
             # user a request hanging forever (a Discord slash command).
             return Verdict(refusal=NOT_HERE if message.needs_answer else None)
@@ -137,6 +145,17 @@ class Access:
         turn = turn and bool(message.user_id)  # no identifiable sender: starts nothing
         refusal = NOT_YOU if message.needs_answer and not turn else None
         return Verdict(turn=turn, observe=True, trusted=trusted, refusal=refusal)
+
+    def place_allowed(self, message: InboundMessage) -> bool:
+        """An allowed place, under its id or one it had before it moved."""
+        if place_allowed(self.config, message):
+            return True
+        if self.moves is None:
+            return False
+        places = set(_places(self.config, message.platform))
+        return any(
+            old in places for old in self.moves.earlier_ids(message.platform, message.chat_id)
+        )
 
     def should_tell(self, message: InboundMessage) -> bool:
         """Whether a refused sender is told (again): at most once an hour per user."""

@@ -45,6 +45,11 @@ class Lanes:
     def busy(self, key: str) -> bool:
         return key in self._tasks
 
+    async def finished(self, key: str) -> None:
+        """Return once ``key``'s lane has nothing left (at once when it is not running)."""
+        while (task := self._tasks.get(key)) is not None and task is not asyncio.current_task():
+            await asyncio.wait({task})
+
     @property
     def active(self) -> int:
         return len(self._tasks)

@@ -24,8 +24,10 @@ from gateway.conversation.access import (
     may_use_group_commands,
 )
 from gateway.conversation.background import BackgroundTasks
+from gateway.conversation.moves import ChatMoves
 from gateway.conversation.user_rows import user_row
 from gateway.events import EventBus
+from gateway.media import MediaReader
 from gateway.store import ConversationStore, InboxEntry
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,8 @@ def parse_command(message: InboundMessage) -> tuple[str, str] | None:
     """``("status", "args")`` for an addressed "/status@bot args"; None for anything else."""
     if not message.addressed or message.is_edit or not message.text.startswith("/"):
         return None
+    if message.forwarded_from is not None:
+        return None  # someone else's words, passed on: not a command to this bot
     name, _, argument = message.text[1:].partition(" ")
     return name.split("@", 1)[0].lower(), argument.strip()
 
@@ -92,6 +96,8 @@ class Router:
         *,
         access: Access | None = None,
         pairing: Pairing | None = None,
+        media: MediaReader | None = None,
+        moves: ChatMoves | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -102,9 +108,14 @@ class Router:
         self.commands = commands
         self.access = access or Access(config)
         self.pairing = pairing
+        self.media = media
+        self.moves = moves
         self.background = BackgroundTasks("replies")
 
     async def receive(self, message: InboundMessage) -> None:
+        if message.moved_to_chat_id is not None:
+            await self._follow_move(message, message.moved_to_chat_id)
+            return
         verdict = await self.access.judge(message)
         if verdict.pair or verdict.refusal is not None:
             await self._turn_away(message, verdict)
@@ -120,14 +131,29 @@ class Router:
             return
         if not message.text.strip() and not message.attachments:
             return
+        media = None
+        if self.media is not None:
+            # After the judgement: only now may anything be downloaded (docs/design.md#media).
+            media = await self.media.read(message, session_key(message), addressed=addressed)
         row = await user_row(
             message,
             instructs=verdict.turn,
             take_images=addressed,
             vision=self.config.model.supports_vision,
             max_image_bytes=self.config.media.max_image_bytes,
+            media_notes=media.notes if media is not None else None,
         )
         await self._store(message, row, addressed=addressed)
+        if media is not None and media.problems:
+            self.answer(message, " ".join(media.problems))
+
+    async def _follow_move(self, message: InboundMessage, new_chat_id: str) -> None:
+        """A chat continues under another id: its session follows, if it is an allowed
+        place (docs/design.md#chat-moves)."""
+        if self.moves is None or not self.access.place_allowed(message):
+            return
+        if await self.moves.follow(message.platform, message.chat_id, new_chat_id):
+            self.notify_lane(f"{message.platform}:{new_chat_id}")  # what waited moved too
 
     async def _command(
         self, message: InboundMessage, name: str, argument: str, *, trusted: bool

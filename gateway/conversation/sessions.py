@@ -11,11 +11,13 @@ import logging
 from collections.abc import Callable
 
 from agent.tokens import TokenCounter
+from gateway.conversation.chat_documents import ChatDocuments
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.transcript import SessionTranscript
 from gateway.events import EventBus
 from gateway.store import (
     ConversationStore,
+    DocumentStore,
     InboxEntry,
     NewMessage,
     SessionOrigin,
@@ -56,6 +58,8 @@ class SessionRegistry:
         self.model = model
         self.counter = counter
         self.in_place = in_place
+        #: The chats' documents, for their transcripts (docs/design.md#documents).
+        self.documents: DocumentStore | None = None
         self._open: dict[str, SessionRuntime] = {}
 
     def cached(self, key: str) -> SessionRuntime | None:
@@ -107,7 +111,7 @@ class SessionRegistry:
     ) -> SessionTranscript:
         """The session's active rows (plus ``entries`` waiting to join), ready to write to."""
         history = await self.store.load_active(runtime.id)
-        return SessionTranscript(
+        transcript = SessionTranscript(
             self.store,
             runtime,
             history,
@@ -116,6 +120,9 @@ class SessionRegistry:
             self.events,
             in_place=self.in_place,
         )
+        if self.documents is not None:
+            transcript.documents = ChatDocuments(self.documents, runtime.key)
+        return transcript
 
     async def existing(self, key: str) -> SessionRuntime | None:
         """The runtime of ``key``'s current session, without creating a session."""

@@ -17,9 +17,10 @@ from typing import Any
 from agent.context_engine import CompressionResult
 from agent.loop import TurnResult
 from agent.tokens import TokenCounter
-from agent.transcript import SearchResult
+from agent.transcript import DocumentPart, SearchResult
 from agent.usage_anchor import UsageAnchor
 from agent.window import represented_tokens
+from gateway.conversation.chat_documents import ChatDocuments
 from gateway.conversation.runtime import SessionRuntime
 from gateway.events import EventBus
 from gateway.store import (
@@ -56,6 +57,8 @@ class SessionTranscript:
         self.counter = counter
         self.events = events
         self.in_place = in_place
+        #: The chat's documents (docs/design.md#documents). Set by the session registry.
+        self.documents: ChatDocuments | None = None
         waiting = [entry for entry in entries if not entry.in_history]
         self.messages: list[dict[str, Any]] = [row.message for row in history]
         self.messages += [entry.message for entry in waiting]
@@ -178,7 +181,17 @@ class SessionTranscript:
 
     async def search(self, query: str, limit: int) -> list[SearchResult]:
         hits = await self.store.search(self.session_id, query, limit)
-        return [SearchResult(h.role, h.snippet, h.created_at, h.archived) for h in hits]
+        found = [SearchResult(h.role, h.snippet, h.created_at, h.archived) for h in hits]
+        if self.documents is not None:
+            found = await self.documents.search(query, limit, hits, found)
+        return found
+
+    async def read_document(
+        self, document_id: str, *, page: int | None, offset: int, max_chars: int
+    ) -> DocumentPart | None:
+        if self.documents is None:
+            return None
+        return await self.documents.read(document_id, page=page, offset=offset, max_chars=max_chars)
 
     # -- the gateway's side -----------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from adapters.base import Adapter, DeliveryError, OutboundMessage
-from agent.loop import CompressionExhausted, TurnResult
+from agent.loop import EMPTY_ANSWER, CompressionExhausted, TurnResult
 from agent.providers.base import ProviderError
 from agent.tools import ToolContext
 from agent.usage_anchor import UsageAnchor
@@ -117,7 +117,7 @@ class TurnRunner:
             self.events.emit("agent:error", self._payload(runtime, kind=result.error.kind))
             await self.deliver(outbound, describe_provider_error(result.error))
         else:
-            text = result.reply or "(no reply)"
+            text = result.reply or EMPTY_ANSWER
             delivered = await self.deliver(outbound, text, stream=stream)
             if delivered:
                 await self.store.mark_delivered(ids[-1:])

@@ -11,6 +11,7 @@ Images are fetched only for a message that starts a turn, with a vision model, u
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from typing import Any
 
 from adapters.base import Attachment, InboundMessage
@@ -22,6 +23,8 @@ QUOTE_CHARS = 500
 def describe_text(message: InboundMessage, *, instructs: bool) -> str:
     """The row's text: an edit or a quote marked, a group row's sender named."""
     text = message.text
+    if message.forwarded_from is not None:
+        text = f"(forwarded from {message.forwarded_from[:QUOTE_CHARS]}) {text}"
     if message.is_edit:
         text = f"(edited) {text}"
     if message.reply_to is not None:
@@ -43,15 +46,20 @@ async def user_row(
     take_images: bool,
     vision: bool,
     max_image_bytes: int,
+    media_notes: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The user message the agent will see for ``message``.
 
     ``instructs``: the sender may start turns (else the row is marked untrusted);
-    ``take_images``: the message starts a turn, so its images may be fetched and kept.
+    ``take_images``: the message starts a turn, so its images may be fetched and kept;
+    ``media_notes``: what its other attachments say (docs/design.md#media), one note
+    each; without them each is only named.
     """
     text = describe_text(message, instructs=instructs)
     images = [a for a in message.attachments if a.kind == "image"]
-    notes = [_file_note(a) for a in message.attachments if a.kind != "image"]
+    if media_notes is None:
+        media_notes = [_file_note(a) for a in message.attachments if a.kind != "image"]
+    notes = list(media_notes)
     parts: list[dict[str, Any]] = []
     if images and not take_images:
         who = message.user_name or "someone"
@@ -62,7 +70,7 @@ async def user_row(
     elif images:
         parts, missing = await _image_parts(images, max_image_bytes)
         notes[:0] = missing
-    text = "\n".join([text, *notes]) if notes else text
+    text = "\n".join(part for part in [text, *notes] if part) if notes else text
     if not parts:
         return {"role": "user", "content": text}
     return {"role": "user", "content": [{"type": "text", "text": text}, *parts]}

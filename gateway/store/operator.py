@@ -8,6 +8,7 @@ from pathlib import Path
 import aiosqlite
 
 from gateway.store.dialect import Database
+from gateway.store.documents import forget_documents
 from gateway.store.records import (
     DatabaseReport,
     SessionSummary,
@@ -66,9 +67,11 @@ class SQLiteOperator:
 
     async def forget(self, session_key: str) -> int:
         """Erase everything stored under ``session_key`` — the only deletion in nightowl:
-        its sessions and messages, its waiting inbox and its reminders, pending and sent
+        its sessions and messages, the chat's memory notes (docs/design.md#memory), its
+        waiting inbox and its reminders, pending and sent
         (a running gateway re-reads a reminder before sending it, so a forgotten one is
-        never sent). Returns the number of messages erased."""
+        never sent), its documents (their text too, when no other chat holds them).
+        Returns the number of messages erased."""
         async with self.connection.transaction() as db:
             ids = [
                 r[0]
@@ -90,6 +93,8 @@ class SQLiteOperator:
             await db.execute("DELETE FROM inbox WHERE session_key = ?", (session_key,))
             await db.execute("DELETE FROM reminders WHERE session_key = ?", (session_key,))
             await db.execute("DELETE FROM chat_models WHERE session_key = ?", (session_key,))
+            if self.connection.dialect.NAME == "sqlite":  # documents: SQLite only, for now
+                await forget_documents(db, session_key)
         return deleted
 
     async def integrity_check(self) -> str:
@@ -107,6 +112,9 @@ class SQLiteOperator:
         """
         async with self.connection.read() as db:
             await db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+            await db.execute(
+                "INSERT INTO document_parts_fts(document_parts_fts) VALUES ('optimize')"
+            )
             await db.execute("VACUUM")
             rows = await db.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
         busy = next(iter(rows))[0]

@@ -27,6 +27,10 @@ from gateway.store.records import (
     Compaction,
     CompactionMark,
     DatabaseReport,
+    DocumentHit,
+    DocumentInfo,
+    DocumentSlice,
+    DocumentText,
     IdleSession,
     InboxEntry,
     Keep,
@@ -240,6 +244,54 @@ class PairingStore(Protocol):
         ...
 
 
+class DocumentStore(Protocol):
+    """Documents' text, kept once by content hash, and which chats hold them
+    (docs/design.md#documents). A chat reads and finds only the documents it holds."""
+
+    async def keep_document(
+        self, session_key: str, name: str, document: DocumentText
+    ) -> DocumentInfo:
+        """Keep ``document`` (its text stored once, whoever sent it before) and let the
+        chat ``session_key`` hold it under ``name``. One transaction."""
+        ...
+
+    async def read_document(
+        self,
+        session_key: str,
+        document_id: str,
+        *,
+        page: int | None = None,
+        offset: int = 0,
+        max_chars: int = 6000,
+    ) -> DocumentSlice | None:
+        """At most ``max_chars`` of the text: from ``page`` (1-based, a PDF's), else from
+        character ``offset``; None when the chat holds no such document."""
+        ...
+
+    async def search_documents(
+        self, session_key: str, query: str, limit: int = 5
+    ) -> list[DocumentHit]:
+        """Full-text search over the chat's documents: each document once."""
+        ...
+
+    async def documents_in_messages(self, message_ids: Sequence[int]) -> dict[int, set[str]]:
+        """The ids of the documents each of these message rows shows (its headers)."""
+        ...
+
+
+class ChatStore(Protocol):
+    """Chats that continue under another id (docs/design.md#chat-moves)."""
+
+    async def move_chat(self, platform: str, old_chat_id: str, new_chat_id: str) -> bool:
+        """Move everything kept under the old chat id to the new one, in one transaction;
+        False when this move was made before."""
+        ...
+
+    async def moved_chats(self) -> list[tuple[str, str, str]]:
+        """``(platform, old chat id, new chat id)`` of every move, oldest first."""
+        ...
+
+
 class DashboardStore(Protocol):
     """What the operator's dashboard reads (docs/design.md#dashboard); it writes nothing.
     A conversation here is a session with the ones it was rotated from."""
@@ -273,6 +325,8 @@ class Store(Protocol):
     operator: OperatorStore
     pairing: PairingStore
     dashboard: DashboardStore
+    documents: DocumentStore
+    chats: ChatStore
 
     async def open(self) -> Self: ...
 

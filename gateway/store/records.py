@@ -242,3 +242,57 @@ class Keep(Enum):
 
 #: "Leave the usage anchor as it is" for ``commit_turn``.
 KEEP = Keep.KEEP
+
+
+@dataclass(frozen=True)
+class DocumentText:
+    """A document's extracted text, to keep once by content hash (docs/design.md#documents).
+
+    ``parts`` are a PDF's pages (``paged``) or a text's chunks, in order; the whole text
+    is their concatenation.
+    """
+
+    sha256: str
+    kind: str  #: "pdf", "docx" or "text"
+    mime_type: str
+    size: int  #: bytes of the file
+    parts: Sequence[str]
+    paged: bool = False
+
+    @property
+    def chars(self) -> int:
+        return sum(len(part) for part in self.parts)
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    """A kept document as one chat knows it: under the name it was sent with there."""
+
+    document_id: str
+    name: str
+    kind: str
+    size: int
+    chars: int
+    #: Pages of a PDF; None for text, which is read by character offset.
+    pages: int | None = None
+
+
+@dataclass(frozen=True)
+class DocumentSlice:
+    """Characters ``start``..``end`` of a document's text (on ``page`` of a PDF)."""
+
+    document: DocumentInfo
+    start: int
+    end: int
+    text: str
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class DocumentHit:
+    """A document found by full-text search: once per document, at its best page."""
+
+    document: DocumentInfo
+    snippet: str
+    created_at: float
+    page: int | None = None

@@ -162,6 +162,57 @@ CREATE TRIGGER paired_users_deleted AFTER DELETE ON paired_users BEGIN
 END;
 """
 
+# 7: documents (docs/design.md#documents): the text extracted from a file, kept once by
+# content hash, in parts (a PDF's pages, a text's chunks) with their own full-text index;
+# which chats hold which document, under the name it was sent with there; and chats
+# that continue under another id (docs/design.md#chat-moves).
+_V7 = """
+CREATE TABLE documents (
+    n INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    sha256 TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    mime_type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    chars INTEGER NOT NULL,
+    pages INTEGER,
+    created_at REAL NOT NULL
+);
+CREATE TABLE document_parts (
+    n INTEGER PRIMARY KEY,
+    document INTEGER NOT NULL REFERENCES documents(n),
+    part INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    UNIQUE (document, part)
+);
+CREATE VIRTUAL TABLE document_parts_fts USING fts5(
+    text, content='document_parts', content_rowid='n', tokenize='unicode61'
+);
+CREATE TRIGGER document_parts_fts_insert AFTER INSERT ON document_parts BEGIN
+    INSERT INTO document_parts_fts(rowid, text) VALUES (new.n, new.text);
+END;
+CREATE TRIGGER document_parts_fts_delete AFTER DELETE ON document_parts BEGIN
+    INSERT INTO document_parts_fts(document_parts_fts, rowid, text)
+        VALUES ('delete', old.n, old.text);
+END;
+CREATE TABLE chat_documents (
+    session_key TEXT NOT NULL,
+    document INTEGER NOT NULL REFERENCES documents(n),
+    name TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (session_key, document)
+);
+CREATE INDEX chat_documents_document ON chat_documents(document);
+CREATE TABLE chat_moves (
+    platform TEXT NOT NULL,
+    old_chat_id TEXT NOT NULL,
+    new_chat_id TEXT NOT NULL,
+    moved_at REAL NOT NULL,
+    PRIMARY KEY (platform, old_chat_id)
+);
+"""
+
 # 10: the model each chat chose with /model (docs/design.md#model-choice), kept apart from
 # its sessions so the choice outlives /new and restarts; no row: the configured model.
 _V10 = """
@@ -211,6 +262,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (4, _V4),
     (5, _V5),
     (6, _V6),
+    (7, _V7),
     (9, DASHBOARD_TABLES),
     (10, _V10),
 ]

@@ -5,14 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Self
 
+from gateway.store.chats import SQLiteChats
 from gateway.store.connection import Access, Connection
 from gateway.store.conversation import SQLiteConversation
 from gateway.store.dashboard import SQLiteDashboard
+from gateway.store.documents import SQLiteDocuments
 from gateway.store.operator import SQLiteOperator
 from gateway.store.pairing import SQLitePairing
 from gateway.store.protocols import (
+    ChatStore,
     ConversationStore,
     DashboardStore,
+    DocumentStore,
     OperatorStore,
     PairingStore,
     SchedulingStore,
@@ -36,6 +40,8 @@ class SQLiteStore:
         self.operator: OperatorStore = SQLiteOperator(self.connection)
         self.pairing: PairingStore = SQLitePairing(self.connection)
         self.dashboard: DashboardStore = SQLiteDashboard(self.connection)
+        self.documents: DocumentStore = SQLiteDocuments(self.connection)
+        self.chats: ChatStore = SQLiteChats(self.connection)
 
     @property
     def path(self) -> Path:

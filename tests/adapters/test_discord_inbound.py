@@ -185,7 +185,7 @@ async def test_a_redelivered_message_is_passed_once() -> None:
     assert [m.text for m in messages] == ["once", "twice"]
 
 
-async def test_small_images_are_downloaded_and_other_files_only_named() -> None:
+async def test_images_and_documents_are_fetched_on_demand_and_large_images_only_named() -> None:
     big = PNG + b"\x00" * 2048
     async with fake_and_adapter(max_image_bytes=1024) as (fake, _adapter, sink):
         await fake.dispatch_message(
@@ -202,8 +202,9 @@ async def test_small_images_are_downloaded_and_other_files_only_named() -> None:
         assert fake.attachment_downloads == 1
 
     assert (cat.kind, cat.mime_type, cat.name) == ("image", "image/png", "cat.png")
-    assert (huge.kind, huge.data, huge.name) == ("file", b"", "big.png")
-    assert (notes.kind, notes.mime_type, notes.data) == ("file", "text/plain", b"")
+    assert (huge.kind, huge.data, huge.name, huge.fetch) == ("file", b"", "big.png", None)
+    assert (notes.kind, notes.mime_type, notes.data) == ("document", "text/plain", b"")
+    assert notes.fetch is not None  # the gateway reads documents (docs/design.md#documents)
 
 
 async def test_unaddressed_images_are_not_downloaded() -> None:

@@ -83,12 +83,14 @@ def discord_section(**overrides: Any) -> dict[str, Any]:
     return section
 
 
-def fast_adapter(config: Any) -> DiscordAdapter:
-    """The adapter the CLI would build from ``config``, with READY not held back 2 s."""
+def fast_adapter(config: Any, **tuning: Any) -> DiscordAdapter:
+    """The adapter the CLI would build from ``config``, with READY not held back 2 s;
+    ``tuning`` overrides more of its settings (e.g. ``stream_edit_interval``)."""
     built = discord_adapter(config)
     assert isinstance(built, DiscordAdapter)
     quick = dataclasses.replace(
-        built.settings, guild_ready_timeout=0.05, ready_timeout=5.0, reidentify_delay=0.0
+        built.settings,
+        **{"guild_ready_timeout": 0.05, "ready_timeout": 5.0, "reidentify_delay": 0.0, **tuning},
     )
     return DiscordAdapter(quick)
 
@@ -105,6 +107,7 @@ async def running_gateway_on(
     llm: FakeLLM,
     *,
     sections: dict[str, Any] | None = None,
+    tuning: dict[str, Any] | None = None,
     **discord: Any,
 ) -> AsyncIterator[Stack]:
     """A gateway with the Discord adapter, connected to an already running ``fake``.
@@ -114,7 +117,7 @@ async def running_gateway_on(
     """
     platforms = {"discord": discord_section(**discord)}
     config = make_config(data_dir, llm, platforms=platforms, **(sections or {}))
-    gateway = Gateway(config, [fast_adapter(config)])  # it catches up from its store
+    gateway = Gateway(config, [fast_adapter(config, **(tuning or {}))])  # catches up itself
     stack = Stack(fake, gateway, llm)
     gateway.events.subscribe(["message:received"], stack.on_received, name="e2e")
     await gateway.start()
@@ -126,13 +129,20 @@ async def running_gateway_on(
 
 @contextlib.asynccontextmanager
 async def running_stack(
-    data_dir: Path, llm: FakeLLM, *, sections: dict[str, Any] | None = None, **discord: Any
+    data_dir: Path,
+    llm: FakeLLM,
+    *,
+    sections: dict[str, Any] | None = None,
+    tuning: dict[str, Any] | None = None,
+    **discord: Any,
 ) -> AsyncIterator[Stack]:
     """Fake Discord + gateway (see :func:`running_gateway_on`), errors in the log failing."""
     async with (
         watching_all_logs(),
         running_fake_discord() as fake,
-        running_gateway_on(fake, data_dir, llm, sections=sections, **discord) as stack,
+        running_gateway_on(
+            fake, data_dir, llm, sections=sections, tuning=tuning, **discord
+        ) as stack,
     ):
         yield stack
 

@@ -6,6 +6,7 @@ One aiohttp app on ``127.0.0.1`` and a random free port serves the real SDKs:
   also under ``/openrouter/api/v1`` so a base URL can look like OpenRouter's)
 - ``POST /v1/messages`` (Anthropic; streaming and not)
 - ``GET /v1/models`` (both list shapes at once, for reachability checks)
+- ``POST /v1/audio/transcriptions`` (``llm.transcriptions``: tests/fakes/transcription.py)
 
 Usage::
 
@@ -62,6 +63,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from tests.fakes.transcription import FakeTranscriptions
 from tests.waiting import CEILING
 
 IMAGE_TOKENS = 1500
@@ -261,6 +263,8 @@ class FakeLLM:
         self._arrived = asyncio.Condition()
         self._stopping = asyncio.Event()
         self._runner: web.AppRunner | None = None
+        #: ``POST /v1/audio/transcriptions`` (tests/fakes/transcription.py).
+        self.transcriptions = FakeTranscriptions()
 
     @property
     def openai_base_url(self) -> str:
@@ -293,6 +297,7 @@ class FakeLLM:
         app.router.add_post("/openrouter/api/v1/chat/completions", self._handle_openai)
         app.router.add_post("/v1/messages", self._handle_anthropic)
         app.router.add_get("/v1/models", self._handle_models)
+        self.transcriptions.install(app)
         # A small shutdown_timeout so stop() never waits out a hanging or streaming reply.
         self._runner = web.AppRunner(
             app, shutdown_timeout=0.2, handler_cancellation=True, access_log=None

@@ -5,7 +5,7 @@ downloads at ``/file/bot<token>/<path>``. getUpdates is a real long poll with Te
 offset semantics: asking with ``offset=N`` confirms (and forgets) every update below N.
 
 Tests push updates (:meth:`FakeTelegram.push_text`, :meth:`push_photo`,
-:meth:`push_update`), read what the bot did (:attr:`sent`, :attr:`edits`,
+:meth:`push_file`, :meth:`push_update`), upgrade a group (:meth:`migrate_group`), read what the bot did (:attr:`sent`, :attr:`edits`,
 :attr:`chat_actions`, :attr:`commands`, :attr:`confirmed_offset`), inject failures
 (:meth:`fail_next`) and wait for conditions with a timeout (:meth:`wait_for`).
 """
@@ -114,6 +114,8 @@ class FakeTelegram:
         self._file_ids = itertools.count(1)
         self._files: dict[str, bytes] = {}
         self._texts: dict[tuple[str, int], tuple[str, str | None]] = {}
+        #: Groups upgraded to supergroups: old id -> new id (sends to the old id fail).
+        self.migrated: dict[int, int] = {}
         self._failures: dict[str, deque[_Failure]] = defaultdict(deque)
         self._changed = asyncio.Condition()
         self._stopping = False
@@ -223,6 +225,38 @@ class FakeTelegram:
         self.push_update({"message": message})
         return message
 
+    def push_file(
+        self, chat_id: int, field: str, data: bytes, *, caption: str = "", **kwargs: Any
+    ) -> dict:
+        """Queue a message carrying a file: ``field`` is voice, audio, video_note or
+        document; keyword arguments that are not make_message's go into the file's
+        object (duration, mime_type, file_name...)."""
+        names = {"user", "chat_type", "thread_id", "reply_to", "entities", "message_id"}
+        file = {
+            "file_id": self.add_file(data),
+            "file_unique_id": f"u{len(self._files)}",
+            "file_size": len(data),
+            **{k: v for k, v in kwargs.items() if k not in names},
+        }
+        extra = {"caption": caption} if caption else {}
+        options = {k: v for k, v in kwargs.items() if k in names}
+        message = self.make_message(chat_id, None, **{field: file}, **extra, **options)
+        self.push_update({"message": message})
+        return message
+
+    def migrate_group(self, old_id: int, new_id: int, *, service_messages: bool = True) -> None:
+        """Upgrade the group ``old_id`` to the supergroup ``new_id``: from now on a send
+        to the old id fails as Telegram's does (ChatMigrated); the two service messages
+        Telegram sends (one in each chat) are queued unless ``service_messages`` is off."""
+        self.migrated[old_id] = new_id
+        if service_messages:
+            old = self.make_message(old_id, None, chat_type="group", migrate_to_chat_id=new_id)
+            new = self.make_message(
+                new_id, None, chat_type="supergroup", migrate_from_chat_id=old_id
+            )
+            self.push_update({"message": old})
+            self.push_update({"message": new})
+
     def add_file(self, data: bytes) -> str:
         file_id = f"file-{next(self._file_ids)}"
         self._files[file_id] = data
@@ -293,7 +327,7 @@ class FakeTelegram:
         try:
             result = await handler(params)
         except _ApiError as exc:
-            return _error(400, exc.description)
+            return _error(400, exc.description, exc.parameters)
         finally:
             await self._notify()
         return web.json_response({"ok": True, "result": result})
@@ -351,6 +385,7 @@ class FakeTelegram:
 
     def _record_sent(self, method: str, params: dict, text: str) -> dict:
         chat_id = params["chat_id"]
+        self._refuse_migrated(chat_id)
         reply = params.get("reply_parameters") or {}
         message_id = next(self._message_ids)
         document = params.get("document")
@@ -379,8 +414,16 @@ class FakeTelegram:
             }
         return result
 
+    def _refuse_migrated(self, chat_id: int | str) -> None:
+        if isinstance(chat_id, int) and chat_id in self.migrated:
+            raise _ApiError(
+                "Bad Request: group chat was upgraded to a supergroup chat",
+                {"migrate_to_chat_id": self.migrated[chat_id]},
+            )
+
     async def _api_editMessageText(self, params: dict) -> dict:
         chat_id, message_id = params["chat_id"], int(params["message_id"])
+        self._refuse_migrated(chat_id)
         key = (str(chat_id), message_id)
         if key not in self._texts:
             raise _ApiError("Bad Request: message to edit not found")
@@ -426,9 +469,10 @@ class FakeTelegram:
 
 
 class _ApiError(Exception):
-    def __init__(self, description: str) -> None:
+    def __init__(self, description: str, parameters: dict | None = None) -> None:
         super().__init__(description)
         self.description = description
+        self.parameters = parameters
 
 
 def _error(status: int, description: str, parameters: dict | None = None) -> web.Response:

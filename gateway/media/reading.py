@@ -1,0 +1,202 @@
+"""What a message's voice notes, audio and documents say, as text for its row
+(docs/design.md#media).
+
+Called by the router after the sender was judged (docs/design.md#authorization): only a
+message that starts a turn — or, when the config opts in, one observed in a group — has
+its attachments downloaded. Every attachment becomes a note in the row, whatever
+happens: a transcript (``[voice 0:42] …``), a document's header and bounded excerpt, or
+what could not be done and why. Nothing is ever lost for a failed download or service;
+the user of an addressed message is told in one sentence.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+
+from adapters.base import Attachment, InboundMessage
+from gateway.config.media import MediaConfig
+from gateway.media.documents import Unreadable, document_kind, extract_document
+from gateway.media.transcription import MAX_AUDIO_BYTES, Transcriber, TranscriptionFailed
+from gateway.store import DocumentInfo, DocumentStore, DocumentText
+
+log = logging.getLogger(__name__)
+
+SOUND_KINDS = ("voice", "audio", "video_note")
+_DEFAULT_NAMES = {"voice": "voice.ogg", "video_note": "video_note.mp4", "audio": "audio.mp3"}
+_UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f\"\[\]·]+")
+
+
+@dataclass
+class MediaText:
+    """One note per attachment that is not an image, in order, and what to tell the user."""
+
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+class MediaReader:
+    def __init__(
+        self,
+        settings: MediaConfig,
+        documents: DocumentStore | None,
+        transcriber: Transcriber | None = None,
+    ) -> None:
+        self.settings = settings
+        self.documents = documents
+        self.transcriber = transcriber
+
+    async def read(
+        self, message: InboundMessage, session_key: str, *, addressed: bool
+    ) -> MediaText:
+        """Notes for ``message``'s attachments other than images. ``addressed``: it starts
+        a turn (its media are read); an observed one is read only where the config opts in."""
+        found = MediaText()
+        for attachment in message.attachments:
+            if attachment.kind == "image":
+                continue
+            if attachment.kind in SOUND_KINDS:
+                take = addressed or self.settings.transcription.observe
+                note, problem = await self._listen(attachment, take=take)
+            elif attachment.kind == "document":
+                take = addressed or self.settings.documents.observe
+                note, problem = await self._read(attachment, session_key, take=take)
+            else:
+                note, problem = _not_readable(attachment), None
+            found.notes.append(note)
+            if problem and addressed:
+                found.problems.append(problem)
+        return found
+
+    # -- voice and audio (docs/design.md#voice) ------------------------------------------
+
+    async def _listen(self, sound: Attachment, *, take: bool) -> tuple[str, str | None]:
+        label = sound_label(sound)
+        limit = self.settings.transcription.max_seconds
+        if not take:
+            return f"[{label}]", None
+        if self.transcriber is None:
+            return f"[{label}, not transcribed: voice transcription is not set up]", None
+        if sound.duration is not None and sound.duration > limit:
+            reason = f"longer than the {clock(limit)} limit"
+            return (
+                f"[{label}, not transcribed: {reason}]",
+                f"{_what(sound)} is {clock(sound.duration)} long; I transcribe up to"
+                f" {clock(limit)}, so I could not listen to it.",
+            )
+        if (sound.size or 0) > MAX_AUDIO_BYTES:
+            reason = "too large to transcribe"
+            return f"[{label}, not transcribed: {reason}]", f"{_what(sound)} is {reason}."
+        data = await sound.read()
+        try:
+            if data is None:
+                raise TranscriptionFailed("it could not be downloaded")
+            if len(data) > MAX_AUDIO_BYTES:
+                raise TranscriptionFailed("it is too large to transcribe")
+            name = sound.name or _DEFAULT_NAMES[sound.kind]
+            text = await self.transcriber.transcribe(data, name, sound.mime_type)
+        except TranscriptionFailed as failure:
+            return (
+                f"[{label}, not transcribed: {failure.reason}]",
+                f"I could not transcribe {_what(sound).lower()} ({failure.reason}).",
+            )
+        return f"[{label}] {text}", None
+
+    # -- documents (docs/design.md#documents) --------------------------------------------
+
+    async def _read(
+        self, document: Attachment, session_key: str, *, take: bool
+    ) -> tuple[str, str | None]:
+        settings = self.settings.documents
+        name = safe_name(document.name) or "unnamed"
+        if document_kind(name, document.mime_type) is None:
+            return _not_readable(document), None
+        if not settings.enabled or self.documents is None:
+            return f'[document "{name}", not read: reading documents is off]', None
+        if not take:
+            return f'[document "{name}"]', None
+        limit = settings.max_bytes
+        if document.size is not None and document.size > limit:
+            return self._unread(name, document.size, f"is larger than the {size(limit)} limit")
+        data = await document.read()
+        if data is None:
+            return self._unread(name, document.size, "could not be downloaded")
+        if len(data) > limit:
+            return self._unread(name, len(data), f"is larger than the {size(limit)} limit")
+        try:
+            text = await extract_document(data, name, document.mime_type)
+        except Unreadable as unreadable:
+            return self._unread(name, len(data), unreadable.reason)
+        info = await self.documents.keep_document(session_key, name, text)
+        return document_note(info, text, settings.excerpt_tokens * 4), None
+
+    @staticmethod
+    def _unread(name: str, bytes_: int | None, reason: str) -> tuple[str, str]:
+        facts = f" · {size(bytes_)}" if bytes_ else ""
+        return (
+            f'[document "{name}"{facts}, not read: it {reason}]',
+            f"I could not read {name}: it {reason}.",
+        )
+
+
+def document_note(info: DocumentInfo, text: DocumentText, excerpt_chars: int) -> str:
+    """The row's part for a kept document: a header and a bounded excerpt."""
+    whole = "".join(text.parts)
+    facts = [info.kind.upper() if info.kind != "text" else "text"]
+    if info.pages is not None:
+        facts.append(f"{info.pages} page{'s' if info.pages != 1 else ''}")
+    facts += [size(info.size), f"{info.chars:,} characters"]
+    header = f'[document "{info.name}" · id {info.document_id} · {", ".join(facts)}'
+    if len(whole) <= excerpt_chars:
+        return f'{header}]\n{whole.strip()}\n[end of "{info.name}"]'
+    excerpt = whole[:excerpt_chars]
+    cut = excerpt.rfind("\n", excerpt_chars // 2)
+    excerpt = excerpt[: cut if cut != -1 else excerpt_chars].rstrip()
+    return (
+        f"{header} · its first {len(excerpt):,} characters below; the read_document tool"
+        f' reads the rest, session_search finds words in it]\n{excerpt}\n[end of the excerpt of "{info.name}"]'
+    )
+
+
+def sound_label(sound: Attachment) -> str:
+    """``voice 0:42``, ``video note 0:15``, ``audio "song.mp3" 3:12``."""
+    if sound.kind == "audio":
+        name = safe_name(sound.name)
+        label = f'audio "{name}"' if name else "audio"
+    else:
+        label = sound.kind.replace("_", " ")
+    return f"{label} {clock(sound.duration)}" if sound.duration is not None else label
+
+
+def clock(seconds: float) -> str:
+    """0:42, 16:40, 1:02:03."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def size(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.1f} MB"
+    if count >= 1000:
+        return f"{count / 1000:.1f} KB"
+    return f"{count} bytes"
+
+
+def safe_name(name: str) -> str:
+    """A file name as the row may quote it: no line breaks, quotes or brackets that could
+    pass for nightowl's own notes; at most 100 characters."""
+    return _UNSAFE_NAME.sub(" ", name).strip()[:100]
+
+
+def _what(sound: Attachment) -> str:
+    return {"voice": "Your voice message", "video_note": "Your video message"}.get(
+        sound.kind, "Your audio file"
+    )
+
+
+def _not_readable(attachment: Attachment) -> str:
+    name = safe_name(attachment.name) or "a file"
+    return f"[attached: {name} ({attachment.mime_type}), not readable here]"

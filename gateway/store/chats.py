@@ -1,0 +1,84 @@
+"""Chats that continue under another id, on SQLite (:class:`~gateway.store.protocols.ChatStore`,
+docs/design.md#chat-moves): a Telegram group upgraded to a supergroup."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import aiosqlite
+
+from gateway.store.dialect import Database
+
+log = logging.getLogger(__name__)
+
+#: The session keys of a chat: ``<platform>:<chat>`` and its topics ``<platform>:<chat>:<topic>``.
+_OF_CHAT = "({column} = :old OR substr({column}, 1, length(:old) + 1) = :old || ':')"
+_RENAMED = ":new || substr({column}, length(:old) + 1)"
+
+
+class SQLiteChats:
+    """:class:`~gateway.store.protocols.ChatStore` on a :class:`Connection`."""
+
+    def __init__(self, connection: Database) -> None:
+        self.connection = connection
+
+    async def move_chat(self, platform: str, old_chat_id: str, new_chat_id: str) -> bool:
+        """Everything kept under the old id continues under the new one, in one transaction:
+        sessions (current and ended), waiting inbox entries, reminders, documents. False
+        when the move was recorded before (a second service message, a redelivery)."""
+        names = {"old": f"{platform}:{old_chat_id}", "new": f"{platform}:{new_chat_id}"}
+        async with self.connection.transaction() as db:
+            cursor = await db.execute(
+                "INSERT OR IGNORE INTO chat_moves(platform, old_chat_id, new_chat_id, moved_at)"
+                " VALUES (?, ?, ?, ?)",
+                (platform, old_chat_id, new_chat_id, time.time()),
+            )
+            if cursor.rowcount == 0:
+                return False
+            await _end_younger_sessions(db, names)
+            of_key = _OF_CHAT.format(column="session_key")
+            renamed = _RENAMED.format(column="session_key")
+            ids = {**names, "chat": new_chat_id, "platform": platform}
+            await db.execute(
+                f"UPDATE sessions SET session_key = {renamed}, chat_id = :chat"
+                f" WHERE platform = :platform AND {of_key}",
+                ids,
+            )
+            for table in ("inbox", "reminders"):
+                await db.execute(
+                    f"UPDATE {table} SET session_key = {renamed}, chat_id = :chat WHERE {of_key}",
+                    ids,
+                )
+            await db.execute(
+                f"UPDATE OR IGNORE chat_documents SET session_key = {renamed} WHERE {of_key}",
+                names,
+            )
+        return True
+
+    async def moved_chats(self) -> list[tuple[str, str, str]]:
+        """``(platform, old chat id, new chat id)`` of every move, oldest first."""
+        async with self.connection.read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT platform, old_chat_id, new_chat_id FROM chat_moves ORDER BY moved_at"
+            )
+        return [(row[0], row[1], row[2]) for row in rows]
+
+
+async def _end_younger_sessions(db: aiosqlite.Connection, names: dict[str, str]) -> None:
+    """A session already current under the new id (a message there was handled before
+    the move) ends: the older conversation continues. Its rows stay stored."""
+    of_new = _OF_CHAT.format(column="session_key").replace(":old", ":new")
+    cursor = await db.execute(
+        "UPDATE sessions SET ended_at = :now, end_reason = 'moved', updated_at = :now"
+        f" WHERE ended_at IS NULL AND {of_new}"
+        " AND :old || substr(session_key, length(:new) + 1) IN"
+        " (SELECT session_key FROM sessions WHERE ended_at IS NULL)",
+        {**names, "now": time.time()},
+    )
+    if cursor.rowcount:
+        log.warning(
+            "%s had its own conversation when %s moved there; it ended (its rows are kept)",
+            names["new"],
+            names["old"],
+        )

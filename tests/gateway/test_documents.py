@@ -1,0 +1,119 @@
+"""Documents through the gateway (docs/design.md#documents): a huge file costs a bounded
+row and never blocks compression; its text is stored once however many chats hold it
+and is erased with the last of them; an empty answer from the model is asked again once
+(docs/design.md#empty-answer)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from adapters.base import Attachment
+from agent.loop import EMPTY_ANSWER
+from gateway.config.media import TranscriptionConfig, transcription_route
+from gateway.config.routes import ModelRoute
+from gateway.media.documents import extract_document
+from gateway.store import SQLiteStore
+from tests import db
+from tests.fakes.llm_server import FakeLLM, Reply
+from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing, turns_done
+
+WINDOW = 8192
+#: The threshold of an 8K window: 0.75 (small windows) of the input budget (8192 - 4096).
+THRESHOLD = int(0.75 * (WINDOW - 4096))
+
+
+def _big_log(size: int) -> bytes:
+    line = b"2025-01-01 12:00:00 INFO request served in 12 ms from the cache\n"
+    return line * (size // len(line))
+
+
+async def test_a_2_mb_text_file_in_an_8k_window_still_compresses_under_the_threshold(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = summarizing()
+    config = make_config(tmp_path, fake_llm, model={"context_length": WINDOW})
+    adapter = RecordingAdapter()
+    data = _big_log(2_000_000)
+    async with running_gateway(config, adapter) as gateway:
+        await adapter.say("fact: the server is called owl-1")
+        await adapter.wait_sent(1)
+        log = Attachment("document", "text/plain", data=data, name="server.log")
+        await adapter.say("what is in this log?", attachments=(log,))
+        await adapter.wait_sent(2)
+        for n in range(6):
+            await adapter.say(f"fact: note {n} " + "x" * 2400)
+            await adapter.wait_sent(3 + n)
+        await turns_done(gateway)
+    assert db.value(tmp_path, "SELECT MAX(compression_count) FROM sessions") >= 1
+    assert all(request.prompt_tokens < THRESHOLD for request in fake_llm.requests[-3:])
+    [(row_tokens,)] = db.rows(
+        tmp_path, "SELECT token_count FROM messages WHERE content LIKE '%server.log%'"
+    )
+    assert row_tokens < 1500 + 200  # the excerpt and its header, not 500K tokens
+    assert db.value(tmp_path, "SELECT chars FROM documents") == len(data)
+    assert db.value(tmp_path, "SELECT sum(length(text)) FROM document_parts") == len(data)
+
+
+async def test_a_document_is_stored_once_and_erased_with_the_last_chat_holding_it(
+    tmp_path: Path,
+) -> None:
+    text = await extract_document(b"alpha beta gamma\n" * 100, "notes.md", "text/markdown")
+    async with SQLiteStore(tmp_path / "state.db") as store:
+        first = await store.documents.keep_document("telegram:1", "notes.md", text)
+        second = await store.documents.keep_document("discord:2", "copy.md", text)
+        assert first.document_id == second.document_id == text.sha256[:12]
+        assert second.name == "copy.md"  # each chat knows it by its own name
+        assert await store.documents.read_document("telegram:3", first.document_id) is None
+        await store.operator.forget("telegram:1")
+        assert db.value(tmp_path, "SELECT count(*) FROM document_parts") == 1
+        [hit] = await store.documents.search_documents("discord:2", "gamma")
+        assert hit.document.name == "copy.md"
+        await store.operator.forget("discord:2")
+        assert await store.documents.search_documents("discord:2", "gamma") == []
+    assert db.value(tmp_path, "SELECT count(*) FROM documents") == 0
+    assert db.value(tmp_path, "SELECT count(*) FROM document_parts") == 0
+
+
+async def test_read_document_reads_a_text_on_by_offset(tmp_path: Path) -> None:
+    data = "".join(f"line {n:05d}\n" for n in range(3000)).encode()
+    text = await extract_document(data, "lines.txt", "text/plain")
+    async with SQLiteStore(tmp_path / "state.db") as store:
+        kept = await store.documents.keep_document("console:x", "lines.txt", text)
+        part = await store.documents.read_document(
+            "console:x", kept.document_id, offset=12_000, max_chars=100
+        )
+    assert part is not None and (part.start, part.end) == (12_000, 12_100)
+    assert part.text == data.decode()[12_000:12_100]
+    assert kept.document_id == hashlib.sha256(data).hexdigest()[:12]
+
+
+async def test_an_empty_answer_is_asked_again_once_then_the_user_gets_a_sentence(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(""), Reply("  "), Reply(""), Reply("here it is"))
+    adapter = RecordingAdapter()
+    async with running_gateway(make_config(tmp_path, fake_llm), adapter):
+        await adapter.say("hello?")
+        await adapter.wait_sent(1)
+        await adapter.say("hello again?")
+        await adapter.wait_sent(2)
+    assert adapter.texts() == [EMPTY_ANSWER, "here it is"]
+    assert fake_llm.request_count == 4
+    assert [m for m, _, _ in db.stored_messages(tmp_path, "assistant")] == [
+        EMPTY_ANSWER,
+        "here it is",
+    ]
+
+
+def test_transcription_goes_to_the_main_openai_endpoint_with_its_key_and_nowhere_else() -> None:
+    local = ModelRoute("openai", "llama", "http://127.0.0.1:8080/v1", "main-key")
+    route = transcription_route(TranscriptionConfig(), local)
+    assert route == ModelRoute("openai", "whisper-1", "http://127.0.0.1:8080/v1", "main-key")
+    elsewhere = TranscriptionConfig(base_url="http://127.0.0.1:9000/v1")
+    assert transcription_route(elsewhere, local) == ModelRoute(
+        "openai", "whisper-1", "http://127.0.0.1:9000/v1", None
+    )
+    claude = ModelRoute("anthropic", "claude", None, "anthropic-key")
+    assert transcription_route(TranscriptionConfig(), claude) is None  # auto: no endpoint
+    assert transcription_route(TranscriptionConfig(enabled=False), local) is None
