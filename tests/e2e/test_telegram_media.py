@@ -55,15 +55,20 @@ async def test_a_voice_note_is_transcribed_and_its_text_reaches_the_model(
     assert visible(reply.text) == "echo: [voice 0:42] hello from a voice note"
 
 
-async def test_a_strangers_voice_note_is_never_downloaded_nor_transcribed(
+async def test_only_an_allowed_users_voice_note_is_downloaded_and_transcribed(
     tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
 ) -> None:
     config = telegram_config(tmp_path, fake_llm, telegram, pairing=False)
+    ann = ogg_opus(1.0)
     async with telegram_gateway(config):
         telegram.push_file(99, "voice", ogg_opus(2.0), duration=2, user=STRANGER)
         [refusal] = await telegram.wait_sent(1)
+        telegram.push_file(42, "voice", ann, duration=1)
+        await telegram.wait_sent(2)
     assert "private bot" in refusal.text
-    assert telegram.method_calls("getFile") == [] and fake_llm.transcriptions.uploads == []
+    [fetched] = telegram.method_calls("getFile")  # Ann's: the stranger's never left Telegram
+    [upload] = fake_llm.transcriptions.uploads
+    assert upload.data == ann and fetched["file_id"] != ""
 
 
 async def test_a_failed_transcription_is_told_in_a_sentence_and_the_row_is_kept(
