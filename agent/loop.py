@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.context_engine import CompressionResult, ContextEngine
+from agent.memory import TOOL_NAMES, MemoryBlock, with_block
 from agent.model_metadata import ContextLengthResolver
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
 from agent.tokens import estimate_json_tokens_rough
@@ -104,9 +105,18 @@ class Agent:
         context: ToolContext | None = None,
         on_text: TextCallback | None = None,
         cache_ttl: str | None = None,
+        memory: MemoryBlock | None = None,
     ) -> TurnResult:
-        """Answer the user messages at the end of ``messages`` (appending to a copy)."""
+        """Answer the user messages at the end of ``messages`` (appending to a copy).
+
+        ``memory`` goes into every request right after the system prompt and counts in
+        the window like the tool schemas (docs/design.md#memory-block).
+        """
         turn = _Turn(self, list(messages), transcript, anchor, on_text, cache_ttl)
+        turn.memory = memory
+        if memory is None:  # no memory this turn: its tools are not offered either
+            turn.schemas = [s for s in turn.schemas if s["function"]["name"] not in TOOL_NAMES]
+            turn.schema_tokens = estimate_json_tokens_rough(turn.schemas)
         context = context or ToolContext(transcript=transcript)
         try:
             await turn.run(context)
@@ -150,6 +160,7 @@ class _Turn:
         self.result = TurnResult(messages=messages, anchor=anchor)
         self.schemas = agent.tool_schemas()
         self.schema_tokens = estimate_json_tokens_rough(self.schemas)
+        self.memory: MemoryBlock | None = None
         # Defer-to-real-usage (docs/design.md#gates): with no anchor, an estimate over the threshold waits
         # for one real response before it may trigger compression.
         self.may_defer = anchor is None
@@ -196,7 +207,8 @@ class _Turn:
             )
             if anchored is not None:
                 return anchored, True
-        return self.agent.represented(self.messages) + self.schema_tokens, False
+        memory = self.memory.tokens if self.memory is not None else 0
+        return self.agent.represented(self.messages) + self.schema_tokens + memory, False
 
     async def gate(self, trigger: str) -> None:
         tokens, real = self.prompt_tokens()
@@ -247,10 +259,12 @@ class _Turn:
     async def call(self, *, tools: bool) -> Completion:
         """One provider call with a request that fits the window, whatever the rows hold."""
         offered = self.schemas if tools and self.schemas else None
+        memory = self.memory
         request = fit_request(
             self.messages,
             self.agent.window,
-            overhead_tokens=self.schema_tokens if offered else 0,
+            overhead_tokens=(self.schema_tokens if offered else 0)
+            + (memory.tokens if memory is not None else 0),
             scale=self.agent.token_scale,
         )
         if request.excerpted or request.left_out:
@@ -260,7 +274,7 @@ class _Turn:
                 request.left_out,
             )
         completion = await self.agent.provider.complete(
-            request.messages,
+            with_block(request.messages, memory.message if memory is not None else None),
             max_tokens=request.max_tokens,
             tools=offered,
             on_text=self.on_text,

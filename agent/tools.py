@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from agent.memory import Memory
 from agent.transcript import Transcript
 from nightowl_errors import NightowlError
 
@@ -32,6 +33,8 @@ class ToolContext:
     transcript: Transcript
     source: str = "console"  # telegram | discord | console | scheduler
     timezone: str = "UTC"
+    #: Long-term memory of this turn's chat (docs/design.md#memory); None: memory is off.
+    memory: Memory | None = None
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,8 @@ SESSION_SEARCH = Tool(
     name="session_search",
     description=(
         "Search this conversation's full history, including parts that were summarized "
-        "away, for messages matching the query. Returns snippets with time and role."
+        "away and earlier conversations in this chat (before /new), and the notes "
+        "remembered here, for messages matching the query. Returns snippets with time and role."
     ),
     parameters={
         "type": "object",

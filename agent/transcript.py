@@ -56,7 +56,8 @@ class Transcript(Protocol):
         ...
 
     async def search(self, query: str, limit: int) -> list[SearchResult]:
-        """Full-text search over this conversation, archived rows included."""
+        """Full-text search over this conversation, archived rows included, and the
+        chat's earlier sessions (docs/design.md#search-across-sessions)."""
         ...
 
     async def read_document(

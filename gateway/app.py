@@ -15,6 +15,7 @@ from agent.context_compressor import ContextCompressor
 from agent.context_engine import EngineChoice, resolve_context_engine
 from agent.document_tools import READ_DOCUMENT
 from agent.loop import Agent
+from agent.memory_tools import MEMORY_TOOLS
 from agent.model_metadata import ContextLengthResolver
 from agent.prompt_caching import caching_enabled, caching_log_line, resolve_cache_ttl
 from agent.tokens import TokenCounter
@@ -44,6 +45,9 @@ from gateway.dashboard import Dashboard
 from gateway.events import EventBus, load_hook
 from gateway.media import MediaReader
 from gateway.media.transcription import transcriber_for
+from gateway.memory.commands import MemoryCommands
+from gateway.memory.flush import TIMEOUT_SECONDS, FlushBeforeCompaction
+from gateway.memory.scopes import Memories
 from gateway.provider_events import ReportedProvider, for_summaries
 from gateway.scheduling.scheduler import Scheduler
 from gateway.store import SessionRecord, SQLiteStore
@@ -79,6 +83,11 @@ class Gateway:
             BUILTIN_TOOLS + (READ_DOCUMENT,) + extra_tools,
             max_result_chars=config.agent.tool_result_max_chars,
         )
+        # Long-term memory (docs/design.md#memory): the tools, and the notes of each chat.
+        self.memories: Memories | None = None
+        if config.memory.enabled:
+            self.toolbox.tools.update({tool.name: tool for tool in MEMORY_TOOLS})
+            self.memories = Memories(self.store.memory, max_tokens=config.memory.max_tokens)
         self.engine_choice: EngineChoice = resolve_context_engine(
             config.context.engine, ContextCompressor, [config.data_dir / "plugins"]
         )
@@ -98,6 +107,7 @@ class Gateway:
             model=config.model.name,
             counter=self.counter,
             in_place=config.compression.in_place,
+            before_compaction=self._memory_flush(),
             window=self.session_window,
             model_name=lambda choice: self.models.get(choice).route.name,
         )
@@ -112,6 +122,7 @@ class Gateway:
                 hard_message_limit=config.compression.hygiene_hard_message_limit,
             ),
             timezone=config.agent.timezone,
+            memories=self.memories,
         )
         self.lanes = Lanes(self.runner.drain)
         # Voice and documents -> text; chats that move (docs/design.md#media, #chat-moves).
@@ -146,6 +157,7 @@ class Gateway:
             self.lanes,
             self._reply,
             configured_window=config.model.context_length,
+            memory=MemoryCommands(self.memories),
             pairing=self.pairing,
             models=ModelCommand(self.models, self.store.conversation, self.sessions, self.lanes),
             tools=self.describe_tools,
@@ -170,6 +182,18 @@ class Gateway:
         self.dashboard = Dashboard(self) if config.dashboard.enabled else None
 
     # -- wiring ---------------------------------------------------------------------------
+
+    def _memory_flush(self) -> FlushBeforeCompaction | None:
+        """The flush before every compaction (docs/design.md#memory-flush), on the summary
+        model when one is configured."""
+        if self.memories is None or not self.config.memory.flush_before_compaction:
+            return None
+        return FlushBeforeCompaction(
+            self.memories,
+            self.providers.auxiliary or self.providers.main,
+            window=self.current_window,
+            timeout=min(TIMEOUT_SECONDS, self.config.compression.context_timeout_seconds),
+        )
 
     def current_window(self) -> int:
         """The main model's window now: a limit learned from an overflow counts at once,

@@ -137,6 +137,37 @@ def is_summary_request(request: Recorded) -> bool:
     return str(system.get("content", "")).startswith("You are the summarization step")
 
 
+def is_memory_flush(request: Recorded) -> bool:
+    """The silent call before a compaction that keeps facts (docs/design.md#memory-flush)."""
+    system = request.messages[0] if request.messages else {}
+    return str(system.get("content", "")).startswith("You are the memory step")
+
+
+def is_turn_request(request: Recorded) -> bool:
+    """A request of a turn: neither a summary nor a memory flush."""
+    return not is_summary_request(request) and not is_memory_flush(request)
+
+
+def memory_block(request: Recorded) -> str | None:
+    """The memory block a turn's request carries after its system prompt, if any."""
+    for message in request.messages:
+        content = message.get("content")
+        text = content if isinstance(content, str) else str(content)
+        if message.get("role") == "system" and "[nightowl memory]" in text[:40]:
+            return text
+    return None
+
+
+def conversation_of(request: Recorded) -> list[dict[str, Any]]:
+    """A turn's request without its memory block: the stored conversation as sent."""
+    block = memory_block(request)
+    return [
+        m
+        for m in request.messages
+        if not (m.get("role") == "system" and block is not None and block in str(m.get("content")))
+    ]
+
+
 FACT = re.compile(r"fact:[^\n\]<\"]*", re.IGNORECASE)
 
 

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.config.dashboard import DashboardConfig
 from gateway.config.media import MediaConfig
+from gateway.config.memory import MemoryConfig
 from gateway.config.models import AlternativeModelConfig, check_models
 from gateway.config.routes import KEY_VARIABLES, ModelRoute, same_endpoint
 from gateway.config.routes import NO_KEY_NEEDED as NO_KEY_NEEDED
@@ -217,6 +218,7 @@ class Config:
     groups: GroupsConfig = field(default_factory=GroupsConfig)
     media: MediaConfig = field(default_factory=MediaConfig)
     compression: CompressionConfig = field(default_factory=CompressionConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
     auxiliary: AuxiliaryConfig = field(default_factory=AuxiliaryConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
     prompt_caching: PromptCachingConfig = field(default_factory=PromptCachingConfig)

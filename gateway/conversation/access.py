@@ -34,8 +34,8 @@ NOT_HERE = "I don't answer here. Ask the bot's owner to allow this channel."
 NOT_YOU = "Only the people this bot works for can ask it things here."
 #: A refused sender hears about it at most this often.
 REFUSAL_PAUSE_SECONDS = 3600.0
-#: Commands that change the conversation for everyone in the chat.
-GROUP_WIDE_COMMANDS = frozenset({"new", "reset", "compress"})
+#: Commands that change the conversation, or its memory, for everyone in the chat.
+GROUP_WIDE_COMMANDS = frozenset({"new", "reset", "compress", "forget"})
 
 
 def is_group_wide(name: str, argument: str) -> bool:

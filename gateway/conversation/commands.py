@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from adapters.base import InboundMessage
 from agent.compression.markers import SUMMARY_PREFIX
 from agent.tokens import estimate_json_tokens_rough
-from agent.window import row_caps
+from agent.window import Window, row_caps
 from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.hygiene import measure_tokens
 from gateway.conversation.lanes import Lanes
@@ -26,6 +26,7 @@ from gateway.conversation.router import LATER, Answer, session_key
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.transcript import SessionTranscript
+from gateway.memory.commands import MemoryCommands
 from gateway.store import ConversationStore
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ HELP = """Commands:
 /status — model, context window, tokens in use, compressions, cooldown
 /context [summary] — what fills the context window; "summary" shows the current summary
 /usage — tokens used by this conversation
+/memory — what I remember here (and, in private, about you)
+/forget N — forget one of those; /forget all (in private) forgets everything about you
 /model [NAME] — this chat's model and the choices; switch with a name
 /tools — the tools the model can use in this chat
 /pair [approve|deny CODE] — the owner, in private: answer pairing requests
@@ -56,6 +59,8 @@ COMMAND_LIST: tuple[tuple[str, str], ...] = (
     ("status", "Model, context use, compressions"),
     ("context", "What fills the context window"),
     ("usage", "Tokens used by this conversation"),
+    ("memory", "What I remember here"),
+    ("forget", "Forget something I remember"),
     ("model", "This chat's model; /model NAME switches"),
     ("tools", "Tools the model can use here"),
     ("help", "List the commands"),
@@ -76,6 +81,7 @@ class Commands:
         *,
         configured_window: int | None = None,
         pairing: Pairing | None = None,
+        memory: MemoryCommands | None = None,
         models: ModelCommand | None = None,
         tools: Callable[[str], Awaitable[str]] | None = None,
     ) -> None:
@@ -88,6 +94,8 @@ class Commands:
         #: Answers /pair; None: pairing is not wired and /pair is no command.
         self.pairing = pairing
         self.background = BackgroundTasks("commands")
+        #: /memory and /forget, and the memory block /status and /context count.
+        self.memory = memory
         #: /model and /tools (docs/design.md#model-choice, #mcp-tools).
         self.models = models
         self.tools = tools
@@ -106,10 +114,13 @@ class Commands:
         if name == "compress":
             self._in_background(message, self.compress(key, argument or None))
             return LATER
+        if self.memory is not None and self.memory.handles(name):
+            return Answer(await self.memory(message, name, argument))
         if name == "status":
-            return Answer(await self.status(key))
+            return Answer(await self.status(key, asker=message))
         if name == "context":
-            return Answer(await self.context(key, show_summary=argument.lower().startswith("summ")))
+            summary = argument.lower().startswith("summ")
+            return Answer(await self.context(key, show_summary=summary, asker=message))
         if name == "usage":
             return Answer(await self.usage(key))
         if name == "model" and self.models is not None:
@@ -170,11 +181,21 @@ class Commands:
 
         return await self.lanes.submit(key, job)
 
-    async def status(self, key: str) -> str:
+    async def _memory(self, asker: InboundMessage | None, window: Window) -> int:
+        """Tokens of the memory block this chat's requests carry for ``asker``."""
+        memories = self.memory.memories if self.memory is not None else None
+        if memories is None or asker is None:
+            return 0
+        block = await memories.for_message(asker).block(window)
+        return block.tokens if block is not None else 0
+
+    async def status(self, key: str, *, asker: InboundMessage | None = None) -> str:
         runtime = await self.sessions.existing(key)
         if runtime is None:
             return "No conversation yet. Say something!"
         transcript = await self.sessions.transcript(runtime)
+        # The memory block counts like any part of the prompt (docs/design.md#memory-block).
+        transcript.memory_tokens = await self._memory(asker, runtime.agent.window)
         reading = measure_tokens(runtime, transcript, transcript.restore_anchor())
         engine = runtime.engine
         window = engine.context_length
@@ -201,13 +222,18 @@ class Commands:
             ]
         )
 
-    async def context(self, key: str, *, show_summary: bool) -> str:
+    async def context(
+        self, key: str, *, show_summary: bool, asker: InboundMessage | None = None
+    ) -> str:
         runtime = await self.sessions.existing(key)
         if runtime is None:
             return "No conversation yet."
         transcript = await self.sessions.transcript(runtime)
         parts, summary_text = context_breakdown(runtime, transcript)
         window = runtime.engine.context_length
+        # The memory block rides after the system prompt (docs/design.md#memory-block).
+        head = {name: tokens for name, tokens in parts.items() if name in ("system", "tools")}
+        parts = {**head, "memory": await self._memory(asker, runtime.agent.window), **parts}
         lines = [f"Context window: {window:,} tokens"]
         for name, tokens in parts.items():
             lines.append(f"{name:<12} {bar(tokens, window)} {tokens:>8,}")

@@ -199,6 +199,7 @@ class Router:
             addressed=addressed,
             platform_message_id=message.platform_message_id,
             dedupe_key=message.dedupe_key,
+            chat_type=message.chat_type,
         )
         if not await self.store.enqueue(entry):
             log.info("duplicate %s ignored (%s)", message.dedupe_key, key)

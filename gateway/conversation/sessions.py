@@ -13,7 +13,7 @@ from collections.abc import Callable
 from agent.tokens import TokenCounter
 from gateway.conversation.chat_documents import ChatDocuments
 from gateway.conversation.runtime import SessionRuntime
-from gateway.conversation.transcript import SessionTranscript
+from gateway.conversation.transcript import BeforeCompaction, SessionTranscript
 from gateway.events import EventBus
 from gateway.store import (
     ConversationStore,
@@ -46,8 +46,11 @@ class SessionRegistry:
         in_place: bool = True,
         window: Callable[[SessionRuntime], int] | None = None,
         model_name: Callable[[str | None], str] | None = None,
+        before_compaction: BeforeCompaction | None = None,
     ) -> None:
         self.store = store
+        #: The memory flush every compaction goes through first (docs/design.md#memory-flush).
+        self.before_compaction = before_compaction
         #: A session's model's window now; a limit learned in one session reaches the others.
         self.window = window
         #: The model name a chat's choice stands for, recorded on its new sessions.
@@ -119,6 +122,7 @@ class SessionRegistry:
             self.counter,
             self.events,
             in_place=self.in_place,
+            before_compaction=self.before_compaction,
         )
         if self.documents is not None:
             transcript.documents = ChatDocuments(self.documents, runtime.key)

@@ -11,8 +11,9 @@ session's first row, its system prompt, together with the session itself
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from agent.context_engine import CompressionResult
 from agent.loop import TurnResult
@@ -36,6 +37,19 @@ from gateway.store import (
 
 log = logging.getLogger(__name__)
 
+#: Called before every compaction is committed with the rows about to leave the active
+#: context, the trigger and the newest platform message id among them: the memory flush
+#: (docs/design.md#memory-flush). It must not raise.
+BeforeCompaction = Callable[
+    [SessionRuntime, list[dict[str, Any]], str, str | None], Awaitable[None]
+]
+
+
+class MemorySearch(Protocol):
+    """The memory notes a turn's search also finds (docs/design.md#memory-scopes)."""
+
+    async def search(self, query: str, limit: int) -> list[SearchResult]: ...
+
 
 @dataclass
 class SessionTranscript:
@@ -51,12 +65,18 @@ class SessionTranscript:
         events: EventBus,
         *,
         in_place: bool = True,
+        before_compaction: BeforeCompaction | None = None,
     ) -> None:
         self.store = store
         self.runtime = runtime
         self.counter = counter
         self.events = events
         self.in_place = in_place
+        self.before_compaction = before_compaction
+        #: The turn's memory, searched with the conversation; the memory block's tokens,
+        #: counted with it (docs/design.md#memory-block). Set by the turn runner.
+        self.memory: MemorySearch | None = None
+        self.memory_tokens = 0
         #: The chat's documents (docs/design.md#documents). Set by the session registry.
         self.documents: ChatDocuments | None = None
         waiting = [entry for entry in entries if not entry.in_history]
@@ -89,6 +109,10 @@ class SessionTranscript:
     async def commit_compaction(
         self, result: CompressionResult, original: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
+        if self.before_compaction is not None:
+            # Every trigger commits here, so every compaction is flushed once, first.
+            span, newest = self._leaving(original, result.messages)
+            await self.before_compaction(self.runtime, span, result.trigger_source, newest)
         old = self.runtime.record
         if self.in_place:
             ids = await self.store.archive_and_compact(old.id, self._compaction(result, original))
@@ -156,6 +180,16 @@ class SessionTranscript:
             mark=compaction_mark(result),
         )
 
+    def _leaving(
+        self, original: list[dict[str, Any]], compacted: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """The messages of ``original`` a compaction leaves out, and the newest platform
+        message id among them (where a note they give was learned)."""
+        kept = {p for p in kept_positions(original, compacted) if p is not None}
+        span = [m for p, m in enumerate(original) if p not in kept]
+        ids = [known[2] for m in span if (known := self._known.get(id(m))) and known[2]]
+        return span, ids[-1] if ids else None
+
     async def save_engine_state(self, state: dict[str, Any]) -> None:
         await self.store.save_engine_state(self.session_id, state)
 
@@ -182,6 +216,8 @@ class SessionTranscript:
     async def search(self, query: str, limit: int) -> list[SearchResult]:
         hits = await self.store.search(self.session_id, query, limit)
         found = [SearchResult(h.role, h.snippet, h.created_at, h.archived) for h in hits]
+        if self.memory is not None:
+            found = [*await self.memory.search(query, limit), *found]
         if self.documents is not None:
             found = await self.documents.search(query, limit, hits, found)
         return found
@@ -210,7 +246,8 @@ class SessionTranscript:
         """The context as a request shows it, from the stored per-row counts (no
         re-tokenizing, docs/design.md#token-source): a row too big to show whole counts as its excerpt."""
         counts = [self.count(m) for m in self.messages]
-        return represented_tokens(self.messages, self.runtime.agent.window, counts)
+        window = self.runtime.agent.window
+        return represented_tokens(self.messages, window, counts) + self.memory_tokens
 
     def restore_anchor(self) -> UsageAnchor | None:
         """The persisted usage anchor, if the row it ends at is still active (docs/design.md#usage-anchor)."""

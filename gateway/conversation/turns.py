@@ -15,6 +15,7 @@ from typing import Any
 
 from adapters.base import Adapter, DeliveryError, OutboundMessage
 from agent.loop import EMPTY_ANSWER, CompressionExhausted, TurnResult
+from agent.memory import MemoryBlock
 from agent.providers.base import ProviderError
 from agent.tools import ToolContext
 from agent.usage_anchor import UsageAnchor
@@ -23,6 +24,7 @@ from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.transcript import SessionTranscript, report_failed_compression
 from gateway.events import EventBus
+from gateway.memory.scopes import Memories
 from gateway.store import ConversationStore, InboxEntry, SessionOrigin
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,7 @@ class TurnRunner:
         cache_ttl: Callable[[str], str | None] = lambda source: None,
         hygiene: HygieneStep | None = None,
         timezone: str = "UTC",
+        memories: Memories | None = None,
     ) -> None:
         self.store = store
         self.sessions = sessions
@@ -52,6 +55,8 @@ class TurnRunner:
         self.cache_ttl = cache_ttl
         self.hygiene = hygiene
         self.timezone = timezone
+        #: Long-term memory (docs/design.md#memory); None: memory is off.
+        self.memories = memories
 
     async def drain(self, key: str) -> None:
         await self.redeliver_pending(key)  # an answer lost to an outage goes before the next
@@ -75,11 +80,23 @@ class TurnRunner:
         adapter = self.adapters.get(target.platform)
         anchor = transcript.restore_anchor()
         notices: list[str] = []
+        memory, block = None, None
+        if self.memories is not None:  # before hygiene: the block counts in the window
+            memory = self.memories.for_turn(runtime.key, entries, runtime.id)
+            block = await memory.block(runtime.agent.window)
+            if block is None:  # a window too small to afford memory (docs/design.md#memory-block)
+                memory = None
+            else:
+                transcript.memory, transcript.memory_tokens = memory, block.tokens
         if self.hygiene is not None:
             outcome = await self.hygiene(runtime, transcript, anchor)
             anchor = outcome.anchor
             notices += [outcome.notice] if outcome.notice else []
-        context = ToolContext(transcript=transcript, source=target.platform, timezone=self.timezone)
+            if outcome.compressed and memory is not None:  # what its flush kept shows now
+                block = await memory.block(runtime.agent.window) or block
+        context = ToolContext(
+            transcript=transcript, source=target.platform, timezone=self.timezone, memory=memory
+        )
         outbound = OutboundMessage(
             platform=target.platform,
             chat_id=target.chat_id,
@@ -91,7 +108,7 @@ class TurnRunner:
         typing = adapter.typing(target.chat_id, target.thread_id) if adapter else nullcontext()
         try:
             async with typing:
-                result = await self._run_agent(runtime, transcript, anchor, context, stream)
+                result = await self._run_agent(runtime, transcript, anchor, context, stream, block)
         except Exception:
             # A bug, not a provider failure: keep the user's rows, tell them, re-raise so
             # the lane logs it.
@@ -135,6 +152,7 @@ class TurnRunner:
         anchor: UsageAnchor | None,
         context: ToolContext,
         stream: Any,
+        memory: MemoryBlock | None = None,
     ) -> TurnResult:
         on_text = None
         if stream is not None:
@@ -151,6 +169,7 @@ class TurnRunner:
             context=context,
             on_text=on_text,
             cache_ttl=self.cache_ttl(context.source),
+            memory=memory,
         )
 
     async def send(self, message: OutboundMessage) -> bool:

@@ -1,9 +1,9 @@
 """``nightowl sessions``: list, show, export and forget the sessions in the database.
 
 ``forget`` is a user's right to erase and the ONLY deletion path in nightowl: every row
-ever stored under the key (archived included), its waiting inbox and its reminders go,
-and the file is scrubbed so the text cannot be recovered from free pages, the WAL or the
-search index. It works beside a running gateway (one transaction through WAL and the
+ever stored under the key (archived included), the chat's memory notes, its waiting inbox
+and its reminders go, and the file is scrubbed so the text cannot be recovered from free
+pages, the WAL or the search index. It works beside a running gateway (one transaction through WAL and the
 busy timeout; the gateway opens a fresh session for the chat next time, and re-reads a
 reminder before sending it, so a forgotten one never goes out); beside one, the other
 actions open the database read-only.
@@ -25,7 +25,14 @@ from typing import Any, TextIO
 
 from agent.compression.markers import SUMMARY_PREFIX, text_of
 from gateway.config.schema import Config
-from gateway.store import OperatorStore, SessionSummary, SQLiteStore, Store, StoredMessage
+from gateway.store import (
+    MemoryOwner,
+    OperatorStore,
+    SessionSummary,
+    SQLiteStore,
+    Store,
+    StoredMessage,
+)
 from gateway.store.errors import DataDirInUse, StoreError, explained
 
 #: Messages longer than this are shortened in ``show`` (``--full`` prints them whole).
@@ -324,14 +331,15 @@ async def forget_session(
     """Erase ``key`` for good. ``running``: the pid of a gateway open on the same file."""
     rows = await store.operator.export_rows(key)
     reminders = len(await store.scheduling.pending_reminders(key))
-    if not rows and not reminders and not await store.conversation.inbox(key):
+    notes = len(await store.memory.memories([MemoryOwner("chat", key)], archived=True))
+    if not rows and not reminders and not notes and not await store.conversation.inbox(key):
         print(f"nightowl: nothing stored under {key!r}", file=err)
         return 1
     if not yes:
         print(
-            f"This erases every message of {key} ({len(rows):,} rows, archived included) "
-            f"and its reminders ({reminders:,} pending) for good. A running gateway starts "
-            "that chat afresh with its next message.",
+            f"This erases every message of {key} ({len(rows):,} rows, archived included), "
+            f"its memory ({notes:,} notes) and its reminders ({reminders:,} pending) for good."
+            " A running gateway starts that chat afresh with its next message.",
             file=out,
         )
         try:
@@ -344,7 +352,11 @@ async def forget_session(
     deleted = await store.operator.forget(key)
     scrubbed = await store.operator.scrub()
     cancelled = f", {reminders:,} pending reminder{'s' * (reminders != 1)} cancelled"
-    print(f"Forgot {key}: {deleted:,} messages erased{cancelled * bool(reminders)}.", file=out)
+    forgotten = f", {notes:,} memory note{'s' * (notes != 1)} erased" * bool(notes)
+    print(
+        f"Forgot {key}: {deleted:,} messages erased{forgotten}{cancelled * bool(reminders)}.",
+        file=out,
+    )
     if running is not None:
         print(
             f"A gateway is running on this data dir (pid {running}): that chat starts afresh"

@@ -24,6 +24,7 @@ from gateway.config.schema import (
     resolve_api_key,
 )
 from gateway.logs import setup_logging
+from gateway.ops.memory_cli import add_memory_parser
 from gateway.ops.service import DEFAULT_DRAIN_SECONDS, Notifier
 from gateway.store.errors import StoreError
 
@@ -91,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     add_doctor_parser(commands, common)
     add_sessions_parser(commands, common)
     add_pairing_parser(commands, common)
+    add_memory_parser(commands, common)
     add_service_parser(commands, common)
     add_replay_parser(commands, common)
     add_dashboard_parser(commands, common)

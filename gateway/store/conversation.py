@@ -76,8 +76,8 @@ class SQLiteConversation(SQLiteChatModels):
                     return False
             await db.execute(
                 "INSERT INTO inbox(session_key, platform, chat_id, thread_id, user_id, message,"
-                " token_count, addressed, platform_message_id, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " token_count, addressed, platform_message_id, created_at, chat_type)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.session_key,
                     entry.platform,
@@ -89,6 +89,7 @@ class SQLiteConversation(SQLiteChatModels):
                     int(entry.addressed),
                     entry.platform_message_id,
                     now,
+                    entry.chat_type,
                 ),
             )
         return True
@@ -347,7 +348,8 @@ class SQLiteConversation(SQLiteChatModels):
     async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]:
         """Full-text search over a session's rows, archived ones included (docs/design.md#tools, #compaction-commit).
 
-        Sessions it was rotated from (docs/design.md#rotation) count as the same conversation.
+        The chat's earlier sessions (ended by /new, or rotated: docs/design.md#search-across-sessions)
+        count as the same conversation; another chat's never do.
         """
         match = self.sql.fts_query(query)
         if not match:

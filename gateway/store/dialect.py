@@ -22,7 +22,8 @@ class Dialect(Protocol):
     SEQS_OF: str
     #: Drop the image bytes of rows a compaction archives, noting what they carried.
     DROP_IMAGES_OF_ARCHIVED: str
-    #: Full-text search of a conversation: :session, :match (``fts_query``), :summary, :limit.
+    #: Full-text search of a conversation and its chat's earlier sessions: :session, :match
+    #: (``fts_query``), :summary, :limit.
     SEARCH: str
     #: {chat id: newest numeric platform message id} stored since :since on :platform.
     NEWEST_STORED_IDS: str

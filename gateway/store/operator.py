@@ -93,6 +93,9 @@ class SQLiteOperator:
             await db.execute("DELETE FROM inbox WHERE session_key = ?", (session_key,))
             await db.execute("DELETE FROM reminders WHERE session_key = ?", (session_key,))
             await db.execute("DELETE FROM chat_models WHERE session_key = ?", (session_key,))
+            await db.execute(
+                "DELETE FROM memories WHERE scope = 'chat' AND owner = ?", (session_key,)
+            )
             if self.connection.dialect.NAME == "sqlite":  # documents: SQLite only, for now
                 await forget_documents(db, session_key)
         return deleted

@@ -34,6 +34,9 @@ from gateway.store.records import (
     IdleSession,
     InboxEntry,
     Keep,
+    MemoryEntry,
+    MemoryOwner,
+    NewMemory,
     NewMessage,
     PairingRequest,
     PendingDelivery,
@@ -144,7 +147,8 @@ class ConversationStore(Protocol):
         ...
 
     async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]:
-        """Full-text search over the conversation, archived rows included, each message once."""
+        """Full-text search over the conversation, archived rows included, each message once;
+        the chat's earlier sessions included (docs/design.md#search-across-sessions)."""
         ...
 
     # -- delivery (docs/design.md#delivery-guarantee) -------------------------------------
@@ -317,6 +321,46 @@ class DashboardStore(Protocol):
         ...
 
 
+class MemoryStore(Protocol):
+    """Long-term memory notes (docs/design.md#memory): a person's and a chat's. Nothing
+    here is deleted but by :meth:`forget_memory` and :meth:`forget_memories` (a user's
+    /forget, the operator's ``nightowl memory forget``) and ``OperatorStore.forget``."""
+
+    async def remember(
+        self, note: NewMemory, *, replaces: int | None = None
+    ) -> tuple[MemoryEntry, bool]:
+        """Keep ``note``, in one transaction; ``(entry, True)`` when it is new.
+
+        An active note of the same owner with the same text (ignoring case) is used again
+        instead (its last use moves; ``False``). ``replaces``: an active note of the same
+        owner that this one replaces is archived (never deleted)."""
+        ...
+
+    async def memories(
+        self, owners: Sequence[MemoryOwner] | None = None, *, archived: bool = False
+    ) -> list[MemoryEntry]:
+        """Active notes of ``owners`` (None: everyone's), most recently used first;
+        archived ones too when ``archived``."""
+        ...
+
+    async def get_memory(self, memory_id: int) -> MemoryEntry | None: ...
+
+    async def search_memories(
+        self, owners: Sequence[MemoryOwner], query: str, limit: int = 5
+    ) -> list[MemoryEntry]:
+        """Notes of ``owners`` holding every word of ``query``, archived ones included;
+        those found count as used."""
+        ...
+
+    async def forget_memory(self, memory_id: int) -> int:
+        """Delete a note and the older versions it replaced; how many rows went."""
+        ...
+
+    async def forget_memories(self, owner: MemoryOwner) -> int:
+        """Delete every note of ``owner``, archived included; how many went."""
+        ...
+
+
 class Store(Protocol):
     """A backend: opened once, then each part of the gateway gets its view."""
 
@@ -324,6 +368,7 @@ class Store(Protocol):
     scheduling: SchedulingStore
     operator: OperatorStore
     pairing: PairingStore
+    memory: MemoryStore
     dashboard: DashboardStore
     documents: DocumentStore
     chats: ChatStore

@@ -133,6 +133,9 @@ class InboxEntry:
     created_at: float = 0.0
     #: A compaction already wrote this message into the history; only its turn is owed.
     in_history: bool = False
+    #: The platform's kind of chat ("private", "group"...; None when stored before v8):
+    #: personal memory shows only in the speaker's private chat (docs/design.md#memory-scopes).
+    chat_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -242,6 +245,44 @@ class Keep(Enum):
 
 #: "Leave the usage anchor as it is" for ``commit_turn``.
 KEEP = Keep.KEEP
+
+
+class MemoryOwner(NamedTuple):
+    """Whose a memory note is (docs/design.md#memory-scopes): a person's (``user``,
+    ``"<platform>:<user id>"``) or a chat's (``chat``, its session key)."""
+
+    scope: str
+    owner: str
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A memory note to keep, and where it was learned."""
+
+    owner: MemoryOwner
+    text: str
+    session_id: str | None = None
+    #: The platform's id of the message it was learned from, when known.
+    platform_message_id: str | None = None
+    #: ``tool`` (the model called remember in a turn) or ``flush`` (before a compaction).
+    learned_by: str = "tool"
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    """A stored memory note. ``archived_at`` is set once a newer note replaced it
+    (``replaced_by``): it stays, searchable, until a user or the operator forgets it."""
+
+    id: int
+    owner: MemoryOwner
+    text: str
+    created_at: float
+    last_used_at: float
+    session_id: str | None = None
+    platform_message_id: str | None = None
+    learned_by: str = "tool"
+    archived_at: float | None = None
+    replaced_by: int | None = None
 
 
 @dataclass(frozen=True)

@@ -249,6 +249,7 @@ def inbox_entry(row: aiosqlite.Row) -> InboxEntry:
         platform_message_id=row["platform_message_id"],
         created_at=row["created_at"],
         in_history=bool(row["in_history"]),
+        chat_type=row["chat_type"],
     )
 
 

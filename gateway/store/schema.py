@@ -213,6 +213,30 @@ CREATE TABLE chat_moves (
 );
 """
 
+# 8: long-term memory (docs/design.md#memory): notes about a person (scope 'user', owner
+# "<platform>:<user id>") or a chat (scope 'chat', owner its session key), with when and
+# from which message each was learned and when it was last used. A replaced note is
+# archived (archived_at, replaced_by), never deleted; only a user's /forget or the
+# operator deletes. The inbox keeps each message's chat type, so a turn knows whether
+# it runs in the speaker's private chat (docs/design.md#memory-scopes).
+_V8 = """
+CREATE TABLE memories (
+    id INTEGER PRIMARY KEY,
+    scope TEXT NOT NULL CHECK (scope IN ('user', 'chat')),
+    owner TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    last_used_at DOUBLE PRECISION NOT NULL,
+    session_id TEXT,
+    platform_message_id TEXT,
+    learned_by TEXT NOT NULL DEFAULT 'tool',
+    archived_at DOUBLE PRECISION,
+    replaced_by INTEGER
+);
+CREATE INDEX memories_owner ON memories(scope, owner, archived_at);
+ALTER TABLE inbox ADD COLUMN chat_type TEXT;
+"""
+
 # 10: the model each chat chose with /model (docs/design.md#model-choice), kept apart from
 # its sessions so the choice outlives /new and restarts; no row: the configured model.
 _V10 = """
@@ -263,6 +287,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (5, _V5),
     (6, _V6),
     (7, _V7),
+    (8, _V8),
     (9, DASHBOARD_TABLES),
     (10, _V10),
 ]

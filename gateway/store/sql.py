@@ -55,18 +55,21 @@ GROUP BY chat_id
 """
 
 
-#: A conversation's full-text search: archived rows included, sessions it was rotated
-#: from included (docs/design.md#rotation). Summaries repeat what the originals say (and
-#: each supersedes the last): the originals are what a search finds, once each.
+#: A conversation's full-text search: archived rows included, and every session its chat
+#: had before — ended by /new, or rotated (docs/design.md#search-across-sessions) — but
+#: never another chat's. Rows outside the session's active context count as archived.
+#: Summaries repeat what the originals say (and each supersedes the last): the
+#: originals are what a search finds, once each.
 SEARCH = """
-WITH RECURSIVE lineage(id) AS (
-    SELECT :session UNION SELECT s.parent_session_id FROM sessions s
-    JOIN lineage l ON s.id = l.id WHERE s.parent_session_id IS NOT NULL
+WITH chat(id) AS (
+    SELECT id FROM sessions
+    WHERE session_key = (SELECT session_key FROM sessions WHERE id = :session)
 )
-SELECT m.id, m.role, m.created_at, m.active,
+SELECT m.id, m.role, m.created_at,
+    CASE WHEN m.session_id = :session THEN m.active ELSE 0 END AS active,
     snippet(messages_fts, 0, '«', '»', '…', 24) AS snippet
 FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
-WHERE messages_fts MATCH :match AND m.session_id IN (SELECT id FROM lineage)
+WHERE messages_fts MATCH :match AND m.session_id IN (SELECT id FROM chat)
     AND (m.active = 1 OR m.compacted = 1) AND m.role IN ('user', 'assistant', 'tool')
     AND coalesce(m.content, '') NOT LIKE :summary
 ORDER BY bm25(messages_fts) LIMIT :limit

@@ -10,6 +10,7 @@ from gateway.store.connection import Access, Connection
 from gateway.store.conversation import SQLiteConversation
 from gateway.store.dashboard import SQLiteDashboard
 from gateway.store.documents import SQLiteDocuments
+from gateway.store.memory import SQLiteMemory
 from gateway.store.operator import SQLiteOperator
 from gateway.store.pairing import SQLitePairing
 from gateway.store.protocols import (
@@ -17,6 +18,7 @@ from gateway.store.protocols import (
     ConversationStore,
     DashboardStore,
     DocumentStore,
+    MemoryStore,
     OperatorStore,
     PairingStore,
     SchedulingStore,
@@ -39,6 +41,7 @@ class SQLiteStore:
         self.scheduling: SchedulingStore = SQLiteScheduling(self.connection)
         self.operator: OperatorStore = SQLiteOperator(self.connection)
         self.pairing: PairingStore = SQLitePairing(self.connection)
+        self.memory: MemoryStore = SQLiteMemory(self.connection)
         self.dashboard: DashboardStore = SQLiteDashboard(self.connection)
         self.documents: DocumentStore = SQLiteDocuments(self.connection)
         self.chats: ChatStore = SQLiteChats(self.connection)

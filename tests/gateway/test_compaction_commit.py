@@ -10,6 +10,7 @@ from tests import db
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import (
     RecordingAdapter,
+    conversation_of,
     is_summary_request,
     make_config,
     running_gateway,
@@ -62,7 +63,7 @@ async def test_compress_in_place_keeps_one_session_and_archives(
             tmp_path, "SELECT content FROM messages WHERE active = 1 ORDER BY seq"
         )
     ]
-    sent = [m["content"] for m in fake_llm.requests[-1].messages]
+    sent = [m["content"] for m in conversation_of(fake_llm.requests[-1])]
     assert sent == active[: len(sent)]
     assert sum(str(content).startswith("[CONTEXT COMPACTION]") for content in sent) == 1
     assert "fact: item 3 is important" in "\n".join(map(str, sent))

@@ -26,7 +26,8 @@ async def test_a_conversation_keeps_its_history(tmp_path: Path, fake_llm: FakeLL
         await turns_done(gateway)
     second = fake_llm.requests[-1]
     assert user_texts(second) == ["My name is Ada.", "What is my name?"]
-    assert [m["role"] for m in second.messages] == ["system", "user", "assistant", "user"]
+    # The system prompt, the memory block (docs/design.md#memory-block), the conversation.
+    assert [m["role"] for m in second.messages] == ["system", "system", "user", "assistant", "user"]
     assert adapter.typing_spans == [("start", "t"), ("stop", "t")] * 2
 
 

@@ -13,7 +13,13 @@ from typing import Any
 from agent.compression.settings import fallback_max_chars
 from tests import db
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
-from tests.harness import RecordingAdapter, is_summary_request, make_config, running_gateway
+from tests.harness import (
+    RecordingAdapter,
+    is_summary_request,
+    is_turn_request,
+    make_config,
+    running_gateway,
+)
 
 WINDOW = 4_096
 FACT = "My locker code is 4471 and the spare key is with Ilse."
@@ -80,7 +86,7 @@ async def test_failing_summaries_fall_back_to_a_bounded_summary_that_keeps_facts
     assert len(summary) <= fallback_max_chars(WINDOW) + 400  # + the fixed intro and end
     assert "4471" in summary  # told in turn 1, kept through every fallback
     assert "Earlier summary" not in summary and "- - " not in summary  # never nested
-    for i, request in enumerate(r for r in requests if not is_summary_request(r)):
+    for i, request in enumerate(r for r in requests if is_turn_request(r)):
         assert request.last_user_text.startswith(turn_text(i)[:600])  # never "first 0"
 
 

@@ -8,12 +8,14 @@ from typing import Self
 
 from gateway.store.conversation import SQLiteConversation
 from gateway.store.dashboard import SQLiteDashboard
+from gateway.store.memory import SQLiteMemory
 from gateway.store.operator import SQLiteOperator
 from gateway.store.pairing import SQLitePairing
 from gateway.store.postgres.connection import Access, PgConnection
 from gateway.store.protocols import (
     ConversationStore,
     DashboardStore,
+    MemoryStore,
     OperatorStore,
     PairingStore,
     SchedulingStore,
@@ -50,6 +52,7 @@ class PostgresStore:
         self.scheduling: SchedulingStore = SQLiteScheduling(self.connection)
         self.operator: OperatorStore = PgOperator(self.connection)
         self.pairing: PairingStore = SQLitePairing(self.connection)
+        self.memory: MemoryStore = SQLiteMemory(self.connection)
         self.dashboard: DashboardStore = SQLiteDashboard(self.connection)
 
     @property

@@ -24,7 +24,7 @@ _PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"])*\"|(?<!:):([A-Za-z_]\w*)|
 _RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
 _INSERT_INTO = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)", re.IGNORECASE)
 #: Tables whose rows get a generated integer id (``BIGSERIAL``): an INSERT reports it.
-ID_TABLES = frozenset({"messages", "inbox", "reminders"})
+ID_TABLES = frozenset({"messages", "inbox", "reminders", "memories"})
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,25 @@ CREATE TRIGGER paired_users_changed AFTER INSERT OR UPDATE OR DELETE ON paired_u
     FOR EACH STATEMENT EXECUTE FUNCTION nightowl_pairing_revision();
 """
 
+# 8: long-term memory (docs/design.md#memory), as on SQLite with a generated id.
+_V8 = """
+CREATE TABLE memories (
+    id BIGSERIAL PRIMARY KEY,
+    scope TEXT NOT NULL CHECK (scope IN ('user', 'chat')),
+    owner TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    last_used_at DOUBLE PRECISION NOT NULL,
+    session_id TEXT,
+    platform_message_id TEXT,
+    learned_by TEXT NOT NULL DEFAULT 'tool',
+    archived_at DOUBLE PRECISION,
+    replaced_by BIGINT
+);
+CREATE INDEX memories_owner ON memories(scope, owner, archived_at);
+ALTER TABLE inbox ADD COLUMN chat_type TEXT;
+"""
+
 # 10: the model each chat chose with /model (docs/design.md#model-choice), as on SQLite.
 _V10 = """
 CREATE TABLE chat_models (
@@ -149,5 +168,5 @@ CREATE TABLE chat_models (
 );
 """
 
-MIGRATIONS: list[tuple[int, str]] = [(6, _BASE), (9, DASHBOARD_TABLES), (10, _V10)]
+MIGRATIONS: list[tuple[int, str]] = [(6, _BASE), (8, _V8), (9, DASHBOARD_TABLES), (10, _V10)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -53,15 +53,16 @@ WHERE session_id = ? AND active = 1 AND parts IS NOT NULL
 """
 
 SEARCH = """
-WITH RECURSIVE lineage(id) AS (
-    SELECT CAST(:session AS TEXT) UNION SELECT s.parent_session_id FROM sessions s
-    JOIN lineage l ON s.id = l.id WHERE s.parent_session_id IS NOT NULL
+WITH chat(id) AS (
+    SELECT id FROM sessions WHERE session_key =
+        (SELECT session_key FROM sessions WHERE id = CAST(:session AS TEXT))
 ), query AS (SELECT to_tsquery('simple', :match) AS q)
-SELECT m.id, m.role, m.created_at, m.active,
+SELECT m.id, m.role, m.created_at,
+    CASE WHEN m.session_id = CAST(:session AS TEXT) THEN m.active ELSE 0 END AS active,
     ts_headline('simple', coalesce(m.content, ''), query.q,
         'StartSel=«, StopSel=», MaxWords=24, MinWords=8, ShortWord=1') AS snippet
 FROM messages m, query
-WHERE m.tsv @@ query.q AND m.session_id IN (SELECT id FROM lineage)
+WHERE m.tsv @@ query.q AND m.session_id IN (SELECT id FROM chat)
     AND (m.active = 1 OR m.compacted = 1) AND m.role IN ('user', 'assistant', 'tool')
     AND coalesce(m.content, '') NOT LIKE :summary
 ORDER BY ts_rank(m.tsv, query.q) DESC, m.id LIMIT :limit

@@ -1,0 +1,113 @@
+"""``/memory`` and ``/forget``: people see and control what the bot remembers
+(docs/design.md#memory-commands).
+
+``/memory`` lists, numbered, what the bot remembers in this chat and — in a private
+chat — about the person asking. ``/forget N`` removes one of them (in a group, only an
+allowed user may: it changes the chat's memory for everyone). ``/forget all`` in a
+private chat removes everything about the person and that chat, once they confirm with
+``/forget all yes`` within five minutes. Removal is deletion, older versions included.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from adapters.base import InboundMessage
+from gateway.memory.scopes import ChatMemory, Memories
+from gateway.store import MemoryEntry
+
+MEMORY_OFF = "Memory is turned off for this bot (memory.enabled in its config)."
+NOTHING = "I don't remember anything here yet."
+#: A /forget all waits this long for its /forget all yes.
+CONFIRM_SECONDS = 300.0
+
+
+class MemoryCommands:
+    """Answers ``/memory`` and ``/forget``; ``memories`` None when memory is off."""
+
+    NAMES = frozenset({"memory", "forget"})
+
+    def __init__(
+        self, memories: Memories | None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.memories = memories
+        self.clock = clock
+        #: (chat, person) -> when they asked to forget everything, awaiting "yes".
+        self._asked: dict[tuple[str, str], float] = {}
+
+    def handles(self, name: str) -> bool:
+        return name in self.NAMES
+
+    async def __call__(self, message: InboundMessage, name: str, argument: str) -> str:
+        if self.memories is None:
+            return MEMORY_OFF
+        memory = self.memories.for_message(message)
+        if name == "memory":
+            return describe(await numbered(memory), private=memory.private)
+        words = argument.lower().split()
+        if words[:1] == ["all"]:
+            return await self.forget_all(memory, confirmed=words[1:2] == ["yes"])
+        return await self.forget_one(memory, argument)
+
+    async def forget_one(self, memory: ChatMemory, argument: str) -> str:
+        listed = await numbered(memory)
+        try:
+            number = int(argument.strip().lstrip("#"))
+        except ValueError:
+            return "Say which one: /forget N, with N from the /memory list."
+        if not 1 <= number <= len(listed):
+            return f"There is no number {number}: /memory lists what I remember here."
+        entry = listed[number - 1]
+        await memory.forget(entry.id)
+        return f"Forgot: {entry.text}"
+
+    async def forget_all(self, memory: ChatMemory, *, confirmed: bool) -> str:
+        if not memory.private or memory.person is None:
+            return (
+                "In a group I forget one thing at a time: /forget N. /forget all works in "
+                "your private chat with me."
+            )
+        asker = (memory.chat.owner, memory.person.owner)
+        count = len(await memory.entries())
+        if not confirmed:
+            if not count:
+                return NOTHING
+            self._asked[asker] = self.clock()
+            return (
+                f"That removes all {count} thing(s) I remember about you and this chat, for "
+                "good. Send /forget all yes within 5 minutes to confirm."
+            )
+        asked = self._asked.pop(asker, None)
+        if asked is None or self.clock() - asked > CONFIRM_SECONDS:
+            return "Send /forget all first; then /forget all yes confirms it."
+        store = memory.store
+        gone = await store.forget_memories(memory.person) + await store.forget_memories(memory.chat)
+        return f"Done: I forgot everything I remembered about you and this chat ({gone} note(s))."
+
+
+async def numbered(memory: ChatMemory) -> list[MemoryEntry]:
+    """What ``/memory`` lists, in the order it numbers them: the chat's notes, then the
+    person's, each oldest first (numbers stay put as new notes come)."""
+    entries = sorted(await memory.entries(), key=lambda e: (e.owner.scope != "chat", e.id))
+    return entries
+
+
+def describe(entries: list[MemoryEntry], *, private: bool) -> str:
+    if not entries:
+        return NOTHING
+    lines: list[str] = []
+    chat = [e for e in entries if e.owner.scope == "chat"]
+    if chat:
+        lines.append("What I remember in this chat:")
+    for number, entry in enumerate(entries, start=1):
+        if entry.owner.scope == "user" and (
+            number == 1 or entries[number - 2].owner.scope == "chat"
+        ):
+            lines.append("About you (shown only here, in our private chat):")
+        lines.append(f"{number}. {' '.join(entry.text.split())}")
+    lines.append(
+        "\n/forget N removes one"
+        + ("; /forget all removes everything about you." if private else ".")
+    )
+    return "\n".join(lines)
