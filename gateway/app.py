@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.base import Adapter, InboundMessage
 from agent.context_compressor import ContextCompressor
@@ -25,6 +25,7 @@ from gateway.build import (
     build_engine_factory,
     build_mcp_servers,
     build_providers,
+    build_store,
     catch_up_from_store,
 )
 from gateway.config.models import DEFAULT_CHOICE, model_choices
@@ -41,7 +42,6 @@ from gateway.conversation.router import Router
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.turns import TurnRunner
-from gateway.dashboard import Dashboard
 from gateway.events import EventBus, load_hook
 from gateway.media import MediaReader
 from gateway.media.transcription import transcriber_for
@@ -50,7 +50,10 @@ from gateway.memory.flush import TIMEOUT_SECONDS, FlushBeforeCompaction
 from gateway.memory.scopes import Memories
 from gateway.provider_events import ReportedProvider, for_summaries
 from gateway.scheduling.scheduler import Scheduler
-from gateway.store import SessionRecord, SQLiteStore
+from gateway.store import SessionRecord
+
+if TYPE_CHECKING:
+    from gateway.dashboard.server import Dashboard
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +76,7 @@ class Gateway:
         self.config = config
         self.adapters: dict[str, Adapter] = {a.platform: a for a in adapters or []}
         self.providers = providers or build_providers(config)
-        self.store = SQLiteStore(config.database_path)
+        self.store = build_store(config)
         # Discord reads what it missed while disconnected, after what the store holds.
         catch_up_from_store(self.adapters.values(), self.store.conversation, config)
         self.events = EventBus()
@@ -124,22 +127,24 @@ class Gateway:
             timezone=config.agent.timezone,
             memories=self.memories,
         )
-        self.lanes = Lanes(self.runner.drain)
-        # Voice and documents -> text; chats that move (docs/design.md#media, #chat-moves).
-        # Documents and chat moves are kept by the SQLite store only, for now.
-        documents, chats = (
-            getattr(self.store, "documents", None),
-            getattr(self.store, "chats", None),
+        # With replicas a lane runs only while this replica holds its session, and then
+        # reads the session afresh: another replica may have moved it on.
+        shared = self.store.coordination.shared
+        self.lanes = Lanes(
+            self.runner.drain,
+            self.store.coordination,
+            on_hold=self.sessions.drop if shared else None,
         )
-        self.sessions.documents = documents
+        # Voice and documents -> text; chats that move (docs/design.md#media, #chat-moves).
+        self.sessions.documents = self.store.documents
         self.media = MediaReader(
             config.media,
-            documents,
+            self.store.documents,
             transcriber_for(
                 config.media.transcription, main_model_route(config), config.model.timeout_seconds
             ),
         )
-        self.moves = ChatMoves(chats, self.lanes)
+        self.moves = ChatMoves(self.store.chats, self.lanes)
         self.scheduler = Scheduler(
             self.store.scheduling,
             self.store.conversation,
@@ -149,6 +154,7 @@ class Gateway:
             window=self.current_window,
             idle_after_minutes=config.compression.idle_after_minutes,
             idle_threshold=config.compression.idle_threshold,
+            sweep_seconds=config.store.sweep_seconds if shared else None,
         )
         self.pairing = Pairing(self.store.pairing, owners=config_owners(config))
         self.commands = Commands(
@@ -178,8 +184,13 @@ class Gateway:
         self._engine_factory = build_engine_factory(
             config, self.engine_choice, for_summaries(self.providers, self.events)
         )
-        # The operator's dashboard and /metrics (docs/design.md#dashboard), when enabled.
-        self.dashboard = Dashboard(self) if config.dashboard.enabled else None
+        # The operator's dashboard and /metrics (docs/design.md#dashboard), when enabled
+        # (its web server, templates and Prometheus client are imported only then).
+        self.dashboard: Dashboard | None = None
+        if config.dashboard.enabled:
+            from gateway.dashboard.server import Dashboard
+
+            self.dashboard = Dashboard(self)
 
     # -- wiring ---------------------------------------------------------------------------
 
@@ -190,7 +201,7 @@ class Gateway:
             return None
         return FlushBeforeCompaction(
             self.memories,
-            self.providers.auxiliary or self.providers.main,
+            ReportedProvider(self.providers.auxiliary or self.providers.main, "flush", self.events),
             window=self.current_window,
             timeout=min(TIMEOUT_SECONDS, self.config.compression.context_timeout_seconds),
         )
@@ -265,6 +276,7 @@ class Gateway:
 
     async def start(self) -> None:
         await self.store.open()
+        await self.store.coordination.start(self.lanes.notify)  # docs/design.md#replicas
         await self.pairing.load()
         await self.moves.load()
         # Loading the tokenizer can take a second (or a download); not on the event loop.

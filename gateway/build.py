@@ -34,7 +34,7 @@ from gateway.config.schema import (
 from gateway.conversation.access import place_allowed, user_listed
 from gateway.conversation.commands import COMMAND_LIST
 from gateway.logs import redact_from_now_on
-from gateway.store import ConversationStore
+from gateway.store import ConversationStore, SQLiteStore, Store
 
 if TYPE_CHECKING:
     from adapters.discord_adapter.catch_up import CatchUpChat
@@ -313,3 +313,17 @@ def catch_up_from_store(
 
         if isinstance(adapter, DiscordAdapter):
             adapter.catch_up_from(StoredCatchUp(store, config))
+
+
+# -- the store ---------------------------------------------------------------------------
+
+
+def build_store(config: Config) -> Store:
+    """``store.backend``: SQLite in the data dir, or the PostgreSQL database replicas
+    share (docs/design.md#postgresql). Nothing is opened yet."""
+    if config.store.backend == "postgres":
+        from gateway.store.postgres import PostgresStore  # asyncpg only when used
+
+        assert config.store.dsn is not None  # the config check requires it
+        return PostgresStore(config.store.dsn, pool_size=config.store.pool_size)
+    return SQLiteStore(config.database_path)

@@ -92,6 +92,14 @@ class Output:
             self.closed = not data
             self._changed.notify_all()
 
+    async def wait_until(self, condition: Callable[[str], bool], within: float = CEILING) -> None:
+        """Wait until ``condition(everything written so far)`` holds."""
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: condition(self.text)), within)
+            except TimeoutError:
+                raise AssertionError(f"not written within {within}s:\n{self.text}") from None
+
     async def expect(self, wanted: str, within: float = CEILING) -> str:
         """Wait until ``wanted`` appears after the last match; returns the text up to it."""
 

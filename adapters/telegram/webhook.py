@@ -42,7 +42,7 @@ class WebhookReceiver:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post(self._settings.local_path, self._receive)
-        self._runner = web.AppRunner(app, shutdown_timeout=5)
+        self._runner = web.AppRunner(app, shutdown_timeout=5, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._settings.listen, self._settings.port)
         await site.start()

@@ -24,6 +24,7 @@ from gateway.config.models import AlternativeModelConfig, check_models
 from gateway.config.routes import KEY_VARIABLES, ModelRoute, same_endpoint
 from gateway.config.routes import NO_KEY_NEEDED as NO_KEY_NEEDED
 from gateway.config.routes import resolve_api_key as resolve_api_key
+from gateway.config.store import StoreConfig, store_problems
 from gateway.config.tools import ToolsConfig, check_tools
 from gateway.config.typed_yaml import (
     STRICT,
@@ -213,6 +214,7 @@ class LoggingConfig:
 @dataclass(frozen=True)
 class Config:
     data_dir: Path = Path("~/.nightowl")
+    store: StoreConfig = field(default_factory=StoreConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     platforms: PlatformsConfig = field(default_factory=PlatformsConfig)
     groups: GroupsConfig = field(default_factory=GroupsConfig)
@@ -225,9 +227,9 @@ class Config:
     hooks: tuple[HookConfig, ...] = ()
     agent: AgentConfig = field(default_factory=AgentConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
-    dashboard: DashboardConfig = field(default_factory=DashboardConfig)
     models: dict[str, AlternativeModelConfig] = field(default_factory=dict)  # /model
     tools: ToolsConfig = field(default_factory=ToolsConfig)  # MCP servers
+    dashboard: DashboardConfig = field(default_factory=DashboardConfig)
     #: Where the config came from (None: built-in defaults only). Not a YAML key.
     source: Path | None = field(default=None, metadata={"internal": True})
 
@@ -324,6 +326,7 @@ def _check_semantics(config: Config) -> tuple[Config, list[Problem]]:
             )
         )
     problems += check_models(config.models) + check_tools(config.tools)
+    problems += [Problem(*p) for p in store_problems(config.store, config.platforms.telegram)]
     model, aux = config.model, config.auxiliary.compression
     config = replace(
         config,
@@ -341,6 +344,8 @@ def _in_use(path: str, part: Any) -> bool:
     summary model that is not configured (the main model writes the summaries)."""
     if path == "auxiliary.compression":
         return bool(part.model or part.provider or part.base_url)
+    if path == "store":
+        return bool(part.shared)
     return getattr(part, "enabled", True) is not False
 
 

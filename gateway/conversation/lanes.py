@@ -4,6 +4,10 @@ A lane is a task that runs its session's jobs (a ``/compress``, a reminder) and 
 inbox, and exits when nothing is left. A message arriving while the lane works only
 marks it dirty, so the lane takes it next — together with anything else that queued up
 meanwhile — in arrival order. Nothing interrupts or cancels a turn in progress.
+
+With replicas on one database a lane runs only while its replica holds the session
+(docs/design.md#replicas): it tries once for messages (the holder was woken by them too)
+and keeps trying for jobs (a command or a reminder this replica must run itself).
 """
 
 from __future__ import annotations
@@ -15,15 +19,28 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.logs import SESSION_KEY
+from gateway.store.coordination import Coordination, OneProcess
 
 log = logging.getLogger(__name__)
 
 Job = Callable[[], Awaitable[Any]]
 
+#: Between attempts to hold a session another replica holds, for a job (seconds).
+HOLD_RETRY = (0.05, 0.1, 0.2, 0.5, 1.0)
+
 
 class Lanes:
-    def __init__(self, drain: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        drain: Callable[[str], Awaitable[None]],
+        coordination: Coordination | None = None,
+        *,
+        on_hold: Callable[[str], None] | None = None,
+    ) -> None:
         self._drain = drain
+        self.coordination: Coordination = coordination or OneProcess()
+        #: Called once a shared session is held: what this replica kept of it may be old.
+        self._on_hold = on_hold
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
         self._jobs: dict[str, deque[tuple[Job, asyncio.Future[Any]]]] = {}
@@ -62,26 +79,55 @@ class Lanes:
 
     async def _run(self, key: str) -> None:
         SESSION_KEY.set(key)  # every log line of this lane, hooks it starts included
+        finished = False
         try:
-            while True:
-                jobs = self._jobs.get(key)
-                if jobs:
-                    job, future = jobs.popleft()
-                    await _settle(future, job)
-                elif key in self._dirty:
-                    self._dirty.discard(key)
-                    try:
-                        await self._drain(key)
-                    except Exception:  # one failed turn must not stop its lane for good
-                        log.exception("lane %s: turn failed", key)
-                else:
-                    return
+            if await self._hold(key):
+                try:
+                    await self._work(key)
+                finally:
+                    await self.coordination.release(key)
+            finished = True
         finally:
             del self._tasks[key]
-            for _, future in self._jobs.pop(key, ()):
-                future.cancel()  # the lane was cancelled: nobody waits forever on its jobs
+            if finished and (self._jobs.get(key) or key in self._dirty):
+                self._ensure_running(key)  # arrived while the hold was let go
+            else:
+                for _, future in self._jobs.pop(key, ()):
+                    future.cancel()  # the lane was cancelled: nobody waits forever on its jobs
             if not self._tasks:
                 self._idle.set()
+
+    async def _work(self, key: str) -> None:
+        while True:
+            jobs = self._jobs.get(key)
+            if jobs:
+                job, future = jobs.popleft()
+                await _settle(future, job)
+            elif key in self._dirty:
+                self._dirty.discard(key)
+                try:
+                    await self._drain(key)
+                except Exception:  # one failed turn must not stop its lane for good
+                    log.exception("lane %s: turn failed", key)
+            else:
+                return
+
+    async def _hold(self, key: str) -> bool:
+        """Hold the session (always, with one process). Messages alone are left to the
+        replica holding it; a job waits for its turn."""
+        coordination = self.coordination
+        if not coordination.shared:
+            return True
+        attempt = 0
+        while not await coordination.try_hold(key):
+            if not self._jobs.get(key):
+                self._dirty.discard(key)
+                return False
+            await asyncio.sleep(HOLD_RETRY[min(attempt, len(HOLD_RETRY) - 1)])
+            attempt += 1
+        if self._on_hold is not None:
+            self._on_hold(key)
+        return True
 
     async def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no lane is running; False if ``timeout`` passed first."""

@@ -62,6 +62,8 @@ async def run_sessions_command(
     """Dispatch ``nightowl sessions <action>``; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
+    if config.store.shared:
+        return await _on_postgres(config, args, out, err, confirm)
     path = config.database_path
     if not path.exists():
         if args.action == "list":
@@ -81,6 +83,29 @@ async def run_sessions_command(
     except StoreError as exc:
         print(f"nightowl: {exc}", file=err)
         return 1
+
+
+async def _on_postgres(
+    config: Config, args: Any, out: TextIO, err: TextIO, confirm: Confirm
+) -> int:
+    """The same actions on the database replicas share: beside running gateways, always
+    (a forget is one transaction; docs/design.md#postgresql)."""
+    from gateway.store.postgres import PostgresStore
+
+    assert config.store.dsn is not None
+    store = PostgresStore(config.store.dsn, pool_size=2)
+    try:
+        await store.open("shared")
+        if args.action == "forget":
+            return await forget_session(
+                store, args.key, out, err, yes=args.yes, confirm=confirm, running=None
+            )
+        return await _read_only_action(store, args, out, err)
+    except StoreError as exc:
+        print(f"nightowl: {exc}", file=err)
+        return 1
+    finally:
+        await store.close()
 
 
 async def _open_to_read(path: Path) -> SQLiteStore:

@@ -25,6 +25,7 @@ from gateway.config.schema import (
 )
 from gateway.logs import setup_logging
 from gateway.ops.memory_cli import add_memory_parser
+from gateway.ops.migrate import add_migrate_parser
 from gateway.ops.service import DEFAULT_DRAIN_SECONDS, Notifier
 from gateway.store.errors import StoreError
 
@@ -96,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     add_service_parser(commands, common)
     add_replay_parser(commands, common)
     add_dashboard_parser(commands, common)
+    add_migrate_parser(commands, common)
     return parser
 
 

@@ -35,6 +35,7 @@ from gateway.config.schema import (
 )
 from gateway.dashboard.token import DASHBOARD_TOKEN_FILE
 from gateway.logs import CHAT_LOG_NAME, config_secrets, redact, setup_logging
+from gateway.ops.doctor_postgres import check_postgres
 from gateway.ops.mcp_check import check_mcp_servers
 from gateway.ops.reachability import Check, check_discord, check_providers, check_telegram
 from gateway.store.datadir_lock import lock_holder
@@ -92,7 +93,11 @@ async def run_doctor(
         report.add(await check_telegram(config, timeout))
     if config.platforms.discord.enabled:
         report.add(await check_discord(config, timeout))
-    report.add(await check_database(config))
+    if config.store.shared:
+        for check in await check_postgres(config, timeout):
+            report.add(check)
+    else:
+        report.add(await check_database(config))
     report.add(check_permissions(config, fix=fix, confirm=confirm))
     return 0 if report.ok else 1
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, TextIO
 
 from gateway.config.schema import Config
@@ -26,6 +25,7 @@ from gateway.conversation.pairing import (
 )
 from gateway.store import SQLiteStore
 from gateway.store.errors import DataDirInUse, StoreError, explained
+from gateway.store.postgres import PostgresStore
 
 #: Who approved, as the approved users list shows it.
 APPROVED_BY = "cli"
@@ -38,14 +38,14 @@ async def run_pairing_command(
     out = out or sys.stdout
     err = err or sys.stderr
     path = config.database_path
-    if not path.exists():
+    if not config.store.shared and not path.exists():
         if args.action == "list":
             print(f"No pairing requests yet ({path} does not exist).", file=out)
             return 0
         print(f"nightowl: no database at {path} (start the gateway once)", file=err)
         return 1
     try:
-        async with _pairing(path) as pairing, explained(path):
+        async with _pairing(config) as pairing, explained(path):
             if args.action == "list":
                 return await list_pairing(pairing, out)
             if args.action == "approve":
@@ -61,14 +61,20 @@ async def run_pairing_command(
 
 
 @asynccontextmanager
-async def _pairing(path: Path) -> AsyncIterator[Pairing]:
+async def _pairing(config: Config) -> AsyncIterator[Pairing]:
     """The data dir locked when no gateway runs; beside one, through WAL without the lock
-    (like ``sessions forget``)."""
-    store = SQLiteStore(path)
-    try:
-        await store.open()
-    except DataDirInUse:
+    (like ``sessions forget``). On PostgreSQL, beside the replicas."""
+    store: SQLiteStore | PostgresStore
+    if config.store.shared:
+        assert config.store.dsn is not None
+        store = PostgresStore(config.store.dsn, pool_size=2)
         await store.open("shared")
+    else:
+        store = SQLiteStore(config.database_path)
+        try:
+            await store.open()
+        except DataDirInUse:
+            await store.open("shared")
     try:
         yield Pairing(store.pairing)
     finally:

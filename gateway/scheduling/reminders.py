@@ -94,6 +94,8 @@ class Reminders:
         self.retry_seconds = retry_seconds
         self.clock = clock
         self._delivering: set[int] = set()
+        #: Reminders with a timer here, or on their way (their ids).
+        self._armed: set[int] = set()
         self._failures: dict[int, int] = {}
 
     # -- setting --------------------------------------------------------------------------
@@ -138,17 +140,24 @@ class Reminders:
 
     # -- arming and firing ----------------------------------------------------------------
 
-    async def arm_pending(self) -> None:
-        """Arm every stored reminder not sent yet; the overdue ones go out at once."""
+    async def arm_pending(self, *, sweeping: bool = False) -> None:
+        """Arm every stored reminder not sent yet; the overdue ones go out at once.
+
+        Arming one again replaces its timer: the sweep (``sweeping``) arms what another
+        replica set (docs/design.md#replicas), leaving a failed one to its retry timer."""
         pending = await self.store.pending_reminders()
+        new = [reminder.id for reminder in pending if reminder.id not in self._armed]
         for reminder in pending:
+            if sweeping and reminder.id in self._failures:
+                continue
             self._arm(reminder)
-        if pending:
-            log.info("%d pending reminder(s) armed", len(pending))
+        if new:
+            log.info("%d pending reminder(s) armed: %s", len(new), ", ".join(map(str, new[:20])))
 
     def _arm(self, reminder: Reminder) -> None:
         if not self.jobs.running:
             return  # arm_pending() arms it from the store once the jobs run
+        self._armed.add(reminder.id)
         if reminder.due_at <= self.clock():
             self._hand_to_lane(reminder)
             return
@@ -173,6 +182,7 @@ class Reminders:
 
     def _delivered(self, reminder: Reminder, done: asyncio.Future[Any]) -> None:
         self._delivering.discard(reminder.id)
+        self._armed.discard(reminder.id)
         if done.cancelled():
             return
         if done.exception() is not None:
@@ -184,7 +194,11 @@ class Reminders:
         """Send it, then mark it sent and record it in the transcript (one transaction)."""
         current = await self.store.get_reminder(reminder.id)
         if current is None or current.sent_at is not None:
-            return False  # delivered already (or forgotten with its chat)
+            # Forgotten with its chat, or sent already (by another replica, maybe).
+            log.info(
+                "reminder %d: %s", reminder.id, "forgotten" if current is None else "sent already"
+            )
+            return False
         text = reminder_message(current, self.clock())
         target = OutboundMessage(
             platform=current.platform,
@@ -200,7 +214,9 @@ class Reminders:
             SessionOrigin(current.session_key, current.platform, current.chat_id, current.thread_id)
         )
         transcript = await self.sessions.transcript(runtime)
-        return await transcript.record_reminder(current.id, text)
+        recorded = await transcript.record_reminder(current.id, text)
+        log.info("reminder %d: sent", current.id)
+        return recorded
 
     def _retry_later(self, reminder: Reminder) -> None:
         attempts = self._failures.get(reminder.id, 0) + 1

@@ -44,12 +44,15 @@ class Scheduler:
         idle_threshold: float = 0.30,
         idle_scan_seconds: float | None = None,
         retry_seconds: float = 60.0,
+        sweep_seconds: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.conversation = conversation
         self.lanes = lanes
         self.runner = runner
         self.retry_seconds = retry_seconds
+        #: With replicas: how often to pick up work nobody holds (None: one process).
+        self.sweep_seconds = sweep_seconds
         self.clock = clock
         self.jobs = Jobs()
         self.reminders = Reminders(
@@ -87,6 +90,10 @@ class Scheduler:
             job_id="delivery-retry",
             name="retry undelivered replies",
         )
+        if self.sweep_seconds is not None:
+            self.jobs.every(
+                self.sweep_seconds, self.sweep, job_id="sweep", name="work nobody holds"
+            )
         self.jobs.every(
             PRUNE_SEEN_EVERY_SECONDS,
             self.prune_seen,
@@ -106,6 +113,16 @@ class Scheduler:
         for key in sorted(keys):
             if not self.lanes.busy(key):  # a running lane delivers them itself next time
                 self.lanes.submit(key, partial(self.runner.redeliver_pending, key))
+
+    async def sweep(self) -> None:
+        """With replicas (docs/design.md#replicas): take up what no replica is doing —
+        messages and replies a dead replica left, reminders another one set. A session
+        another replica holds is left to it (its lane gives up at once)."""
+        for key in await self.conversation.session_keys_with_inbox():
+            if not self.lanes.busy(key):
+                self.lanes.notify(key)
+        await self.retry_deliveries()
+        await self.reminders.arm_pending(sweeping=True)
 
     async def prune_seen(self) -> int:
         """Forget dedupe keys past their use (platforms redeliver within a day), so the

@@ -1,4 +1,4 @@
-"""Chats that continue under another id, on SQLite (:class:`~gateway.store.protocols.ChatStore`,
+"""Chats that continue under another id, in SQL both databases read alike (:class:`~gateway.store.protocols.ChatStore`,
 docs/design.md#chat-moves): a Telegram group upgraded to a supergroup."""
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ class SQLiteChats:
 
     async def move_chat(self, platform: str, old_chat_id: str, new_chat_id: str) -> bool:
         """Everything kept under the old id continues under the new one, in one transaction:
-        sessions (current and ended), waiting inbox entries, reminders, documents. False
-        when the move was recorded before (a second service message, a redelivery)."""
+        sessions (current and ended), waiting inbox entries, reminders, documents, the
+        chat's memory notes. False when the move was recorded before (a second service
+        message, a redelivery)."""
         names = {"old": f"{platform}:{old_chat_id}", "new": f"{platform}:{new_chat_id}"}
         async with self.connection.transaction() as db:
             cursor = await db.execute(
-                "INSERT OR IGNORE INTO chat_moves(platform, old_chat_id, new_chat_id, moved_at)"
-                " VALUES (?, ?, ?, ?)",
+                "INSERT INTO chat_moves(platform, old_chat_id, new_chat_id, moved_at)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (platform, old_chat_id, new_chat_id, time.time()),
             )
             if cursor.rowcount == 0:
@@ -50,9 +51,20 @@ class SQLiteChats:
                     f"UPDATE {table} SET session_key = {renamed}, chat_id = :chat WHERE {of_key}",
                     ids,
                 )
-            await db.execute(
-                f"UPDATE OR IGNORE chat_documents SET session_key = {renamed} WHERE {of_key}",
+            await db.execute(  # the chat's memory notes follow it (docs/design.md#memory-scopes)
+                f"UPDATE memories SET owner = {_RENAMED.format(column='owner')}"
+                f" WHERE scope = 'chat' AND {_OF_CHAT.format(column='owner')}",
                 names,
+            )
+            # A document both chats hold stays once, under the new chat's name for it.
+            await db.execute(
+                f"DELETE FROM chat_documents WHERE {of_key} AND EXISTS (SELECT 1 FROM"
+                " chat_documents d WHERE d.document = chat_documents.document AND"
+                f" d.session_key = {_RENAMED.format(column='chat_documents.session_key')})",
+                names,
+            )
+            await db.execute(
+                f"UPDATE chat_documents SET session_key = {renamed} WHERE {of_key}", names
             )
         return True
 

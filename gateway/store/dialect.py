@@ -25,6 +25,8 @@ class Dialect(Protocol):
     #: Full-text search of a conversation and its chat's earlier sessions: :session, :match
     #: (``fts_query``), :summary, :limit.
     SEARCH: str
+    #: Full-text search of a chat's documents, best part first: :key, :match, :scan.
+    DOCUMENT_SEARCH: str
     #: {chat id: newest numeric platform message id} stored since :since on :platform.
     NEWEST_STORED_IDS: str
     #: Replies stored but not delivered, all or one :key's, oldest first.

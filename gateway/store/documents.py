@@ -18,25 +18,12 @@ import aiosqlite
 from gateway.store.dialect import Database
 from gateway.store.records import DocumentHit, DocumentInfo, DocumentSlice, DocumentText
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 #: The id in a row's document header (gateway/media/reading.py: document_note).
 DOCUMENT_HEADER = re.compile(r'\[document "[^"\n]*" · id ([0-9a-f]{12,64}) ·')
 #: The id a document is known by: the start of its content hash, longer on a collision.
 _ID_LENGTHS = (12, 16, 64)
 
 _INFO = "d.id, d.kind, d.size, d.chars, d.pages, c.name, c.created_at"
-
-#: Pages (or chunks) matching a search, best first; a document's best one is its hit.
-_SEARCH = f"""
-SELECT {_INFO}, p.part,
-    snippet(document_parts_fts, 0, '«', '»', '…', 24) AS snippet
-FROM document_parts_fts
-JOIN document_parts p ON p.n = document_parts_fts.rowid
-JOIN documents d ON d.n = p.document
-JOIN chat_documents c ON c.document = d.n AND c.session_key = :key
-WHERE document_parts_fts MATCH :match
-ORDER BY bm25(document_parts_fts) LIMIT :scan
-"""
 
 
 class SQLiteDocuments:
@@ -114,12 +101,14 @@ class SQLiteDocuments:
     async def search_documents(
         self, session_key: str, query: str, limit: int = 5
     ) -> list[DocumentHit]:
-        match = fts_query(query)
+        sql = self.connection.dialect
+        match = sql.fts_query(query)
         if not match:
             return []
         async with self.connection.read() as db:
             rows = await db.execute_fetchall(
-                _SEARCH, {"key": session_key, "match": match, "scan": min(200, limit * 20)}
+                sql.DOCUMENT_SEARCH,
+                {"key": session_key, "match": match, "scan": min(200, limit * 20)},
             )
         hits: dict[str, DocumentHit] = {}
         for row in rows:
@@ -192,8 +181,3 @@ def _info(row: Any) -> DocumentInfo:
         chars=row["chars"],
         pages=row["pages"],
     )
-
-
-def fts_query(query: str) -> str:
-    """User text -> an FTS5 query that cannot be a syntax error: quoted words, OR-ed."""
-    return " OR ".join(f'"{word}"' for word in _WORD.findall(query)[:16])

@@ -79,7 +79,7 @@ class SQLiteOperator:
                     "SELECT id FROM sessions WHERE session_key = ?", (session_key,)
                 )
             ]
-            marks = ",".join("?" * len(ids))
+            marks = ",".join("?" * len(ids)) or "NULL"  # IN (): SQLite only
             cursor = await db.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", ids)
             deleted = cursor.rowcount
             for table in ("turn_stats", "compactions"):  # the dashboard's records of it
@@ -96,8 +96,7 @@ class SQLiteOperator:
             await db.execute(
                 "DELETE FROM memories WHERE scope = 'chat' AND owner = ?", (session_key,)
             )
-            if self.connection.dialect.NAME == "sqlite":  # documents: SQLite only, for now
-                await forget_documents(db, session_key)
+            await forget_documents(db, session_key)
         return deleted
 
     async def integrity_check(self) -> str:

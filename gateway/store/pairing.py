@@ -94,7 +94,7 @@ class SQLitePairing:
         async with self.connection.read() as db:
             rows = await db.execute_fetchall(
                 f"SELECT {_REQUEST_COLUMNS} FROM pairing_requests WHERE expires_at > ?"
-                " ORDER BY created_at, rowid",
+                " ORDER BY created_at, platform, user_id",
                 (now,),
             )
         return [_request(row) for row in rows]
@@ -102,7 +102,7 @@ class SQLitePairing:
     async def approved(self) -> list[ApprovedUser]:
         async with self.connection.read() as db:
             rows = await db.execute_fetchall(
-                f"SELECT {_APPROVED_COLUMNS} FROM paired_users ORDER BY approved_at, rowid"
+                f"SELECT {_APPROVED_COLUMNS} FROM paired_users ORDER BY approved_at, platform, user_id"
             )
         return [ApprovedUser(*row) for row in rows]
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, Self
 
+from gateway.store.coordination import Coordination
 from gateway.store.dashboard_records import CompactionRecord, SessionOverview, Totals, TurnStat
 from gateway.store.records import (
     AnchorRecord,
@@ -296,31 +297,6 @@ class ChatStore(Protocol):
         ...
 
 
-class DashboardStore(Protocol):
-    """What the operator's dashboard reads (docs/design.md#dashboard); it writes nothing.
-    A conversation here is a session with the ones it was rotated from."""
-
-    async def sessions(self) -> list[SessionOverview]:
-        """Every current session, most recently active first."""
-        ...
-
-    async def turn_history(self, session_id: str, limit: int = 2000) -> list[TurnStat]:
-        """The conversation's last ``limit`` turns, oldest first."""
-        ...
-
-    async def compactions(self, session_id: str, since: float = 0.0) -> list[CompactionRecord]: ...
-
-    async def messages(
-        self, session_id: str, *, before: int | None = None, limit: int = 100
-    ) -> list[StoredMessage]:
-        """The ``limit`` newest rows before row ``before``, archived ones included."""
-        ...
-
-    async def totals(self, since: float) -> Totals:
-        """Turns, tokens, compactions since ``since``; what waits now."""
-        ...
-
-
 class MemoryStore(Protocol):
     """Long-term memory notes (docs/design.md#memory): a person's and a chat's. Nothing
     here is deleted but by :meth:`forget_memory` and :meth:`forget_memories` (a user's
@@ -361,6 +337,31 @@ class MemoryStore(Protocol):
         ...
 
 
+class DashboardStore(Protocol):
+    """What the operator's dashboard reads (docs/design.md#dashboard); it writes nothing.
+    A conversation here is a session with the ones it was rotated from."""
+
+    async def sessions(self) -> list[SessionOverview]:
+        """Every current session, most recently active first."""
+        ...
+
+    async def turn_history(self, session_id: str, limit: int = 2000) -> list[TurnStat]:
+        """The conversation's last ``limit`` turns, oldest first."""
+        ...
+
+    async def compactions(self, session_id: str, since: float = 0.0) -> list[CompactionRecord]: ...
+
+    async def messages(
+        self, session_id: str, *, before: int | None = None, limit: int = 100
+    ) -> list[StoredMessage]:
+        """The ``limit`` newest rows before row ``before``, archived ones included."""
+        ...
+
+    async def totals(self, since: float) -> Totals:
+        """Turns, tokens, compactions since ``since``; what waits now."""
+        ...
+
+
 class Store(Protocol):
     """A backend: opened once, then each part of the gateway gets its view."""
 
@@ -368,10 +369,12 @@ class Store(Protocol):
     scheduling: SchedulingStore
     operator: OperatorStore
     pairing: PairingStore
-    memory: MemoryStore
     dashboard: DashboardStore
+    memory: MemoryStore
     documents: DocumentStore
     chats: ChatStore
+    #: Which replica runs a session (docs/design.md#replicas).
+    coordination: Coordination
 
     async def open(self) -> Self: ...
 

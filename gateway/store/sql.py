@@ -31,6 +31,18 @@ INSERT_MESSAGE = (
     " active, compacted, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
     " COALESCE(?, (SELECT COALESCE(MAX(id), 0) + 1 FROM messages)))"
 )
+#: A chat's document parts matching a search, best first (:key, :match, :scan); a
+#: document's best part is its hit (docs/design.md#documents).
+DOCUMENT_SEARCH = """
+SELECT d.id, d.kind, d.size, d.chars, d.pages, c.name, c.created_at, p.part,
+    snippet(document_parts_fts, 0, '«', '»', '…', 24) AS snippet
+FROM document_parts_fts
+JOIN document_parts p ON p.n = document_parts_fts.rowid
+JOIN documents d ON d.n = p.document
+JOIN chat_documents c ON c.document = d.n AND c.session_key = :key
+WHERE document_parts_fts MATCH :match
+ORDER BY bm25(document_parts_fts) LIMIT :scan
+"""
 #: A compaction archives the session's active rows but the ones it keeps (an id list).
 ARCHIVE_EXCEPT = (
     "UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ? AND active = 1"

@@ -8,6 +8,7 @@ from typing import Self
 from gateway.store.chats import SQLiteChats
 from gateway.store.connection import Access, Connection
 from gateway.store.conversation import SQLiteConversation
+from gateway.store.coordination import Coordination, OneProcess
 from gateway.store.dashboard import SQLiteDashboard
 from gateway.store.documents import SQLiteDocuments
 from gateway.store.memory import SQLiteMemory
@@ -41,10 +42,12 @@ class SQLiteStore:
         self.scheduling: SchedulingStore = SQLiteScheduling(self.connection)
         self.operator: OperatorStore = SQLiteOperator(self.connection)
         self.pairing: PairingStore = SQLitePairing(self.connection)
-        self.memory: MemoryStore = SQLiteMemory(self.connection)
         self.dashboard: DashboardStore = SQLiteDashboard(self.connection)
+        self.memory: MemoryStore = SQLiteMemory(self.connection)
         self.documents: DocumentStore = SQLiteDocuments(self.connection)
         self.chats: ChatStore = SQLiteChats(self.connection)
+        #: The data-dir lock makes this process the only one (docs/design.md#replicas).
+        self.coordination: Coordination = OneProcess()
 
     @property
     def path(self) -> Path:

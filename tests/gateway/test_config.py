@@ -334,3 +334,34 @@ def test_the_example_config_names_every_strict_key() -> None:
             if re.search(rf"\b{key}:", line) and not line.lstrip().startswith("#")
         ]
         assert lines and all("strict" in line for line in lines), (key, lines)
+
+
+# -- store ---------------------------------------------------------------------------------
+
+
+def test_postgres_needs_a_dsn_and_replicas_one_webhook_secret() -> None:
+    telegram = {
+        "enabled": True,
+        "token": "1:x",
+        "allowed_users": ["1"],
+        "webhook": {"url": "https://bot.example.org/hook"},
+    }
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"store": {"backend": "postgres"}, "platforms": {"telegram": telegram}}, {})
+    text = str(raised.value)
+    assert "store.dsn: expected postgresql://" in text
+    assert "platforms.telegram.webhook.secret_token: required with store.backend: postgres" in text
+    # An unset ${VAR} is said once, as for any secret; with sqlite it is not needed at all.
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"store": {"backend": "postgres", "dsn": "${DB_URL}"}}, {})
+    assert str(raised.value).count("store.dsn") == 1 and "${DB_URL} is not set" in str(raised.value)
+    assert parse_config({"store": {"dsn": "${DB_URL}"}}, {}).store.backend == "sqlite"
+    hooked = dict(telegram, webhook={"url": "https://b.example.org/h", "secret_token": "s3cret"})
+    config = parse_config(
+        {
+            "store": {"backend": "postgres", "dsn": "postgresql://u:p@db:5432/n"},
+            "platforms": {"telegram": hooked},
+        },
+        {},
+    )
+    assert config.store.shared and config.store.pool_size == 10

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 from adapters.base import Attachment
 from agent.loop import EMPTY_ANSWER
 from gateway.config.media import TranscriptionConfig, transcription_route
 from gateway.config.routes import ModelRoute
 from gateway.media.documents import extract_document
-from gateway.store import SQLiteStore
 from tests import db
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing, turns_done
@@ -55,34 +55,58 @@ async def test_a_2_mb_text_file_in_an_8k_window_still_compresses_under_the_thres
     assert db.value(tmp_path, "SELECT sum(length(text)) FROM document_parts") == len(data)
 
 
+async def count(store: Any, table: str) -> int:
+    async with store.connection.read() as handle:
+        [(rows,)] = await handle.execute_fetchall(f"SELECT count(*) FROM {table}")
+    return int(rows)
+
+
 async def test_a_document_is_stored_once_and_erased_with_the_last_chat_holding_it(
-    tmp_path: Path,
+    backend_store: Any,
 ) -> None:
+    store = backend_store
     text = await extract_document(b"alpha beta gamma\n" * 100, "notes.md", "text/markdown")
-    async with SQLiteStore(tmp_path / "state.db") as store:
-        first = await store.documents.keep_document("telegram:1", "notes.md", text)
-        second = await store.documents.keep_document("discord:2", "copy.md", text)
-        assert first.document_id == second.document_id == text.sha256[:12]
-        assert second.name == "copy.md"  # each chat knows it by its own name
-        assert await store.documents.read_document("telegram:3", first.document_id) is None
-        await store.operator.forget("telegram:1")
-        assert db.value(tmp_path, "SELECT count(*) FROM document_parts") == 1
-        [hit] = await store.documents.search_documents("discord:2", "gamma")
-        assert hit.document.name == "copy.md"
-        await store.operator.forget("discord:2")
-        assert await store.documents.search_documents("discord:2", "gamma") == []
-    assert db.value(tmp_path, "SELECT count(*) FROM documents") == 0
-    assert db.value(tmp_path, "SELECT count(*) FROM document_parts") == 0
+    first = await store.documents.keep_document("telegram:1", "notes.md", text)
+    second = await store.documents.keep_document("discord:2", "copy.md", text)
+    assert first.document_id == second.document_id == text.sha256[:12]
+    assert second.name == "copy.md"  # each chat knows it by its own name
+    assert await store.documents.read_document("telegram:3", first.document_id) is None
+    await store.operator.forget("telegram:1")
+    assert await count(store, "document_parts") == 1
+    [hit] = await store.documents.search_documents("discord:2", "gamma")
+    assert hit.document.name == "copy.md" and "«gamma»" in hit.snippet
+    await store.operator.forget("discord:2")
+    assert await store.documents.search_documents("discord:2", "gamma") == []
+    assert await count(store, "documents") == 0
+    assert await count(store, "document_parts") == 0
 
 
-async def test_read_document_reads_a_text_on_by_offset(tmp_path: Path) -> None:
+async def test_a_moved_chat_keeps_its_documents_once(backend_store: Any) -> None:
+    store = backend_store
+    text = await extract_document(b"alpha beta gamma\n" * 100, "notes.md", "text/markdown")
+    other = await extract_document(b"delta epsilon\n" * 100, "other.md", "text/markdown")
+    await store.documents.keep_document("telegram:-1", "notes.md", text)
+    await store.documents.keep_document("telegram:-1:7", "other.md", other)
+    await store.documents.keep_document("telegram:-100", "notes again.md", text)
+    assert await store.chats.move_chat("telegram", "-1", "-100")
+    assert not await store.chats.move_chat("telegram", "-1", "-100")  # told twice
+    assert await store.chats.moved_chats() == [("telegram", "-1", "-100")]
+    [hit] = await store.documents.search_documents("telegram:-100", "gamma")
+    assert hit.document.name == "notes again.md"  # the new chat's name for it
+    [topic] = await store.documents.search_documents("telegram:-100:7", "epsilon")
+    assert topic.document.name == "other.md"
+    assert await store.documents.search_documents("telegram:-1", "gamma") == []
+    assert await count(store, "chat_documents") == 2
+
+
+async def test_read_document_reads_a_text_on_by_offset(backend_store: Any) -> None:
+    store = backend_store
     data = "".join(f"line {n:05d}\n" for n in range(3000)).encode()
     text = await extract_document(data, "lines.txt", "text/plain")
-    async with SQLiteStore(tmp_path / "state.db") as store:
-        kept = await store.documents.keep_document("console:x", "lines.txt", text)
-        part = await store.documents.read_document(
-            "console:x", kept.document_id, offset=12_000, max_chars=100
-        )
+    kept = await store.documents.keep_document("console:x", "lines.txt", text)
+    part = await store.documents.read_document(
+        "console:x", kept.document_id, offset=12_000, max_chars=100
+    )
     assert part is not None and (part.start, part.end) == (12_000, 12_100)
     assert part.text == data.decode()[12_000:12_100]
     assert kept.document_id == hashlib.sha256(data).hexdigest()[:12]

@@ -3,11 +3,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gateway.store import InboxEntry, MemoryOwner, NewMemory, NewMessage, SessionOrigin
+from gateway.store import (
+    InboxEntry,
+    MemoryOwner,
+    NewMemory,
+    NewMessage,
+    SessionOrigin,
+    SQLiteStore,
+)
 
 ANN = MemoryOwner("user", "telegram:42")
 GROUP = MemoryOwner("chat", "telegram:-100")
@@ -121,3 +129,17 @@ async def test_search_spans_the_chats_earlier_sessions_but_no_other_chat(store: 
     [current] = await store.conversation.search(now.id, "Guppy")
     assert not current.archived
     assert await store.conversation.search(elsewhere.id, "Minnow") == []
+
+
+async def test_a_chat_that_moves_keeps_its_notes(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "state.db") as store:
+        await store.memory.remember(NewMemory(GROUP, "the deploy is on Fridays"))
+        await store.memory.remember(NewMemory(MemoryOwner("chat", "telegram:-100:7"), "topic"))
+        await store.memory.remember(NewMemory(MemoryOwner("chat", "telegram:-1000"), "not it"))
+        assert await store.chats.move_chat("telegram", "-100", "-100999")
+        owners = {e.text: e.owner.owner for e in await store.memory.memories()}
+    assert owners == {
+        "the deploy is on Fridays": "telegram:-100999",
+        "topic": "telegram:-100999:7",
+        "not it": "telegram:-1000",
+    }

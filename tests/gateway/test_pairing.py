@@ -4,8 +4,8 @@ by another instance on the same database, revoke, deny, and /pair for the owner 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +18,7 @@ from gateway.conversation.pairing import (
     Pairing,
 )
 from gateway.store import SQLiteStore
-from tests import db
+from gateway.store.postgres import PostgresStore
 from tests.harness import RecordingAdapter, make_config, running_gateway
 
 CODE = re.compile(r"\b([" + CODE_ALPHABET + r"]{8})\b")
@@ -42,10 +42,9 @@ def code_in(text: str) -> str:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    """The gateway's store: opened exclusive, as a running gateway holds it."""
-    async with SQLiteStore(tmp_path / "state.db") as opened:
-        yield opened
+async def store(backend_store: Any) -> Any:
+    """The gateway's store, opened as a running gateway holds it, on each backend."""
+    return backend_store
 
 
 @pytest.fixture
@@ -120,7 +119,7 @@ async def test_an_approval_counts_in_another_instance_on_the_same_database(
     through its own connection (opened shared beside the exclusive one)."""
     code = code_in(await pairing.request("telegram", "666", "Eve", "666"))
     assert not await pairing.is_approved("telegram", "666")
-    async with _shared(store.path, clock) as cli:
+    async with _shared(store, clock) as cli:
         user = await cli.approve(f"{code[:4].lower()}-{code[4:].lower()}", "cli")
         assert user is not None and (user.user_name, user.approved_by) == ("Eve", "cli")
     assert await pairing.is_approved("telegram", "666")
@@ -128,7 +127,7 @@ async def test_an_approval_counts_in_another_instance_on_the_same_database(
     assert await pairing.pending() == []
     [approved] = await pairing.approved()
     assert (approved.platform, approved.user_id) == ("telegram", "666")
-    async with _shared(store.path, clock) as cli:
+    async with _shared(store, clock) as cli:
         assert await cli.revoke("telegram", "666")
     assert not await pairing.is_approved("telegram", "666")
 
@@ -166,10 +165,12 @@ async def test_deny_drops_the_request_and_its_code(pairing: Pairing) -> None:
 async def test_a_stranger_leaves_only_the_request_row(store: SQLiteStore, pairing: Pairing) -> None:
     name = "Eve" * 40
     await pairing.request("telegram", "666", name, "666")
-    await store.close()  # let the test read the file
-    assert db.rows(store.path, "SELECT user_name FROM pairing_requests") == [(name[:64],)]
-    for table in ("messages", "inbox", "sessions"):
-        assert db.value(store.path, f"SELECT COUNT(*) FROM {table}") == 0
+    async with store.connection.read() as handle:
+        rows = await handle.execute_fetchall("SELECT user_name FROM pairing_requests")
+        assert [tuple(row) for row in rows] == [(name[:64],)]
+        for table in ("messages", "inbox", "sessions"):
+            [(count,)] = await handle.execute_fetchall(f"SELECT COUNT(*) FROM {table}")
+            assert count == 0
 
 
 # -- /pair ------------------------------------------------------------------------------------
@@ -232,11 +233,15 @@ async def test_a_paired_user_is_no_owner(pairing: Pairing) -> None:
 
 
 class _shared:
-    """A second instance on the same file, opened as ``nightowl pairing`` opens it beside
-    a running gateway."""
+    """A second instance on the same database, opened as ``nightowl pairing`` opens it
+    beside a running gateway."""
 
-    def __init__(self, path: Path, clock: Clock) -> None:
-        self.store = SQLiteStore(path)
+    def __init__(self, running: Any, clock: Clock) -> None:
+        self.store: Any = (
+            PostgresStore(running.connection.dsn)
+            if isinstance(running, PostgresStore)
+            else SQLiteStore(running.path)
+        )
         self.clock = clock
 
     async def __aenter__(self) -> Pairing:

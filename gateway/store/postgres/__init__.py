@@ -6,15 +6,21 @@ from __future__ import annotations
 
 from typing import Self
 
+from gateway.store.chats import SQLiteChats
 from gateway.store.conversation import SQLiteConversation
+from gateway.store.coordination import Coordination
 from gateway.store.dashboard import SQLiteDashboard
+from gateway.store.documents import SQLiteDocuments
 from gateway.store.memory import SQLiteMemory
 from gateway.store.operator import SQLiteOperator
 from gateway.store.pairing import SQLitePairing
 from gateway.store.postgres.connection import Access, PgConnection
+from gateway.store.postgres.coordination import AdvisoryLocks
 from gateway.store.protocols import (
+    ChatStore,
     ConversationStore,
     DashboardStore,
+    DocumentStore,
     MemoryStore,
     OperatorStore,
     PairingStore,
@@ -38,13 +44,21 @@ class PgOperator(SQLiteOperator):
         """Vacuum the tables an erase touched, so their dead rows are reclaimed (outside
         a transaction, as VACUUM must run)."""
         async with self.connection.raw() as connection:
-            for table in ("messages", "inbox", "reminders", "sessions"):
+            for table in (
+                "messages",
+                "inbox",
+                "reminders",
+                "sessions",
+                "memories",
+                "document_parts",
+            ):
                 await connection.execute(f"VACUUM {table}")
         return True
 
 
 class PostgresStore:
-    """One PostgreSQL database: open it, then hand each part of the gateway its view."""
+    """One PostgreSQL database: open it, then hand each part of the gateway its view.
+    Several gateways may share it (docs/design.md#replicas)."""
 
     def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
         self.connection = PgConnection(dsn, pool_size=pool_size)
@@ -52,8 +66,11 @@ class PostgresStore:
         self.scheduling: SchedulingStore = SQLiteScheduling(self.connection)
         self.operator: OperatorStore = PgOperator(self.connection)
         self.pairing: PairingStore = SQLitePairing(self.connection)
-        self.memory: MemoryStore = SQLiteMemory(self.connection)
         self.dashboard: DashboardStore = SQLiteDashboard(self.connection)
+        self.memory: MemoryStore = SQLiteMemory(self.connection)
+        self.documents: DocumentStore = SQLiteDocuments(self.connection)
+        self.chats: ChatStore = SQLiteChats(self.connection)
+        self.coordination: Coordination = AdvisoryLocks(dsn)
 
     @property
     def path(self) -> str:
@@ -64,6 +81,7 @@ class PostgresStore:
         return self
 
     async def close(self) -> None:
+        await self.coordination.stop()
         await self.connection.close()
 
     async def schema_version(self) -> int:

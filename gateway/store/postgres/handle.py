@@ -23,8 +23,16 @@ import asyncpg
 _PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"])*\"|(?<!:):([A-Za-z_]\w*)|\?")
 _RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
 _INSERT_INTO = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)", re.IGNORECASE)
-#: Tables whose rows get a generated integer id (``BIGSERIAL``): an INSERT reports it.
-ID_TABLES = frozenset({"messages", "inbox", "reminders", "memories"})
+#: Tables whose rows get a generated integer id (``BIGSERIAL``), and its column: an
+#: INSERT reports it.
+ID_TABLES = {
+    "messages": "id",
+    "inbox": "id",
+    "reminders": "id",
+    "memories": "id",
+    "documents": "n",
+    "document_parts": "n",
+}
 
 
 @dataclass(frozen=True)
@@ -86,9 +94,9 @@ class Handle:
         if insert and not _RETURNING.search(sql):
             # Counted by its returned rows: an ON CONFLICT DO NOTHING that did nothing
             # returns none, as SQLite's rowcount says 0.
-            returned = "id" if insert.group(1).lower() in ID_TABLES else "1"
-            rows = await self.connection.fetch(f"{query} RETURNING {returned}", *arguments)
-            last = rows[-1][0] if rows and returned == "id" else None
+            returned = ID_TABLES.get(insert.group(1).lower())
+            rows = await self.connection.fetch(f"{query} RETURNING {returned or 1}", *arguments)
+            last = rows[-1][0] if rows and returned else None
             return Result(len(rows), last)
         status = await self.connection.execute(query, *arguments)
         return Result(_count(status))

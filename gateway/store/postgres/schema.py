@@ -93,6 +93,15 @@ CREATE TABLE inbox (
     in_history INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX inbox_session ON inbox(session_key, id);
+-- Every replica LISTENs: a stored message wakes whichever holds its session
+-- (docs/design.md#replicas). Delivered at commit; one per key per transaction.
+CREATE FUNCTION nightowl_announce_work() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('nightowl_work', NEW.session_key);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER inbox_announced AFTER INSERT ON inbox
+    FOR EACH ROW EXECUTE FUNCTION nightowl_announce_work();
 CREATE TABLE inbound_seen (
     dedupe_key TEXT PRIMARY KEY,
     seen_at DOUBLE PRECISION NOT NULL
@@ -140,6 +149,47 @@ CREATE TRIGGER paired_users_changed AFTER INSERT OR UPDATE OR DELETE ON paired_u
     FOR EACH STATEMENT EXECUTE FUNCTION nightowl_pairing_revision();
 """
 
+# 7: documents (docs/design.md#documents), their text searched through a generated
+# tsvector as messages are; chats that continue under another id (docs/design.md#chat-moves).
+_V7 = """
+CREATE TABLE documents (
+    n BIGSERIAL PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    sha256 TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    mime_type TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    chars BIGINT NOT NULL,
+    pages INTEGER,
+    created_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE document_parts (
+    n BIGSERIAL PRIMARY KEY,
+    document BIGINT NOT NULL REFERENCES documents(n),
+    part INTEGER NOT NULL,
+    start BIGINT NOT NULL,
+    text TEXT NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED,
+    UNIQUE (document, part)
+);
+CREATE INDEX document_parts_tsv ON document_parts USING GIN (tsv);
+CREATE TABLE chat_documents (
+    session_key TEXT NOT NULL,
+    document BIGINT NOT NULL REFERENCES documents(n),
+    name TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (session_key, document)
+);
+CREATE INDEX chat_documents_document ON chat_documents(document);
+CREATE TABLE chat_moves (
+    platform TEXT NOT NULL,
+    old_chat_id TEXT NOT NULL,
+    new_chat_id TEXT NOT NULL,
+    moved_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (platform, old_chat_id)
+);
+"""
+
 # 8: long-term memory (docs/design.md#memory), as on SQLite with a generated id.
 _V8 = """
 CREATE TABLE memories (
@@ -168,5 +218,11 @@ CREATE TABLE chat_models (
 );
 """
 
-MIGRATIONS: list[tuple[int, str]] = [(6, _BASE), (8, _V8), (9, DASHBOARD_TABLES), (10, _V10)]
+MIGRATIONS: list[tuple[int, str]] = [
+    (6, _BASE),
+    (7, _V7),
+    (8, _V8),
+    (9, DASHBOARD_TABLES),
+    (10, _V10),
+]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

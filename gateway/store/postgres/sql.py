@@ -68,6 +68,18 @@ WHERE m.tsv @@ query.q AND m.session_id IN (SELECT id FROM chat)
 ORDER BY ts_rank(m.tsv, query.q) DESC, m.id LIMIT :limit
 """
 
+DOCUMENT_SEARCH = """
+WITH query AS (SELECT to_tsquery('simple', :match) AS q)
+SELECT d.id, d.kind, d.size, d.chars, d.pages, c.name, c.created_at, p.part,
+    ts_headline('simple', p.text, query.q,
+        'StartSel=«, StopSel=», MaxWords=24, MinWords=8, ShortWord=1') AS snippet
+FROM document_parts p
+JOIN documents d ON d.n = p.document
+JOIN chat_documents c ON c.document = d.n AND c.session_key = :key, query
+WHERE p.tsv @@ query.q
+ORDER BY ts_rank(p.tsv, query.q) DESC, p.n LIMIT :scan
+"""
+
 NEWEST_STORED_IDS = """
 SELECT chat_id, MAX(CAST(platform_message_id AS BIGINT)) AS newest FROM (
     SELECT s.chat_id AS chat_id, m.platform_message_id AS platform_message_id
