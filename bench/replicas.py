@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from support import percentile  # bench/support.py (the script's own folder)
 
+from tests.child_process import Chat
 from tests.e2e.replica_stack import (
     FIRST_USER,
     Balancer,
@@ -64,7 +65,7 @@ async def run_setup(
                 config = replica_config(
                     root / f"r{index}", llm, telegram, dsn=dsn, port=port, users=chats
                 )
-                started.append(await start_replica(f"r{index}", config, port, root))
+                started.append(await start_replica(f"r{index}", config, port, root, Chat.start))
             latencies: list[float] = []
             async with Balancer(telegram, started) as balancer:
 

@@ -276,7 +276,6 @@ class Gateway:
 
     async def start(self) -> None:
         await self.store.open()
-        await self.store.coordination.start(self.lanes.notify)  # docs/design.md#replicas
         await self.pairing.load()
         await self.moves.load()
         # Loading the tokenizer can take a second (or a download); not on the event loop.
@@ -297,6 +296,9 @@ class Gateway:
             await self.mcp.start(ready_within=MCP_READY_SECONDS)
         for adapter in self.adapters.values():
             await adapter.start(self.router.receive)
+        # Replicas announce what they store (docs/design.md#replicas): once this one has its
+        # tools and platforms, it takes its share.
+        await self.store.coordination.start(self.lanes.notify)
         await self.scheduler.start()  # after the adapters: overdue reminders go out at once
         if self.dashboard is not None:
             await self.dashboard.start()
@@ -322,6 +324,7 @@ class Gateway:
             await self.dashboard.stop()
         for adapter in self.adapters.values():
             await _quietly(adapter.stop_receiving(), f"pausing {adapter.platform}")
+        self.lanes.closing = True  # what other replicas store waits for them, or our restart
         await self.scheduler.stop()
         if not await self.lanes.wait_idle(drain_seconds):
             log.warning("turns still running after %.0fs; stopping them", drain_seconds)

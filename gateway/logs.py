@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import time
+import urllib.parse
 from collections.abc import Iterable
 from contextvars import ContextVar
 from logging.handlers import RotatingFileHandler
@@ -126,8 +127,17 @@ def config_secrets(config: Config) -> list[str]:
         (webhook.secret_token if webhook else None) or "",
         config.dashboard.token or "",
         config.dashboard.metrics_token or "",
+        config.store.dsn or "",
+        *_dsn_passwords(config.store.dsn or ""),  # alone, in a driver's error
     ]
     return [v for v in values if v and v != NO_KEY_NEEDED]
+
+
+def _dsn_passwords(dsn: str) -> list[str]:
+    """The password of a DSN, in its user part or as ``?password=``."""
+    parts = urllib.parse.urlsplit(dsn)
+    query = urllib.parse.parse_qs(parts.query).get("password", [])
+    return [p for p in [parts.password or "", *query] if p]
 
 
 CHAT_LOG_NAME = "chat.log"

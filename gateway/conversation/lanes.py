@@ -46,9 +46,15 @@ class Lanes:
         self._jobs: dict[str, deque[tuple[Job, asyncio.Future[Any]]]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
+        #: Set when the gateway stops taking updates: no new lane starts for a message.
+        self.closing = False
 
     def notify(self, key: str) -> None:
-        """Something is waiting in ``key``'s inbox."""
+        """Something is waiting in ``key``'s inbox. While the gateway stops
+        (:attr:`closing`) only a lane still running takes it; the rest waits, stored, for
+        another replica or the next start."""
+        if self.closing and key not in self._tasks:
+            return
         self._dirty.add(key)
         self._ensure_running(key)
 
@@ -99,6 +105,11 @@ class Lanes:
 
     async def _work(self, key: str) -> None:
         while True:
+            if not self.coordination.holds(key):
+                # The hold went with a broken connection: another replica may take the
+                # session now. What is left here waits for the hold again.
+                log.warning("lane %s: the session is no longer held; pausing it", key)
+                return
             jobs = self._jobs.get(key)
             if jobs:
                 job, future = jobs.popleft()
@@ -125,6 +136,9 @@ class Lanes:
                 return False
             await asyncio.sleep(HOLD_RETRY[min(attempt, len(HOLD_RETRY) - 1)])
             attempt += 1
+        # Messages announced while another replica held it were left to that one, which
+        # may have let go before it saw them: look at the inbox once (one read if empty).
+        self._dirty.add(key)
         if self._on_hold is not None:
             self._on_hold(key)
         return True

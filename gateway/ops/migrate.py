@@ -23,6 +23,7 @@ from gateway.config.schema import Config
 from gateway.store import SQLiteStore
 from gateway.store.errors import StoreError
 from gateway.store.postgres.connection import PgConnection, display
+from gateway.store.postgres.handle import storable
 from gateway.store.postgres.schema import SCHEMA_VERSION as POSTGRES_VERSION
 from gateway.store.schema import SCHEMA_VERSION as SQLITE_VERSION
 
@@ -50,10 +51,26 @@ BATCH = 5000
 Convert = Callable[[Any], Any]
 _CONVERSIONS: dict[str, Convert] = {
     "double precision": float,
-    "bigint": int,
-    "integer": int,
-    "text": lambda value: value if isinstance(value, str) else str(value),
+    "bigint": lambda value: _integer(value),
+    "integer": lambda value: _integer(value),
+    "text": lambda value: storable(_text(value)),
 }
+
+
+def _text(value: Any) -> str:
+    """A text column's value; bytes there must be UTF-8 (else the row is refused)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")  # UnicodeDecodeError is a ValueError
+    return value if isinstance(value, str) else str(value)
+
+
+def _integer(value: Any) -> int:
+    """An integer column's value; a fraction or text there is refused, not truncated."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if not isinstance(value, int):
+        raise ValueError(f"{value!r} is not an integer")
+    return value
 
 
 def add_migrate_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -166,14 +183,20 @@ async def _copy_table(
     async with source.connection.read() as db:
         cursor = await db.execute(f"SELECT {', '.join(names)} FROM {table}")
         while batch := await cursor.fetchmany(BATCH):
-            records = [
-                tuple(
-                    None if v is None else convert(v)
-                    for v, convert in zip(row, converts, strict=True)
-                )
-                for row in batch
-            ]
-            await connection.copy_records_to_table(table, records=records, columns=names)
+            try:
+                records = [
+                    tuple(
+                        None if v is None else convert(v)
+                        for v, convert in zip(row, converts, strict=True)
+                    )
+                    for row in batch
+                ]
+                await connection.copy_records_to_table(table, records=records, columns=names)
+            except (asyncpg.PostgresError, ValueError, TypeError) as exc:
+                raise StoreError(
+                    f"{table}: a row PostgreSQL does not take ({type(exc).__name__}: {exc});"
+                    " nothing was copied"
+                ) from exc
             copied += len(records)
     return copied
 

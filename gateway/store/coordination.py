@@ -32,6 +32,10 @@ class Coordination(Protocol):
 
     async def release(self, key: str) -> None: ...
 
+    def holds(self, key: str) -> bool:
+        """Whether this replica still holds ``key`` (a hold goes with a broken connection)."""
+        ...
+
     async def stop(self) -> None:
         """Let go of every hold."""
         ...
@@ -50,6 +54,9 @@ class OneProcess:
 
     async def release(self, key: str) -> None:
         return None
+
+    def holds(self, key: str) -> bool:
+        return True
 
     async def stop(self) -> None:
         return None

@@ -140,7 +140,7 @@ async def _insert(db: aiosqlite.Connection, document: DocumentText, now: float) 
             break
     cursor = await db.execute(
         "INSERT INTO documents(id, sha256, kind, mime_type, size, chars, pages, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING",
         (
             document_id,
             document.sha256,
@@ -152,6 +152,11 @@ async def _insert(db: aiosqlite.Connection, document: DocumentText, now: float) 
             now,
         ),
     )
+    if cursor.rowcount == 0:  # another chat kept the same file meanwhile (a replica)
+        [(number, document_id)] = await db.execute_fetchall(
+            "SELECT n, id FROM documents WHERE sha256 = ?", (document.sha256,)
+        )
+        return int(number), str(document_id)
     number = int(cursor.lastrowid or 0)
     rows, start = [], 0
     for index, text in enumerate(document.parts, start=1):

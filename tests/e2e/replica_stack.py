@@ -13,7 +13,7 @@ import contextlib
 import itertools
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,8 +90,12 @@ class Replica:
         return self.chat.process.returncode is None
 
 
-async def start_replica(name: str, config: Path, port: int, cwd: Path) -> Replica:
-    chat = await Chat.start("run", "-c", str(config), cwd=cwd, env=clean_env())
+async def start_replica(
+    name: str, config: Path, port: int, cwd: Path, start: Callable[..., Awaitable[Chat]]
+) -> Replica:
+    """``nightowl run`` with ``config``, started by ``start`` (a test's ``spawn`` fixture,
+    which kills it at teardown) and ready once its webhook listens."""
+    chat = await start("run", "-c", str(config), cwd=cwd, env=clean_env())
     await chat.err.expect("Telegram webhook listening", within=2 * CEILING)
     return Replica(name, port, chat)
 

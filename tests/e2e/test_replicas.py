@@ -18,6 +18,7 @@ import pytest
 
 from gateway.store import Reminder
 from gateway.store.postgres import PostgresStore
+from tests.child_process import Spawn
 from tests.e2e.replica_stack import (
     FIRST_USER,
     Balancer,
@@ -69,13 +70,13 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
 
 
 async def start_two(
-    tmp_path: Path, llm: FakeLLM, telegram: FakeTelegram, dsn: str
+    tmp_path: Path, llm: FakeLLM, telegram: FakeTelegram, dsn: str, spawn: Spawn
 ) -> list[Replica]:
     replicas = []
     for name in ("a", "b"):
         port = free_port()
         config = replica_config(tmp_path / name, llm, telegram, dsn=dsn, port=port, users=USERS)
-        replicas.append(await start_replica(name, config, port, tmp_path))
+        replicas.append(await start_replica(name, config, port, tmp_path, spawn))
     return replicas
 
 
@@ -111,12 +112,13 @@ async def everything_answered(telegram: FakeTelegram, dsn: str) -> None:
         return not last
 
     await telegram.wait_for(answered, within=4 * CEILING)
-    while True:  # the last replies are sent, then marked delivered
-        try:
-            await stored_user_texts(dsn)
-            return
-        except AssertionError:
-            await asyncio.sleep(0.05)
+    async with asyncio.timeout(CEILING):
+        while True:  # the last replies were sent; their marks are cleared just after
+            try:
+                await stored_user_texts(dsn)
+                return
+            except AssertionError:
+                await asyncio.sleep(0.05)  # polling the database: nothing to wait on
 
 
 def expected() -> dict[int, list[str]]:
@@ -124,15 +126,20 @@ def expected() -> dict[int, list[str]]:
 
 
 async def test_two_replicas_answer_every_message_once_and_in_order(
-    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram, postgres_dsn: str
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    telegram: FakeTelegram,
+    postgres_dsn: str,
+    spawn: Spawn,
 ) -> None:
     model = OneTurnPerChat()
     fake_llm.responder = model
-    replicas = await start_two(tmp_path, fake_llm, telegram, postgres_dsn)
+    replicas = await start_two(tmp_path, fake_llm, telegram, postgres_dsn, spawn)
     async with Balancer(telegram, replicas) as balancer:
         await chat_traffic(balancer, USERS, MESSAGES, text=said)
         await everything_answered(telegram, postgres_dsn)
-    assert Counter(balancer.acknowledged.values()) == {"a": 300, "b": 300}
+    shares = Counter(balancer.acknowledged.values())
+    assert shares.total() == USERS * MESSAGES and shares["a"] > 0 and shares["b"] > 0
     assert await stored_user_texts(postgres_dsn) == expected()  # once each, in order
     assert model.most_at_once == 1
     replies = Counter((s.chat_id, s.text) for s in telegram.sent)
@@ -141,11 +148,15 @@ async def test_two_replicas_answer_every_message_once_and_in_order(
 
 
 async def test_a_replica_killed_mid_run_loses_nothing(
-    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram, postgres_dsn: str
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    telegram: FakeTelegram,
+    postgres_dsn: str,
+    spawn: Spawn,
 ) -> None:
     model = OneTurnPerChat()
     fake_llm.responder = model
-    replicas = await start_two(tmp_path, fake_llm, telegram, postgres_dsn)
+    replicas = await start_two(tmp_path, fake_llm, telegram, postgres_dsn, spawn)
     killed = asyncio.Event()
     sent_before_kill = 0
 
@@ -153,9 +164,9 @@ async def test_a_replica_killed_mid_run_loses_nothing(
         nonlocal sent_before_kill
         if m == MESSAGES // 2 and index == 0 and not killed.is_set():
             await fake_llm.wait_for_requests(1)  # turns are running on both
-            sent_before_kill = len(telegram.sent)
             replicas[0].chat.process.kill()  # kill -9
             await replicas[0].chat.process.wait()
+            sent_before_kill = len(telegram.sent)
             killed.set()
         elif m == MESSAGES // 2:
             await killed.wait()  # everyone's second half goes out after the kill
@@ -173,11 +184,9 @@ async def test_a_replica_killed_mid_run_loses_nothing(
     for position, sent in enumerate(telegram.sent):
         copies.setdefault((sent.chat_id, sent.text), []).append(position)
     for (chat, text), positions in copies.items():
-        if len(positions) > 1:
+        if len(positions) > 1:  # first sent by the killed replica, again by the other
             assert len(positions) == 2, (chat, text, positions)
-            assert positions[0] < sent_before_kill <= positions[1] or (
-                positions[0] >= sent_before_kill
-            ), (chat, text, positions, sent_before_kill)
+            assert positions[0] < sent_before_kill <= positions[1], (chat, text, positions)
 
 
 ARMED = re.compile(r"pending reminder\(s\) armed: ([\d, ]+)")
@@ -203,9 +212,13 @@ def lines_of(text: str) -> tuple[set[int], dict[int, list[str]]]:
 
 
 async def test_reminders_go_out_once_with_two_replicas(
-    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram, postgres_dsn: str
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    telegram: FakeTelegram,
+    postgres_dsn: str,
+    spawn: Spawn,
 ) -> None:
-    replicas = await start_two(tmp_path, fake_llm, telegram, postgres_dsn)
+    replicas = await start_two(tmp_path, fake_llm, telegram, postgres_dsn, spawn)
     # Set while both run (as the tool would on one of them): each replica's sweep arms
     # them within a second, and both fire them at once when they are due.
     now = time.time()
@@ -213,7 +226,7 @@ async def test_reminders_go_out_once_with_two_replicas(
         for i in range(5):
             user = FIRST_USER + i
             reminder = Reminder(
-                f"telegram:{user}", "telegram", str(user), f"r{i}: stand up", now + 4 + i / 4
+                f"telegram:{user}", "telegram", str(user), f"r{i}: stand up", now + 5 + i / 4
             )
             await store.scheduling.add_reminder(reminder)
 

@@ -238,3 +238,16 @@ def test_a_generated_webhook_secret_is_redacted_from_when_it_exists(
     log.warning("setWebhook parameters: secret_token=%s", secret)
     [entry] = json_lines(logged)
     assert entry["msg"] == "setWebhook parameters: secret_token=[redacted]"
+
+
+def test_the_database_password_is_redacted(logged: io.StringIO, tmp_path: Path) -> None:
+    dsn = "postgresql://nightowl:db-pass-0123456789@db.internal:5432/nightowl"
+    config = parse_config(
+        {"data_dir": str(tmp_path), "store": {"backend": "postgres", "dsn": dsn}}, {}
+    )
+    setup_logging(config, fmt="text")
+    (handler,) = logging.getLogger().handlers
+    handler.setStream(logged)  # type: ignore[attr-defined]
+    log.warning("cannot connect to %s", dsn)
+    log.warning('password authentication failed: "db-pass-0123456789"')
+    assert "db-pass-0123456789" not in logged.getvalue()

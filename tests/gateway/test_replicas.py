@@ -29,6 +29,8 @@ class Replica:
     running: set[str] = field(default_factory=set)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     started: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The messages waiting, shared by the pair as their inbox table would be.
+    inbox: list[str] = field(default_factory=list)
     announced: defaultdict[str, asyncio.Event] = field(
         default_factory=lambda: defaultdict(asyncio.Event)
     )
@@ -44,6 +46,7 @@ class Replica:
         try:
             await self.release.wait()
             self.ran.append(key)
+            self.inbox.clear()  # a turn takes everything waiting
         finally:
             self.running.discard(key)
 
@@ -54,9 +57,10 @@ class Replica:
 @pytest.fixture
 async def replicas(postgres_dsn: str) -> AsyncIterator[tuple[Replica, Replica]]:
     pair = []
+    inbox: list[str] = []
     for name in ("a", "b"):
         store = await PostgresStore(postgres_dsn, pool_size=2).open()
-        replica = Replica(name, store)
+        replica = Replica(name, store, inbox=inbox)
         await store.coordination.start(replica.heard)
         pair.append(replica)
     yield pair[0], pair[1]
@@ -94,8 +98,17 @@ async def test_a_job_waits_until_the_holder_lets_go(replicas: tuple[Replica, Rep
         order.append("b's job" if "discord:9" not in a.running else "b's job during a's turn")
         return "done"
 
+    tried = asyncio.Event()
+    try_hold = b.store.coordination.try_hold
+
+    async def tried_to_hold(key: str) -> bool:  # b's own coordination, watched
+        held = await try_hold(key)
+        tried.set()
+        return held
+
+    b.store.coordination.try_hold = tried_to_hold  # type: ignore[method-assign]
     future = b.lanes.submit("discord:9", job)
-    await asyncio.sleep(0)  # b's lane starts and finds the session held
+    await asyncio.wait_for(tried.wait(), CEILING)  # b asked, and was told a holds it
     assert not future.done()
     a.release.set()
     assert await asyncio.wait_for(future, CEILING) == "done"
@@ -141,3 +154,21 @@ async def test_a_dead_replicas_sessions_are_free_at_once(
     finally:
         await admin.close()
     assert await b.store.coordination.try_hold("telegram:3")
+
+
+async def test_a_message_left_to_a_holder_that_let_go_is_drained_by_the_next_holder(
+    replicas: tuple[Replica, Replica],
+) -> None:
+    """b holds the session and is letting go; a message arrives and a, not holding it,
+    leaves it to b — which had already looked. The next replica to hold the session,
+    here for a job, looks at the inbox too."""
+    a, b = replicas
+    assert await b.store.coordination.try_hold("telegram:8")
+    a.inbox.append("telegram:8: are you there?")
+    a.lanes.notify("telegram:8")
+    assert await a.lanes.wait_idle(CEILING) and a.ran == []
+    await b.store.coordination.release("telegram:8")
+    job = a.lanes.submit("telegram:8", lambda: asyncio.sleep(0))
+    await asyncio.wait_for(job, CEILING)
+    assert await a.lanes.wait_idle(CEILING)
+    assert a.ran == ["telegram:8"] and a.inbox == []

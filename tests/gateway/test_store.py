@@ -342,3 +342,12 @@ async def test_old_dedupe_keys_are_forgotten_while_the_gateway_runs(store: SQLit
     assert not await store.conversation.remember_inbound("telegram:1")
     assert await store.conversation.forget_seen(time.time() + 1) == 1
     assert await store.conversation.remember_inbound("telegram:1")  # forgotten: new again
+
+
+async def test_a_nul_character_is_stored_on_both_backends(store: SQLiteStore) -> None:
+    """PostgreSQL's text refuses NUL, which a tool's output can hold: it becomes U+FFFD
+    there instead of failing the turn."""
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    await store.conversation.commit_turn(session.id, [row("tool", "bytes: a\x00b")])
+    [_, stored] = await store.conversation.load_active(session.id)
+    assert stored.message["content"] in ("bytes: a\x00b", "bytes: a\ufffdb")

@@ -9,6 +9,7 @@ wrote uvloop, and with no blocking calls on the event loop.
 from __future__ import annotations
 
 import contextlib
+import re
 import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Literal, Self
@@ -29,10 +30,11 @@ MIGRATION_LOCK = 7_104_115_101  # "nightowl" in spirit: any constant the app own
 def display(dsn: str) -> str:
     """The DSN without its password, for messages and logs."""
     parts = urllib.parse.urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", ":***@")
+    query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 class PgConnection:

@@ -29,6 +29,17 @@ log = logging.getLogger(__name__)
 WORK_CHANNEL = "nightowl_work"
 #: Waits between attempts to connect again after the connection broke.
 _RECONNECT_SECONDS = (0.5, 1.0, 2.0, 5.0)
+#: A lock statement that takes longer means a dead link: the connection is dropped.
+STATEMENT_SECONDS = 10.0
+#: TCP keepalives, so both ends notice a silent link (a partition, a paused VM) within a
+#: minute: PostgreSQL then frees this replica's locks, and this replica stops counting
+#: on them.
+KEEPALIVE = {
+    "tcp_keepalives_idle": "20",
+    "tcp_keepalives_interval": "5",
+    "tcp_keepalives_count": "4",
+}
+_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
 def lock_id(key: str) -> int:
@@ -58,13 +69,19 @@ class AdvisoryLocks:
         await self._connect()
 
     async def _connect(self) -> None:
-        connection = await asyncpg.connect(self.dsn)
-        await connection.add_listener(WORK_CHANNEL, self._announced)
+        connection = await asyncpg.connect(
+            self.dsn, timeout=STATEMENT_SECONDS, server_settings=KEEPALIVE
+        )
+        try:
+            await connection.add_listener(WORK_CHANNEL, self._announced)
+        except BaseException:
+            connection.terminate()
+            raise
         connection.add_termination_listener(self._lost)
         self._connection = connection
 
     def _announced(self, _connection: object, _pid: int, _channel: str, key: str) -> None:
-        if self._on_work is not None:
+        if self._on_work is not None and not self._stopped:
             self._on_work(key)
 
     def _lost(self, _connection: object) -> None:
@@ -74,8 +91,8 @@ class AdvisoryLocks:
         if self._held:
             log.error(
                 "the coordination connection to %s broke: %d session(s) this replica held"
-                " are no longer locked; their running turns finish, nothing new starts"
-                " until it is back",
+                " are no longer locked; their lanes pause, nothing new starts until it is"
+                " back",
                 display(self.dsn),
                 len(self._held),
             )
@@ -90,7 +107,7 @@ class AdvisoryLocks:
             attempt += 1
             try:
                 await self._connect()
-            except (OSError, asyncpg.PostgresError) as exc:
+            except Exception as exc:  # whatever it is, keep trying: without it nothing runs
                 log.warning("coordination connection: still cannot reach PostgreSQL (%s)", exc)
                 continue
             # Announcements made meanwhile are lost; the periodic sweep finds their work.
@@ -100,31 +117,36 @@ class AdvisoryLocks:
     def connected(self) -> bool:
         return self._connection is not None
 
+    def holds(self, key: str) -> bool:
+        return key in self._held
+
     async def try_hold(self, key: str) -> bool:
-        async with self._turn:
-            connection = self._connection
-            if connection is None:
-                return False
-            try:
-                held = bool(
-                    await connection.fetchval("SELECT pg_try_advisory_lock($1)", lock_id(key))
-                )
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                return False  # the termination listener takes it from here
+        held = await self._lock_call("SELECT pg_try_advisory_lock($1)", key)
         if held:
             self._held.add(key)
         return held
 
     async def release(self, key: str) -> None:
         if key not in self._held:
-            return
+            return  # never held, or gone with the connection
         self._held.discard(key)
+        await self._lock_call("SELECT pg_advisory_unlock($1)", key)
+
+    async def _lock_call(self, statement: str, key: str) -> bool:
+        """One lock statement, one at a time on the connection (asyncpg refuses two);
+        False when the connection is gone or does not answer in time — then it is
+        dropped, its locks go with it and the termination listener reconnects."""
         async with self._turn:
             connection = self._connection
             if connection is None:
-                return  # gone with the connection
-            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                await connection.fetchval("SELECT pg_advisory_unlock($1)", lock_id(key))
+                return False
+            try:
+                async with asyncio.timeout(STATEMENT_SECONDS):
+                    return bool(await connection.fetchval(statement, lock_id(key)))
+            except _ERRORS as exc:
+                log.warning("coordination connection failed (%s); dropping it", type(exc).__name__)
+                connection.terminate()
+                return False
 
     async def stop(self) -> None:
         self._stopped = True
@@ -135,5 +157,5 @@ class AdvisoryLocks:
         connection, self._connection = self._connection, None
         self._held.clear()
         if connection is not None:
-            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            with contextlib.suppress(*_ERRORS):
                 await connection.close(timeout=5)

@@ -67,11 +67,19 @@ def translate(sql: str) -> tuple[str, tuple[str, ...] | None]:
     return converted, (tuple(names) if names else None)
 
 
+def storable(value: Any) -> Any:
+    """``value`` as PostgreSQL's text takes it: a NUL character (which SQLite keeps and
+    PostgreSQL refuses) becomes U+FFFD, so a tool result holding one cannot fail a turn."""
+    if isinstance(value, str) and "\x00" in value:
+        return value.replace("\x00", "\ufffd")
+    return value
+
+
 def _arguments(names: tuple[str, ...] | None, params: Any) -> list[Any]:
     if names is None:
-        return list(params or ())
+        return [storable(value) for value in params or ()]
     mapping: Mapping[str, Any] = params
-    return [mapping[name] for name in names]
+    return [storable(mapping[name]) for name in names]
 
 
 def _count(status: str) -> int:
