@@ -268,6 +268,8 @@ def discord_adapter(config: Config) -> Adapter:
         stream=discord.stream,
         slash_commands=COMMAND_LIST,
         catch_up_hours=discord.catch_up_hours,
+        shard_count=discord.shard_count,
+        shard_ids=discord.shard_ids,
     )
     return DiscordAdapter(settings)
 

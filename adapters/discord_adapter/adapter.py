@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import discord
@@ -31,6 +31,7 @@ from adapters.discord_adapter.inbound import (
 from adapters.discord_adapter.outbound import NETWORK_ERRORS, NO_PINGS, PLATFORM
 from adapters.discord_adapter.recent import RecentKeys
 from adapters.discord_adapter.settings import DiscordSettings
+from adapters.discord_adapter.slash import add_slash_commands, sync_commands
 from adapters.discord_adapter.status import AdapterStatus, client_status
 from adapters.discord_adapter.stream import DiscordReplyStream
 
@@ -42,15 +43,16 @@ _MAX_LIVE_INTERACTIONS = 256
 
 
 class _Client(discord.Client):
-    """discord.py's client with its events forwarded to the adapter."""
+    """discord.py's client with its events forwarded to the adapter: one connection."""
 
-    def __init__(self, adapter: DiscordAdapter, settings: DiscordSettings) -> None:
+    def __init__(self, adapter: DiscordAdapter, **sharding: Any) -> None:
         intents = discord.Intents.default()
         intents.message_content = True  # privileged: enable it in the Developer Portal
         super().__init__(
             intents=intents,
             allowed_mentions=NO_PINGS,
-            guild_ready_timeout=settings.guild_ready_timeout,
+            guild_ready_timeout=adapter.settings.guild_ready_timeout,
+            **sharding,
         )
         self.adapter = adapter
         self.tree = app_commands.CommandTree(self)
@@ -61,11 +63,11 @@ class _Client(discord.Client):
 
     async def on_connect(self) -> None:
         # A fresh session (READY): what was sent meanwhile is never replayed.
-        self.adapter._session_started(resumed=False)
+        self.adapter._session_started(None, resumed=False)
 
     async def on_ready(self) -> None:
         log.info("Discord connected as %s (%s guilds)", self.user, len(self.guilds))
-        self.adapter._catch_up.session_ready()
+        self.adapter._catch_up.session_ready(None)
         self.adapter._ready.set()
 
     async def on_message(self, message: discord.Message) -> None:
@@ -81,10 +83,45 @@ class _Client(discord.Client):
     async def on_resumed(self) -> None:
         log.info("Discord gateway session resumed")
         # Discord replayed what it kept; a long gap may have lost more.
-        self.adapter._session_started(resumed=True)
+        self.adapter._session_started(None, resumed=True)
 
     async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
         log.exception("Error while handling Discord event %s", event_method)
+
+
+class _ShardedClient(_Client, discord.AutoShardedClient):
+    """The same with one connection per shard this process runs: sessions start, resume
+    and become ready shard by shard (docs/design.md#replicas)."""
+
+    async def on_connect(self) -> None:
+        pass  # per shard: on_shard_connect
+
+    async def on_shard_connect(self, shard_id: int) -> None:
+        self.adapter._session_started(shard_id, resumed=False)
+
+    async def on_shard_ready(self, shard_id: int) -> None:
+        log.info("Discord shard %s of %s ready", shard_id, self.shard_count)
+        self.adapter._catch_up.session_ready(shard_id)
+
+    async def on_ready(self) -> None:  # every shard of this process, once at start
+        log.info("Discord connected as %s (%s guilds)", self.user, len(self.guilds))
+        self.adapter._ready.set()
+
+    async def on_resumed(self) -> None:
+        pass  # per shard: on_shard_resumed
+
+    async def on_shard_resumed(self, shard_id: int) -> None:
+        log.info("Discord shard %s resumed its session", shard_id)
+        self.adapter._session_started(shard_id, resumed=True)
+
+
+def _new_client(adapter: DiscordAdapter) -> _Client:
+    settings = adapter.settings
+    if settings.shards is None:
+        return _Client(adapter)
+    return _ShardedClient(
+        adapter, shard_count=settings.shard_count, shard_ids=list(settings.shards)
+    )
 
 
 class DiscordAdapter(Adapter):
@@ -128,12 +165,13 @@ class DiscordAdapter(Adapter):
             raise RuntimeError("the Discord adapter is already running")
         self._sink, self._stopping, self._receiving = sink, False, True
         self._ready = asyncio.Event()
-        client = self._client = _Client(self, self.settings)
+        client = self._client = _new_client(self)
         try:
             await client.login(self.settings.token)
-            self._add_slash_commands(client.tree)
-            if self.settings.sync_commands:
-                await self._sync_commands(client.tree)
+            add_slash_commands(client.tree, self.settings, self._on_slash_command)
+            if self.settings.sync_commands and self.settings.runs_shard(0):
+                # One bulk overwrite per bot is enough: the process running shard 0 does it.
+                await sync_commands(client.tree, self.settings)
             self._connection = asyncio.create_task(client.connect(reconnect=True))
             self._connection.add_done_callback(self._log_connection_end)
             await self._wait_until_ready(self._connection)
@@ -143,16 +181,18 @@ class DiscordAdapter(Adapter):
 
     async def _wait_until_ready(self, connection: asyncio.Task[None]) -> None:
         ready = asyncio.create_task(self._ready.wait())
+        settings = self.settings
+        # Shards identify one after another, reidentify_delay apart (Discord's limit).
+        later_shards = len(settings.shards) - 1 if settings.shards else 0
+        timeout = settings.ready_timeout + settings.reidentify_delay * later_shards
         done, _ = await asyncio.wait(
-            {ready, connection},
-            timeout=self.settings.ready_timeout,
-            return_when=asyncio.FIRST_COMPLETED,
+            {ready, connection}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
         )
         if ready in done:
             return
         ready.cancel()
         if connection not in done:
-            raise TimeoutError(f"Discord sent no READY within {self.settings.ready_timeout:g} s")
+            raise TimeoutError(f"Discord sent no READY within {timeout:g} s")
         error = connection.exception()
         raise error or ConnectionError("Discord closed the connection before READY")
 
@@ -259,12 +299,12 @@ class DiscordAdapter(Adapter):
 
     # ---- catching up -------------------------------------------------------------------
 
-    def _session_started(self, *, resumed: bool) -> None:
+    def _session_started(self, shard: int | None, *, resumed: bool) -> None:
         # Runs before the session's first message is handled (discord.py starts event
         # handlers in order), so the gate is up before any live message looks for it.
         if self._client is not None:
             in_flight = list(self._chat_tails.values())
-            self._catch_up.session_started(self._client, in_flight, resumed=resumed)
+            self._catch_up.session_started(self._client, in_flight, shard, resumed=resumed)
 
     async def _take_missed(self, message: discord.Message) -> Taken:
         """Hand over a message read from history like a live one."""
@@ -288,35 +328,6 @@ class DiscordAdapter(Adapter):
         return Taken.PASSED
 
     # ---- slash commands ----------------------------------------------------------------
-
-    def _add_slash_commands(self, tree: app_commands.CommandTree) -> None:
-        for name, description in self.settings.slash_commands:
-            callback = self._slash_callback(name)
-            tree.add_command(
-                app_commands.Command(name=name, description=description, callback=callback)
-            )
-
-    def _slash_callback(
-        self, name: str
-    ) -> Callable[[discord.Interaction, str | None], Coroutine[Any, Any, None]]:
-        adapter = self
-
-        @app_commands.describe(args="Optional arguments")
-        async def run_command(interaction: discord.Interaction, args: str | None = None) -> None:
-            await adapter._on_slash_command(interaction, name, args)
-
-        return run_command
-
-    async def _sync_commands(self, tree: app_commands.CommandTree) -> None:
-        try:
-            await tree.sync()
-            for guild_id in self.settings.command_guild_ids:
-                guild = discord.Object(id=guild_id)
-                tree.copy_global_to(guild=guild)
-                await tree.sync(guild=guild)
-        except (discord.HTTPException, *NETWORK_ERRORS) as error:
-            # Typed commands still work; the "/" menu is a convenience.
-            log.warning("Could not register Discord slash commands: %s", error)
 
     async def _on_slash_command(
         self, interaction: discord.Interaction, name: str, args: str | None

@@ -9,6 +9,12 @@ each allowed chat's history after that id (never older than ``catch_up_hours``),
 first, at most ``catch_up_limit`` messages per chat, and hands them over exactly like
 live messages. The gateway drops what it already stored (same ``dedupe_key``).
 
+Sharded (docs/design.md#replicas), each shard's sessions start, resume and become ready
+on their own: a shard's catch-up reads only the chats that shard carries — a guild's
+channels and threads on shard ``(guild_id >> 22) % shard_count``, DMs on shard 0 — and
+the cursors of chats carried elsewhere (another replica's, in a shared store) are
+skipped; a channel the guild cache does not hold is looked up once over REST.
+
 Live messages arriving while a catch-up runs wait for it, so a chat's messages still
 reach the gateway in the order they were written.
 """
@@ -28,6 +34,7 @@ import discord
 from adapters.base import ChatType
 from adapters.discord_adapter.inbound import chat_type, parent_id
 from adapters.discord_adapter.outbound import NETWORK_ERRORS, failure_reason
+from adapters.discord_adapter.recent import RecentKeys
 from adapters.discord_adapter.settings import DiscordSettings
 
 log = logging.getLogger(__name__)
@@ -72,6 +79,9 @@ class Taken(enum.Enum):
 #: Hands one message read from history over like a live one.
 TakeMissed = Callable[[discord.Message], Awaitable[Taken]]
 
+#: A shard of this process, or None for the one connection of an unsharded client.
+Shard = int | None
+
 
 class CatchUp:
     """One catch-up per (re)connect, and the gate that holds live messages meanwhile."""
@@ -86,10 +96,13 @@ class CatchUp:
         self.source: CatchUpSource | None = None
         self._take = take
         self._receiving = receiving
-        self._session_ready = asyncio.Event()
+        self._guilds_ready: dict[Shard, asyncio.Event] = {}
         self._gate: asyncio.Future[None] | None = None
         self._run: asyncio.Task[None] | None = None
-        self._again = False
+        #: Shards (re)connected since their chats were last read.
+        self._due: set[Shard] = set()
+        #: Channels carried by shards this process does not run.
+        self._elsewhere = RecentKeys(4096)
 
     @property
     def gate(self) -> asyncio.Future[None] | None:
@@ -101,22 +114,31 @@ class CatchUp:
         return self._run if self._run is not None and not self._run.done() else None
 
     def session_started(
-        self, client: discord.Client, in_flight: Iterable[asyncio.Future[None]], *, resumed: bool
+        self,
+        client: discord.Client,
+        in_flight: Iterable[asyncio.Future[None]],
+        shard: Shard,
+        *,
+        resumed: bool,
     ) -> None:
-        """A connect (READY) or a resume (RESUMED). Must run before the session's first
-        message is handled: from here on live messages wait for the catch-up."""
+        """A shard's connect (READY) or resume (RESUMED). Must run before the session's
+        first message is handled: from here on live messages wait for the catch-up."""
         if not resumed:
-            self._session_ready.clear()  # the guild cache is rebuilt until on_ready
+            self._ready_event(shard).clear()  # its guild cache is rebuilt until ready
         if self.source is None or self.settings.catch_up_hours <= 0:
             return
-        self._again = True
+        self._due.add(shard)
         if self.running is not None:
-            return  # it reads again for this connection once done, the gate still up
+            return  # it reads again for this shard once done, the gate still up
         self._gate = asyncio.get_running_loop().create_future()
         self._run = asyncio.create_task(self._catch_up(client, list(in_flight), self._gate))
 
-    def session_ready(self) -> None:
-        self._session_ready.set()
+    def session_ready(self, shard: Shard) -> None:
+        """The shard's guilds are in the cache (on_ready, or on_shard_ready)."""
+        self._ready_event(shard).set()
+
+    def _ready_event(self, shard: Shard) -> asyncio.Event:
+        return self._guilds_ready.setdefault(shard, asyncio.Event())
 
     async def stop(self) -> None:
         """Abandon a catch-up still running (the gateway takes nothing any more)."""
@@ -137,21 +159,22 @@ class CatchUp:
             # Messages handed over before the disconnect go first: they are older.
             if in_flight:
                 await asyncio.wait(in_flight, timeout=self.settings.drain_timeout)
-            while self._again and self._receiving():
-                self._again = False
-                await self._wait_for_guilds()
-                await self._read_all_chats(client)
+            while self._due and self._receiving():
+                shards, self._due = self._due, set()
+                await self._wait_for_guilds(shards)
+                await self._read_all_chats(client, shards)
         finally:
             if not gate.done():
                 gate.set_result(None)
 
-    async def _wait_for_guilds(self) -> None:
+    async def _wait_for_guilds(self, shards: set[Shard]) -> None:
+        ready = [self._ready_event(shard).wait() for shard in shards]
         try:
-            await asyncio.wait_for(self._session_ready.wait(), self.settings.ready_timeout)
+            await asyncio.wait_for(asyncio.gather(*ready), self.settings.ready_timeout)
         except TimeoutError:
             log.warning("Discord sent no READY; catching up without the guild cache")
 
-    async def _read_all_chats(self, client: discord.Client) -> None:
+    async def _read_all_chats(self, client: discord.Client, shards: set[Shard]) -> None:
         assert self.source is not None
         since = datetime.now(UTC) - timedelta(hours=self.settings.catch_up_hours)
         try:
@@ -163,13 +186,18 @@ class CatchUp:
         for channel_id, newest_stored in cursors:
             if not self._receiving():
                 return
-            await self._read_chat(client, channel_id, max(newest_stored, oldest))
+            if channel_id not in self._elsewhere:
+                await self._read_chat(client, channel_id, max(newest_stored, oldest), shards)
 
-    async def _read_chat(self, client: discord.Client, channel_id: int, after: int) -> None:
+    async def _read_chat(
+        self, client: discord.Client, channel_id: int, after: int, shards: set[Shard]
+    ) -> None:
         assert self.source is not None
         limit, read, passed = self.settings.catch_up_limit, 0, 0
         try:
             channel = await resolve_channel(client, channel_id)
+            if not self._carried_by(channel, shards):
+                return
             if not self.source.allows(describe(channel)):
                 log.debug("Not catching up on Discord channel %s: not allowed", channel_id)
                 return
@@ -193,6 +221,27 @@ class CatchUp:
                 channel_id,
                 limit,
             )
+
+    def _carried_by(self, channel: Any, shards: set[Shard]) -> bool:
+        """Whether ``channel``'s events come on one of ``shards``; a channel no shard of
+        this process carries is remembered, and never looked up again."""
+        count, runs = self.settings.shard_count, self.settings.shards
+        if count is None or runs is None:
+            return True  # unsharded: every chat
+        shard = shard_of(channel, count)
+        if shard not in runs:
+            self._elsewhere.add(channel.id)
+            log.debug("Discord channel %s is on shard %d: another process's", channel.id, shard)
+        return shard in shards
+
+
+def shard_of(channel: Any, shard_count: int) -> int:
+    """The shard that carries ``channel``'s events: its guild's, or 0 for a DM (Discord's
+    rule: ``(guild_id >> 22) % shard_count``)."""
+    guild_id = getattr(channel, "guild_id", None)
+    if guild_id is None and getattr(channel, "guild", None) is not None:
+        guild_id = channel.guild.id
+    return 0 if guild_id is None else (guild_id >> 22) % shard_count
 
 
 async def resolve_channel(client: discord.Client, channel_id: int) -> Any:

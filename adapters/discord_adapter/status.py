@@ -10,9 +10,15 @@ __all__ = ["AdapterStatus", "client_status"]
 
 
 def client_status(client: discord.Client | None) -> AdapterStatus:
-    """Connected when the gateway session is ready and open; the mode names the shards."""
+    """Connected when the gateway session is ready and open (sharded: every shard this
+    process runs); the mode names the shards, e.g. "gateway, shard 1 of 2"."""
     if client is None:
         return AdapterStatus(connected=False, mode="stopped")
-    shards = client.shard_count or 1
     connected = client.is_ready() and not client.is_closed()
-    return AdapterStatus(connected, f"gateway, {shards} shard{'s' if shards > 1 else ''}")
+    if isinstance(client, discord.AutoShardedClient):
+        shards = client.shards
+        connected = connected and all(not shard.is_closed() for shard in shards.values())
+        ids = ", ".join(str(shard) for shard in sorted(shards))
+        noun = "shards" if len(shards) > 1 else "shard"
+        return AdapterStatus(connected, f"gateway, {noun} {ids} of {client.shard_count}")
+    return AdapterStatus(connected, "gateway, 1 shard")

@@ -21,16 +21,17 @@ from gateway.config.dashboard import DashboardConfig
 from gateway.config.media import MediaConfig
 from gateway.config.memory import MemoryConfig
 from gateway.config.models import AlternativeModelConfig, check_models
+from gateway.config.platforms import DiscordConfig as DiscordConfig
+from gateway.config.platforms import PlatformsConfig, check_platforms
+from gateway.config.platforms import TelegramConfig as TelegramConfig
 from gateway.config.routes import KEY_VARIABLES, ModelRoute, same_endpoint
 from gateway.config.routes import NO_KEY_NEEDED as NO_KEY_NEEDED
 from gateway.config.routes import resolve_api_key as resolve_api_key
 from gateway.config.store import StoreConfig, store_problems
 from gateway.config.tools import ToolsConfig, check_tools
 from gateway.config.typed_yaml import (
-    STRICT,
     ConfigError,
     Problem,
-    Unset,
     build_partial,
     locate,
     read_dotenv,
@@ -72,69 +73,6 @@ class ModelConfig:
     max_retries: int = field(default=2, metadata=_range(0, 10))
     supports_vision: bool = False
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-
-
-@dataclass(frozen=True)
-class WebhookConfig:
-    url: str
-    listen: str = "127.0.0.1"
-    port: int = field(default=8443, metadata=_range(1, 65535))
-    secret_token: str | None = None
-
-
-@dataclass(frozen=True)
-class TelegramConfig:
-    enabled: bool = False
-    token: str | None = None
-    base_url: str | None = None
-    #: Who may talk to the bot: strict, an unset ${VAR} in them stops the start.
-    allowed_users: tuple[str, ...] = field(default=(), metadata=STRICT)
-    allowed_chats: tuple[str, ...] = field(default=(), metadata=STRICT)
-    #: Strangers get a pairing code; false: a refusal (docs/design.md#pairing).
-    pairing: bool = True
-    require_mention: bool = True
-    free_response_chats: tuple[str, ...] = ()
-    stream: bool = False
-    webhook: WebhookConfig | None = None
-    health_timeout_seconds: float = field(default=300.0, metadata=_min(10))
-    #: In an allowed group, who may start a turn: only allowed users, or every member
-    #: (docs/design.md#authorization).
-    group_members: Literal["allowed", "all"] = "allowed"
-
-
-@dataclass(frozen=True)
-class DiscordConfig:
-    enabled: bool = False
-    token: str | None = None
-    #: Who may talk to the bot: strict, an unset ${VAR} in them stops the start.
-    allowed_users: tuple[str, ...] = field(default=(), metadata=STRICT)
-    allowed_channels: tuple[str, ...] = field(default=(), metadata=STRICT)
-    allowed_roles: tuple[str, ...] = field(default=(), metadata=STRICT)
-    pairing: bool = True  # as for Telegram
-    require_mention: bool = True
-    free_response_channels: tuple[str, ...] = ()
-    allow_bots: bool = False
-    #: Edit one message in place while the reply is written, as Telegram's ``stream``.
-    stream: bool = False
-    #: In an allowed channel, who may start a turn: only allowed users, or every member.
-    group_members: Literal["allowed", "all"] = "allowed"
-    #: After every (re)connect, fetch what was missed in allowed chats with activity in
-    #: the last this many hours (at most that old); 0: off. Up to a week.
-    catch_up_hours: float = field(default=24.0, metadata=_range(0, 168))
-
-
-@dataclass(frozen=True)
-class ConsoleConfig:
-    #: "auto": on when no other platform is enabled.
-    enabled: bool | Literal["auto"] = "auto"
-    name: str = "local"
-
-
-@dataclass(frozen=True)
-class PlatformsConfig:
-    telegram: TelegramConfig = field(default_factory=TelegramConfig)
-    discord: DiscordConfig = field(default_factory=DiscordConfig)
-    console: ConsoleConfig = field(default_factory=ConsoleConfig)
 
 
 @dataclass(frozen=True)
@@ -312,10 +250,6 @@ def _check_semantics(config: Config) -> tuple[Config, list[Problem]]:
         for path, variable in unset_strict(config, in_use=_in_use)
         if variable != _usual_key_variable(config, path)
     ]
-    for name in ("telegram", "discord"):
-        platform = getattr(config.platforms, name)
-        if platform.enabled and not platform.token and not isinstance(platform.token, Unset):
-            problems.append(Problem(f"platforms.{name}.token", f"required when {name} is enabled"))
     try:
         ZoneInfo(config.agent.timezone)
     except (ZoneInfoNotFoundError, ValueError):
@@ -325,6 +259,7 @@ def _check_semantics(config: Config) -> tuple[Config, list[Problem]]:
                 f'expected an IANA time zone like "Europe/Berlin", got "{config.agent.timezone}"',
             )
         )
+    problems += check_platforms(config.platforms)
     problems += check_models(config.models) + check_tools(config.tools)
     problems += [Problem(*p) for p in store_problems(config.store, config.platforms.telegram)]
     model, aux = config.model, config.auxiliary.compression

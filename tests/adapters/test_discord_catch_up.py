@@ -16,10 +16,20 @@ from adapters.discord_adapter import DiscordAdapter
 from adapters.discord_adapter.catch_up import CatchUpChat
 from tests.adapters.discord_fixtures import LogCapture, settings, watching_logs
 from tests.fakes.discord_server import FakeDiscord, running_fake_discord
-from tests.fakes.discord_world import BOT_ID, CHANNEL_ID, DM_CHANNEL_ID, THREAD_ID
+from tests.fakes.discord_world import (
+    BOT_ID,
+    CHANNEL_ID,
+    DM_CHANNEL_ID,
+    GUILD_ID,
+    SECOND_CHANNEL_ID,
+    SECOND_GUILD_ID,
+    THREAD_ID,
+)
 from tests.fakes.sink import RecordingSink
 
 MENTION = f"<@{BOT_ID}>"
+#: With two shards: Night Shift (CHANNEL_ID, THREAD_ID) on shard 0, Day Shift on shard 1.
+BOTH_GUILDS = (GUILD_ID, SECOND_GUILD_ID)
 
 
 class StoredSoFar:
@@ -249,6 +259,58 @@ async def test_catch_up_hours_zero_reads_nothing() -> None:
 
     assert [m.text for m in messages] == ["live"]
     assert fake.history_requests == [] and source.asked == []
+
+
+# -- shards (docs/design.md#replicas) -------------------------------------------------------
+
+
+async def test_a_shard_that_reconnects_catches_up_on_its_own_guilds_only() -> None:
+    async with (
+        running_fake_discord(BOTH_GUILDS) as fake,
+        catching_up(fake, shard_count=2) as (_, sink, _source, capture),
+    ):
+        await fake.dispatch_message(CHANNEL_ID, f"{MENTION} night")
+        await fake.dispatch_message(SECOND_CHANNEL_ID, f"{MENTION} day")
+        await sink.wait_for(2)
+        fake.post_while_away(CHANNEL_ID, f"{MENTION} missed at night")
+        fake.post_while_away(SECOND_CHANNEL_ID, f"{MENTION} missed by day")
+
+        # Shard 1 alone starts afresh: discord.py sends no on_ready, only on_shard_ready.
+        await fake.invalidate_session(shard=1)
+        await sink.wait_for(3)
+        assert [channel for channel, _ in fake.history_requests] == [SECOND_CHANNEL_ID]
+        await fake.invalidate_session(shard=0)
+        await sink.wait_for(4)
+        await fake.dispatch_message(SECOND_CHANNEL_ID, f"{MENTION} live again")
+        messages = await sink.wait_for(5)
+
+    assert [m.text for m in messages[2:]] == ["missed by day", "missed at night", "live again"]
+    assert [channel for channel, _ in fake.history_requests] == [SECOND_CHANNEL_ID, CHANNEL_ID]
+    assert warnings_of(capture) == []  # no catch-up waited out ready_timeout
+
+
+async def test_chats_another_process_carries_are_not_read_and_looked_up_once() -> None:
+    async with (
+        running_fake_discord(BOTH_GUILDS) as fake,
+        catching_up(fake, shard_count=2, shard_ids=(1,)) as (_, sink, source, capture),
+    ):
+        await fake.dispatch_message(SECOND_CHANNEL_ID, f"{MENTION} hello")
+        await sink.wait_for(1)  # the first connect's catch-up is over
+        # A shared store: the other replica's chats have cursors too.
+        source.seeded = {CHANNEL_ID: 1, THREAD_ID: 1, DM_CHANNEL_ID: 1}
+        fake.post_while_away(CHANNEL_ID, f"{MENTION} for shard 0")
+        fake.post_while_away(DM_CHANNEL_ID, "a DM, for shard 0")
+        fake.post_while_away(SECOND_CHANNEL_ID, f"{MENTION} missed by day")
+        for live in ("live once", "live twice"):
+            await fake.invalidate_session(shard=1)
+            await fake.dispatch_message(SECOND_CHANNEL_ID, f"{MENTION} {live}")  # after it
+            await sink.wait_for(len(sink.received) + 1)
+
+    assert [m.text for m in sink.received] == ["hello", "missed by day", "live once", "live twice"]
+    assert [channel for channel, _ in fake.history_requests] == [SECOND_CHANNEL_ID] * 2
+    # Not in this process's guild cache: asked Discord once which guild they are in.
+    assert sorted(fake.channel_lookups) == sorted([CHANNEL_ID, THREAD_ID, DM_CHANNEL_ID])
+    assert warnings_of(capture) == []
 
 
 def test_the_oldest_message_read_is_catch_up_hours_old() -> None:

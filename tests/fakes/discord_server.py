@@ -3,8 +3,11 @@
 One aiohttp app on 127.0.0.1 plays Discord for one bot: HELLO -> heartbeats -> IDENTIFY
 -> READY + GUILD_CREATE, then whatever a test dispatches; RESUME after an op 7 RECONNECT
 replays what the client missed and answers RESUMED; a RESUME of an invalidated session
-gets op 9. Every message is kept as channel history (GET /channels/{id}/messages with
-Discord's ``after``/``before``/``limit`` paging), including ones posted while the bot was
+gets op 9. Each shard (the IDENTIFY's ``shard``: [id, count]; none means [0, 1]) is a
+session of its own, as on Discord: it gets the guilds it carries (``(guild_id >> 22) %
+count``; DMs on shard 0), and only their events, with its own sequence numbers. Every
+message is kept as channel history (GET /channels/{id}/messages with Discord's
+``after``/``before``/``limit`` paging), including ones posted while the bot was
 away. REST calls are recorded so tests can assert on what a user would see (content,
 mentions allowed, the message replied to) and on what the bot read back.
 
@@ -19,7 +22,7 @@ import asyncio
 import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,11 +66,36 @@ class SentMessage:
         return self.payload.get("content") or ""
 
 
-class FakeDiscord:
-    """Discord's REST API and gateway for one bot, with a test-facing API."""
+@dataclass
+class ShardSession:
+    """One shard's gateway session: what it was sent (for a RESUME) and its socket."""
 
-    def __init__(self) -> None:
+    shard_id: int
+    session_id: str
+    seq: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    ws: web.WebSocketResponse | None = None
+    #: Held while READY + GUILD_CREATE (or a RESUME's replay) go out: a test's dispatch
+    #: waits, so it never lands between them.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def open(self) -> bool:
+        return self.ws is not None and not self.ws.closed
+
+
+class FakeDiscord:
+    """Discord's REST API and gateway for one bot, with a test-facing API.
+
+    ``guilds``: the ids (from :mod:`tests.fakes.discord_world`) of the guilds the bot is
+    in; by default only Night Shift.
+    """
+
+    def __init__(self, guilds: Iterable[int] = (GUILD_ID,)) -> None:
         self.port = 0
+        self.guild_ids = tuple(guilds)
+        #: The total number of shards, as the last IDENTIFY said.
+        self.shard_count = 1
         self.sent: list[SentMessage] = []
         self.edits: list[tuple[int, int, dict[str, Any]]] = []
         self.typing_calls: list[int] = []
@@ -82,6 +110,8 @@ class FakeDiscord:
         self.interaction_callbacks: list[dict[str, Any]] = []
         #: PUT bodies of command registration, keyed by guild id (None = global).
         self.registered_commands: dict[int | None, list[dict[str, Any]]] = {}
+        #: The guild id (None = global) of every command registration, in order.
+        self.command_registrations: list[int | None] = []
         self.identify_payloads: list[dict[str, Any]] = []
         self.resume_count = 0
         self.messages: dict[int, dict[str, Any]] = {}
@@ -92,16 +122,16 @@ class FakeDiscord:
         self._attachments: dict[str, bytes] = {}
         self._send_failures: list[web.Response] = []
         self.rate_limited_sends = 0
+        #: Channel ids of every GET /channels/{id}, in order.
+        self.channel_lookups: list[int] = []
         #: (channel id, ``after`` or None) of every history request, in order.
         self.history_requests: list[tuple[int, int | None]] = []
         #: Channels whose history answers 403 Missing Access.
         self.hidden_history: set[int] = set()
         self._history_open = asyncio.Event()
         self._history_open.set()
-        self._events: list[dict[str, Any]] = []
-        self._seq = 0
-        self._session_id = "fake-session-1"
-        self._ws: web.WebSocketResponse | None = None
+        self._events: list[dict[str, Any]] = []  # of every shard: followups look here
+        self._shards: dict[int, ShardSession] = {}
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
 
@@ -140,8 +170,9 @@ class FakeDiscord:
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def stop(self) -> None:
-        if self._ws is not None and not self._ws.closed:
-            await self._ws.close(code=1000)
+        for session in self._shards.values():
+            if session.ws is not None and not session.ws.closed:
+                await session.ws.close(code=1000)
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -202,32 +233,55 @@ class FakeDiscord:
         await self.dispatch("INTERACTION_CREATE", data)
         return data
 
-    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        """Send one DISPATCH (or keep it for the next RESUME when no socket is open)."""
-        self._seq += 1
-        frame = {"op": 0, "t": event, "s": self._seq, "d": data}
+    async def dispatch(self, event: str, data: dict[str, Any], shard: int | None = None) -> None:
+        """Send one DISPATCH on the shard that carries it (or ``shard``), or keep it for
+        that shard's next RESUME when its socket is not open."""
+        session = self._session(self.shard_of(data) if shard is None else shard)
+        async with session.lock:
+            await self._send(session, event, data)
+
+    async def _send(self, session: ShardSession, event: str, data: dict[str, Any]) -> None:
+        session.seq += 1
+        frame = {"op": 0, "t": event, "s": session.seq, "d": data}
+        session.events.append(frame)
         self._events.append(frame)
-        if self._ws is not None and not self._ws.closed:
-            await self._ws.send_str(json.dumps(frame))
+        if session.ws is not None and not session.ws.closed:
+            await session.ws.send_str(json.dumps(frame))
+
+    def shard_of(self, data: dict[str, Any]) -> int:
+        """The shard an event belongs to: its guild's, or 0 (DMs)."""
+        guild_id = data.get("guild_id")
+        return 0 if guild_id is None else (int(guild_id) >> 22) % self.shard_count
+
+    @property
+    def identified_shards(self) -> list[list[int]]:
+        """The ``shard`` of every IDENTIFY, in order ([0, 1] when a client sent none)."""
+        return [payload.get("shard", [0, 1]) for payload in self.identify_payloads]
+
+    def connected_shards(self) -> set[int]:
+        """The shards with an open gateway connection now."""
+        return {shard for shard, session in self._shards.items() if session.open}
 
     async def replay(self, payload: dict[str, Any]) -> None:
         """Deliver the same MESSAGE_CREATE again (Discord may, e.g. around a resume)."""
         await self.dispatch("MESSAGE_CREATE", payload)
 
-    async def reconnect(self, seconds: float = 5.0) -> None:
-        """Send op 7 RECONNECT and wait until the client has resumed the session."""
+    async def reconnect(self, seconds: float = 5.0, *, shard: int = 0) -> None:
+        """Send op 7 RECONNECT on ``shard`` and wait until the client resumed its session."""
         resumed = self.resume_count + 1
-        assert self._ws is not None, "no gateway connection to reconnect"
-        await self._ws.send_str(json.dumps({"op": 7, "d": None}))
+        ws = self._session(shard).ws
+        assert ws is not None, "no gateway connection to reconnect"
+        await ws.send_str(json.dumps({"op": 7, "d": None}))
         await self.wait_until(lambda: self.resume_count >= resumed, seconds)
 
-    async def invalidate_session(self, seconds: float = 5.0) -> None:
-        """End the gateway session for good (op 7, then op 9 on the RESUME) and wait until
-        the client identified afresh: nothing missed meanwhile is replayed."""
+    async def invalidate_session(self, seconds: float = 5.0, *, shard: int = 0) -> None:
+        """End ``shard``'s gateway session for good (op 7, then op 9 on the RESUME) and
+        wait until the client identified afresh: nothing missed meanwhile is replayed."""
         identified = len(self.identify_payloads) + 1
-        self._session_id = f"fake-session-{identified}"
-        assert self._ws is not None, "no gateway connection to invalidate"
-        await self._ws.send_str(json.dumps({"op": 7, "d": None}))
+        session = self._session(shard)
+        session.session_id = f"fake-session-{shard}-{identified}"
+        assert session.ws is not None, "no gateway connection to invalidate"
+        await session.ws.send_str(json.dumps({"op": 7, "d": None}))
         await self.wait_until(lambda: len(self.identify_payloads) >= identified, seconds)
 
     def hold_history(self) -> None:
@@ -282,6 +336,11 @@ class FakeDiscord:
         return list(self.sent)
 
     # ---- payloads ----------------------------------------------------------------------
+
+    def _session(self, shard: int) -> ShardSession:
+        if shard not in self._shards:
+            self._shards[shard] = ShardSession(shard, f"fake-session-{shard}")
+        return self._shards[shard]
 
     def _new_id(self) -> int:
         return world.snowflake(next(self._ids))
@@ -378,6 +437,7 @@ class FakeDiscord:
 
     async def _get_channel(self, request: web.Request) -> web.Response:
         channel_id = int(request.match_info["cid"])
+        await self._record(lambda: self.channel_lookups.append(channel_id))
         if channel_id not in world.CHANNEL_IDS:
             return _json({"code": 10003, "message": "Unknown Channel"}, 404)
         return _json(world.channel(channel_id))
@@ -441,6 +501,7 @@ class FakeDiscord:
         commands = await request.json()
         key = int(guild) if guild else None
         await self._record(lambda: self.registered_commands.__setitem__(key, commands))
+        self.command_registrations.append(key)
         answer = [{**c, "id": str(self._new_id()), "application_id": str(APPLICATION_ID),
                    "version": "1"} for c in commands]  # fmt: skip
         return _json(answer)
@@ -487,46 +548,61 @@ class FakeDiscord:
                 await self._identify(ws, frame["d"])
             elif frame["op"] == 6:
                 await self._resume(ws, frame["d"])
-        if self._ws is ws:
-            self._ws = None
+        for session in self._shards.values():
+            if session.ws is ws:
+                session.ws = None
         return ws
 
     async def _identify(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
-        recorded = {k: v for k, v in data.items() if k != "token"}
-        await self._record(lambda: self.identify_payloads.append(recorded))
-        if self.close_on_identify is not None:
-            await ws.close(code=self.close_on_identify)
-            return
-        self._ws = ws
-        await self.dispatch("READY", {
-            "v": 10, "user": BOT_USER, "session_id": self._session_id,
-            "resume_gateway_url": f"ws://127.0.0.1:{self.port}/gateway",
-            "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
-            "application": {"id": str(APPLICATION_ID), "flags": 0},
-        })  # fmt: skip
-        await self.dispatch("GUILD_CREATE", world.guild())
+        shard, count = data.get("shard", [0, 1])
+        session = self._session(shard)
+        async with session.lock:  # taken before a waiting test learns of the IDENTIFY
+            recorded = {k: v for k, v in data.items() if k != "token"}
+            await self._record(lambda: self.identify_payloads.append(recorded))
+            if self.close_on_identify is not None:
+                await ws.close(code=self.close_on_identify)
+                return
+            self.shard_count = count
+            session.ws = ws
+            carried = [g for g in self.guild_ids if self.shard_of({"guild_id": g}) == shard]
+            await self._send(session, "READY", {
+                "v": 10, "user": BOT_USER, "session_id": session.session_id,
+                "resume_gateway_url": f"ws://127.0.0.1:{self.port}/gateway",
+                "guilds": [{"id": str(g), "unavailable": True} for g in carried],
+                "application": {"id": str(APPLICATION_ID), "flags": 0},
+                "shard": [shard, count],
+            })  # fmt: skip
+            for guild_id in carried:
+                await self._send(session, "GUILD_CREATE", world.guild(guild_id))
+        await self._record(lambda: None)  # wake wait_until: a shard connected
 
     async def _resume(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
-        if data.get("session_id") != self._session_id:
+        # RESUME names no shard: Discord knows it by the session.
+        session = next(
+            (s for s in self._shards.values() if s.session_id == data.get("session_id")), None
+        )
+        if session is None:
             await ws.send_str(json.dumps({"op": 9, "d": False}))
             return
-        missed = [e for e in self._events if e["s"] > (data.get("seq") or 0)]
-        # As Discord does: the missed events first, then RESUMED.
-        for frame in missed:
-            await ws.send_str(json.dumps(frame))
-        self._seq += 1
-        await ws.send_str(json.dumps({"op": 0, "t": "RESUMED", "s": self._seq, "d": {}}))
-        self._ws = ws
+        async with session.lock:
+            missed = [e for e in session.events if e["s"] > (data.get("seq") or 0)]
+            # As Discord does: the missed events first, then RESUMED.
+            for frame in missed:
+                await ws.send_str(json.dumps(frame))
+            session.seq += 1
+            await ws.send_str(json.dumps({"op": 0, "t": "RESUMED", "s": session.seq, "d": {}}))
+            session.ws = ws
         await self._record(lambda: setattr(self, "resume_count", self.resume_count + 1))
 
 
 @contextlib.asynccontextmanager
-async def running_fake_discord() -> AsyncIterator[FakeDiscord]:
-    """Start a :class:`FakeDiscord` and point discord.py's REST and gateway at it.
+async def running_fake_discord(guilds: Iterable[int] = (GUILD_ID,)) -> AsyncIterator[FakeDiscord]:
+    """Start a :class:`FakeDiscord` (in ``guilds``) and point discord.py's REST and
+    gateway at it.
 
     Both class attributes are restored on exit, even when the test fails.
     """
-    fake = FakeDiscord()
+    fake = FakeDiscord(guilds)
     await fake.start()
     old_base = discord.http.Route.BASE
     old_gateway = discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY

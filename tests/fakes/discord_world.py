@@ -3,6 +3,9 @@
 One guild ("Night Shift") with two text channels (``CHANNEL_ID``, ``FREE_CHANNEL_ID``) and a
 thread under the first (``THREAD_ID``); the bot (with its managed role), one human
 (:data:`ALICE`), one other bot (:data:`OTHER_BOT`) and Alice's DM channel with the bot.
+A second guild ("Day Shift", one channel ``SECOND_CHANNEL_ID``) exists for sharding tests:
+with two shards, Night Shift is on shard 0 and Day Shift on shard 1 (Discord's rule,
+``(guild_id >> 22) % shard_count``); the fake sends it only when asked to.
 Payloads leave optional keys out rather than sending null (discord.py trips on some).
 """
 
@@ -20,7 +23,17 @@ FREE_CHANNEL_ID = 3_000_000_000_000_002
 THREAD_ID = 4_000_000_000_000_001
 DM_CHANNEL_ID = 5_000_000_000_000_001
 BOT_ROLE_ID = 8_000_000_000_000_001
-CHANNEL_IDS = frozenset({CHANNEL_ID, FREE_CHANNEL_ID, THREAD_ID, DM_CHANNEL_ID})
+SECOND_GUILD_ID = GUILD_ID + (1 << 22)
+SECOND_CHANNEL_ID = 3_000_000_000_000_003
+SECOND_BOT_ROLE_ID = 8_000_000_000_000_002
+#: The guild of each guild channel (a DM has none).
+GUILD_OF = {
+    CHANNEL_ID: GUILD_ID,
+    FREE_CHANNEL_ID: GUILD_ID,
+    THREAD_ID: GUILD_ID,
+    SECOND_CHANNEL_ID: SECOND_GUILD_ID,
+}
+CHANNEL_IDS = frozenset({*GUILD_OF, DM_CHANNEL_ID})
 
 BOT_USER: dict[str, Any] = {
     "id": str(BOT_ID),
@@ -84,26 +97,30 @@ def channel(channel_id: int) -> dict[str, Any]:
             "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
                                 "archive_timestamp": now(), "locked": False},
         }  # fmt: skip
-    name = "general" if channel_id == CHANNEL_ID else "free-chat"
-    return {"id": str(channel_id), "type": 0, "guild_id": str(GUILD_ID), "name": name,
-            "position": 0, "permission_overwrites": [], "nsfw": False}  # fmt: skip
+    name = {CHANNEL_ID: "general", FREE_CHANNEL_ID: "free-chat"}.get(channel_id, "day-chat")
+    return {"id": str(channel_id), "type": 0, "guild_id": str(GUILD_OF[channel_id]),
+            "name": name, "position": 0, "permission_overwrites": [], "nsfw": False}  # fmt: skip
 
 
-def guild() -> dict[str, Any]:
+def guild(guild_id: int = GUILD_ID) -> dict[str, Any]:
     """GUILD_CREATE: the guild with its roles, channels, thread and the bot as member."""
     role = {"color": 0, "hoist": False, "mentionable": False, "flags": 0, "position": 0}
+    second = guild_id == SECOND_GUILD_ID
+    bot_role = SECOND_BOT_ROLE_ID if second else BOT_ROLE_ID
+    channels = [c for c, g in GUILD_OF.items() if g == guild_id and c != THREAD_ID]
     return {
-        "id": str(GUILD_ID), "name": "Night Shift", "owner_id": ALICE["id"],
+        "id": str(guild_id), "name": "Day Shift" if second else "Night Shift",
+        "owner_id": ALICE["id"],
         "member_count": 3, "large": False, "features": [], "emojis": [], "stickers": [],
         "roles": [
-            {**role, "id": str(GUILD_ID), "name": "@everyone", "permissions": "68608",
+            {**role, "id": str(guild_id), "name": "@everyone", "permissions": "68608",
              "managed": False},
-            {**role, "id": str(BOT_ROLE_ID), "name": "nightowl", "permissions": "0",
+            {**role, "id": str(bot_role), "name": "nightowl", "permissions": "0",
              "managed": True, "position": 1, "tags": {"bot_id": str(BOT_ID)}},
         ],
-        "channels": [channel(CHANNEL_ID), channel(FREE_CHANNEL_ID)],
-        "threads": [channel(THREAD_ID)],
-        "members": [member(BOT_USER, [str(BOT_ROLE_ID)])],
+        "channels": [channel(c) for c in channels],
+        "threads": [] if second else [channel(THREAD_ID)],
+        "members": [member(BOT_USER, [str(bot_role)])],
         "voice_states": [], "presences": [],
     }  # fmt: skip
 
@@ -128,7 +145,7 @@ def message(
         "attachments": [], "embeds": [], "pinned": False, "flags": 0,
     }  # fmt: skip
     if channel_id != DM_CHANNEL_ID:
-        data["guild_id"] = str(GUILD_ID)
+        data["guild_id"] = str(GUILD_OF[channel_id])
         data["member"] = {k: v for k, v in member(author).items() if k != "user"}
     return data
 
@@ -153,5 +170,6 @@ def interaction(
     if channel_id == DM_CHANNEL_ID:
         data.update(user=user, context=1)
     else:
-        data.update(guild_id=str(GUILD_ID), member={**member(user), "permissions": "0"}, context=0)
+        guild_id = str(GUILD_OF[channel_id])
+        data.update(guild_id=guild_id, member={**member(user), "permissions": "0"}, context=0)
     return data

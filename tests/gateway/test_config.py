@@ -365,3 +365,45 @@ def test_postgres_needs_a_dsn_and_replicas_one_webhook_secret() -> None:
         {},
     )
     assert config.store.shared and config.store.pool_size == 10
+
+
+# -- Discord shards ------------------------------------------------------------------------
+
+
+def test_discord_shards_must_exist_and_be_listed_once(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "platforms:\n"
+        "  discord:\n"
+        "    shard_count: 2\n"
+        "    shard_ids:\n"
+        "      - 1\n"
+        "      - 2\n"
+        "      - 1\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_config(config, environ={})
+    assert str(raised.value).splitlines()[1:] == [
+        f"{config}:4: platforms.discord.shard_ids: shard 1 listed twice: each shard runs once",
+        f"{config}:6: platforms.discord.shard_ids[1]: shard 2 does not exist:"
+        " shard_count 2 means 0..1",
+    ]
+    assert refusal({"platforms": {"discord": {"shard_ids": [0]}}}) == (
+        "platforms.discord.shard_ids: needs platforms.discord.shard_count"
+        " (the number of shards of all replicas)"
+    )
+    assert refusal({"platforms": {"discord": {"shard_count": 0}}}) == (
+        "platforms.discord.shard_count: expected a whole number of at least 1, got 0"
+    )
+    assert refusal({"platforms": {"discord": {"shard_count": 2, "shard_ids": [-1]}}}) == (
+        "platforms.discord.shard_ids[0]: expected a whole number of at least 0, got -1"
+    )
+
+
+def test_discord_shards_default_to_one_unsharded_connection() -> None:
+    discord = parse_config({}, {}).platforms.discord
+    assert (discord.shard_count, discord.shard_ids) == (None, ())
+    every_shard = parse_config({"platforms": {"discord": {"shard_count": 4}}}, {})
+    assert every_shard.platforms.discord.shard_ids == ()  # all four, in this process
+    mine = parse_config({"platforms": {"discord": {"shard_count": 4, "shard_ids": [3, 0]}}}, {})
+    assert mine.platforms.discord.shard_ids == (3, 0)
