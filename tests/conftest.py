@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,34 @@ from tests.child_process import Chat, Spawn
 from tests.fakes.llm_server import FakeLLM
 from tests.postgres import TestDatabase
 from tests.waiting import CEILING
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """Whatever a test does to logging (``nightowl run`` sets up the root handlers and
+    library levels) is undone after it, so no test depends on the ones before it.
+    pytest's own capturing handlers, which come and go per phase, are left alone."""
+    root = logging.getLogger()
+    ours = [h for h in root.handlers if not _is_pytests(h)]
+    level, levels = root.level, _logger_levels()
+    yield
+    for handler in root.handlers:
+        if not _is_pytests(handler) and handler not in ours:
+            handler.close()
+    root.handlers[:] = [h for h in root.handlers if _is_pytests(h)] + ours
+    root.setLevel(level)
+    for name, logger in logging.root.manager.loggerDict.items():
+        if isinstance(logger, logging.Logger):
+            logger.setLevel(levels.get(name, logging.NOTSET))
+
+
+def _is_pytests(handler: logging.Handler) -> bool:
+    return type(handler).__module__.startswith("_pytest")
+
+
+def _logger_levels() -> dict[str, int]:
+    loggers = logging.root.manager.loggerDict.items()
+    return {name: lg.level for name, lg in loggers if isinstance(lg, logging.Logger)}
 
 
 @pytest.fixture

@@ -48,17 +48,11 @@ async def test_the_generated_token_logs_in_and_never_reaches_a_log_line(
     tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = make_config(tmp_path, fake_llm, dashboard={"enabled": True, "port": 0})
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level
-    setup_logging(config)
-    try:
-        async with running_gateway(config) as gateway, client_of(gateway) as client:
-            token = (tmp_path / DASHBOARD_TOKEN_FILE).read_text().strip()
-            assert (await log_in(client, token)).status == 303
-            logging.getLogger("nightowl").warning("someone pasted %s in a chat", token)
-    finally:
-        root.handlers[:], level = saved
-        root.setLevel(level)
+    setup_logging(config)  # undone by tests/conftest.py
+    async with running_gateway(config) as gateway, client_of(gateway) as client:
+        token = (tmp_path / DASHBOARD_TOKEN_FILE).read_text().strip()
+        assert (await log_in(client, token)).status == 303
+        logging.getLogger("nightowl").warning("someone pasted %s in a chat", token)
     err = capsys.readouterr().err
     assert "someone pasted [redacted] in a chat" in err and token not in err
 

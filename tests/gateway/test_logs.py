@@ -29,13 +29,10 @@ log = logging.getLogger("nightowl.test")
 
 @pytest.fixture
 def logged(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
-    """Set up logging as `nightowl run` does, into a buffer; restored afterwards."""
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level
+    """A buffer to set up logging into as `nightowl run` does (tests/conftest.py
+    restores logging afterwards)."""
     monkeypatch.delenv("JOURNAL_STREAM", raising=False)
     yield io.StringIO()
-    root.handlers[:], level = saved
-    root.setLevel(level)
 
 
 def configure(fmt: str, buffer: io.StringIO) -> None:
@@ -144,18 +141,8 @@ def test_in_chat_mode_only_warnings_reach_stderr_as_one_line_each(
 # -- DEBUG logs and the telegram library (docs/design.md#private-files) ---------------------
 
 
-@pytest.fixture
-def telegram_levels() -> Iterator[None]:
-    """The levels setup_logging gives library loggers, restored afterwards."""
-    names = ("telegram", "telegram.ext", "telegram.Bot", "httpx")
-    saved = {name: logging.getLogger(name).level for name in names}
-    yield
-    for name, level in saved.items():
-        logging.getLogger(name).setLevel(level)
-
-
 async def test_at_debug_the_telegram_library_logs_no_updates_or_replies(
-    logged: io.StringIO, telegram_levels: None, tmp_path: Path
+    logged: io.StringIO, tmp_path: Path
 ) -> None:
     server = FakeTelegram()
     await server.start()

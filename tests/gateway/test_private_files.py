@@ -59,19 +59,12 @@ def test_the_context_length_cache_is_private(tmp_path: Path) -> None:
 
 
 def test_chat_log_and_its_rotation_are_private(tmp_path: Path) -> None:
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level
     data = tmp_path / "data"
-    try:
-        setup_logging(parse_config({"data_dir": str(data)}, {}), chat=True)
-        assert mode(data) == 0o700 and mode(data / "chat.log") == 0o600
-        chat_log = next(h for h in root.handlers if isinstance(h, logging.FileHandler))
-        chat_log.doRollover()  # type: ignore[attr-defined]
-        logging.getLogger("nightowl.test").warning("after the rotation")
-        assert mode(data / "chat.log.1") == 0o600
-        assert mode(data / "chat.log") == 0o600
-    finally:
-        for handler in root.handlers:
-            handler.close()
-        root.handlers[:], level = saved
-        root.setLevel(level)
+    setup_logging(parse_config({"data_dir": str(data)}, {}), chat=True)  # undone by conftest
+    assert mode(data) == 0o700 and mode(data / "chat.log") == 0o600
+    root = logging.getLogger()
+    chat_log = next(h for h in root.handlers if isinstance(h, logging.FileHandler))
+    chat_log.doRollover()  # type: ignore[attr-defined]
+    logging.getLogger("nightowl.test").warning("after the rotation")
+    assert mode(data / "chat.log.1") == 0o600
+    assert mode(data / "chat.log") == 0o600
