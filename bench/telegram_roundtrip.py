@@ -109,13 +109,26 @@ async def _serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> 
     from gateway.build import telegram_adapter
     from gateway.config.schema import parse_config
 
+    profile = raw_config.pop("profile", None)
+    cprofile = raw_config.pop("cprofile", None)
     config = parse_config(raw_config, {})
     gateway = Gateway(config, [telegram_adapter(config)])
     await gateway.start()
     started = resource.getrusage(resource.RUSAGE_SELF)
+    profiler = _start_profiler() if profile else None
+    if cprofile:
+        import cProfile
+
+        cprof = cProfile.Profile()
+        cprof.enable()
     try:
         await asyncio.get_running_loop().run_in_executor(None, stop.wait)
     finally:
+        if profiler is not None:
+            _write_profile(profiler, Path(profile))
+        if cprofile:
+            cprof.disable()
+            cprof.dump_stats(cprofile)
         await gateway.stop(drain_seconds=5)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         # A plain tuple: the child's classes live in __mp_main__, which the parent lacks.
@@ -127,6 +140,24 @@ async def _serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> 
                 started.ru_maxrss / 1024,
             )
         )
+
+
+def _write_profile(profiler: Any, path: Path) -> None:
+    """The call tree, then the functions by their own time."""
+    profiler.stop()
+    tree = profiler.output_text(show_all=False, color=False)
+    flat = profiler.output_text(flat=True, color=False)
+    path.write_text(f"{tree}\n-- by own time --\n{flat}")
+
+
+def _start_profiler() -> Any:
+    """pyinstrument (``pip install pyinstrument``; not a dependency), sampling the whole
+    event loop thread: every task's work, not one coroutine's."""
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.001, async_mode="disabled")
+    profiler.start()
+    return profiler
 
 
 class SentCounter:
@@ -167,7 +198,59 @@ async def one_chat(server: FakeTelegram, counter: SentCounter, chat_id: int, cou
     return ChatRun(latencies, late)
 
 
-async def gateway_round_trip(chats: int, per_chat: int, dashboard: bool = False) -> None:
+def serve_floor(urls: tuple[str, str, str], stop: Any, report: Any) -> None:
+    """Child process: bench/floor_bot.py, reporting its usage as ``serve_gateway`` does."""
+    from floor_bot import serve  # bench/floor_bot.py
+
+    logging.basicConfig(level=logging.WARNING)
+    started: list[resource.struct_rusage] = []
+
+    def polling() -> None:  # up, as nightowl is after ``gateway.start()``
+        started.append(resource.getrusage(resource.RUSAGE_SELF))
+
+    asyncio.run(serve(*urls, stop=stop, polling=polling))
+    usage, first = resource.getrusage(resource.RUSAGE_SELF), started[0]
+    report.put(
+        (
+            usage.ru_utime + usage.ru_stime,
+            usage.ru_maxrss / 1024,
+            first.ru_utime + first.ru_stime,
+            first.ru_maxrss / 1024,
+        )
+    )
+
+
+@dataclass
+class Run:
+    """One bot under one load: what the tables print."""
+
+    bot: str
+    chats: int
+    per_chat: int
+    turns: int
+    elapsed: float
+    latencies: list[float]  # sorted, ms
+    usage: GatewayUsage
+    start_to_poll: float  # seconds from spawning the process to its first getUpdates
+    late_typing: int
+
+    @property
+    def cpu_per_turn_ms(self) -> float:
+        return (self.usage.cpu_seconds - self.usage.cpu_after_start) / self.turns * 1000
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.latencies)
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.latencies, 0.99)
+
+
+async def run_bot(
+    bot: str, chats: int, per_chat: int, dashboard: bool = False, profile: str | None = None
+) -> Run:
+    """``bot`` is "nightowl" (the gateway as ``nightowl run`` builds it) or "floor"."""
     server = FakeTelegram()
     await server.start()
     context = multiprocessing.get_context("spawn")
@@ -183,12 +266,21 @@ async def gateway_round_trip(chats: int, per_chat: int, dashboard: bool = False)
                                            "base_url": server.base_url,
                                            "allowed_users": chat_ids}},
             }  # fmt: skip
+            if profile:
+                raw["profile"] = profile
+                raw["cprofile"] = profile + ".pstats"
             if dashboard:  # idle: nobody looks at it while the chats talk
                 raw["dashboard"] = {"enabled": True, "port": 0, "token": "bench-token-0123456789"}
-            child = context.Process(target=serve_gateway, args=(raw, stop, report))
+            if bot == "floor":
+                urls = (server.token, server.base_url, llm.openai_base_url)
+                child = context.Process(target=serve_floor, args=(urls, stop, report))
+            else:
+                child = context.Process(target=serve_gateway, args=(raw, stop, report))
+            spawned = time.perf_counter()
             child.start()
             try:
                 await server.wait_for(lambda: bool(server.method_calls("getUpdates")), 60)
+                start_to_poll = time.perf_counter() - spawned
                 counter = SentCounter(server)
                 started = time.perf_counter()
                 results = await asyncio.gather(
@@ -201,24 +293,67 @@ async def gateway_round_trip(chats: int, per_chat: int, dashboard: bool = False)
                 await asyncio.to_thread(child.join, 30)
                 await server.stop()
     latencies = sorted(value for chat in results for value in chat.latencies)
-    turns = len(latencies)
     late_typing = sum(chat.late_typing for chat in results)
+    return Run(bot, chats, per_chat, llm.request_count, elapsed, latencies, usage,
+               start_to_poll, late_typing)  # fmt: skip
+
+
+async def gateway_round_trip(
+    chats: int, per_chat: int, dashboard: bool = False, profile: str | None = None
+) -> None:
+    run = await run_bot("nightowl", chats, per_chat, dashboard, profile)
+    usage, turns = run.usage, len(run.latencies)
     print(
-        f"gateway round trip, {chats} chats x {per_chat} messages ({llm.request_count} turns),"
+        f"gateway round trip, {chats} chats x {per_chat} messages ({run.turns} turns),"
         f" dashboard {'on' if dashboard else 'off'}:"
     )
     print(
-        f"  update -> sendMessage ms: median {statistics.median(latencies):.1f}  "
-        f"p99 {percentile(latencies, 0.99):.1f}  max {latencies[-1]:.1f}"
+        f"  update -> sendMessage ms: median {run.p50:.1f}  "
+        f"p99 {run.p99:.1f}  max {run.latencies[-1]:.1f}"
     )
-    print(f"  {turns / elapsed:.0f} turns/s over {elapsed:.1f} s")
+    print(f"  {turns / run.elapsed:.0f} turns/s over {run.elapsed:.1f} s")
     under_load = usage.cpu_seconds - usage.cpu_after_start
     print(
         f"  gateway process: {usage.cpu_seconds:.2f} CPU s, {under_load:.2f} of them after "
         f"start ({under_load / turns * 1000:.1f} ms/turn); peak RSS {usage.peak_rss_mb:.0f} MB "
         f"({usage.rss_after_start_mb:.0f} MB after start)"
     )
-    print(f"  typing actions arriving after their reply: {late_typing} of {turns} turns")
+    print(f"  typing actions arriving after their reply: {run.late_typing} of {turns} turns")
+
+
+async def against_the_floor(one_chat_turns: int, chats: int, per_chat: int) -> None:
+    """The floor and nightowl back to back on fresh fakes; the table of issue 18."""
+    runs: dict[tuple[str, str], Run] = {}
+    for load, (c, m) in (("one", (1, one_chat_turns)), ("many", (chats, per_chat))):
+        for bot in ("floor", "nightowl"):
+            runs[bot, load] = await run_bot(bot, c, m)
+    floor1, night1 = runs["floor", "one"], runs["nightowl", "one"]
+    floorn, nightn = runs["floor", "many"], runs["nightowl", "many"]
+
+    def rate(run: Run) -> float:
+        return len(run.latencies) / run.elapsed
+
+    rows = [
+        (f"one chat, {one_chat_turns} turns: p50 ms", floor1.p50, night1.p50, "<= 2.0"),
+        ("one chat: p99 ms (target vs floor p50)", floor1.p50, night1.p99, "<= 3.0"),
+        ("one chat: CPU ms per turn", floor1.cpu_per_turn_ms, night1.cpu_per_turn_ms, "<= 2.0"),
+        (f"{chats} chats x {per_chat}: turns/s", rate(floorn), rate(nightn), ">= 0.9"),
+        (f"{chats} chats: p99 ms", floorn.p99, nightn.p99, "<= 1.0"),
+        (f"{chats} chats: CPU ms per turn", floorn.cpu_per_turn_ms, nightn.cpu_per_turn_ms, ""),
+        ("idle RSS MB (after start)", floor1.usage.rss_after_start_mb,
+         night1.usage.rss_after_start_mb, ""),
+        (f"peak RSS MB ({chats} chats)", floorn.usage.peak_rss_mb, nightn.usage.peak_rss_mb,
+         "<= 1.1"),
+    ]  # fmt: skip
+    print(f"{'':42} {'floor':>9} {'nightowl':>9} {'ratio':>7}  target")
+    for name, floor, night, target in rows:
+        print(f"{name:42} {floor:9.1f} {night:9.1f} {night / floor:6.2f}x  {target}")
+    start_floor = min(floor1.start_to_poll, floorn.start_to_poll)
+    start_night = min(night1.start_to_poll, nightn.start_to_poll)
+    print(
+        f"{'start to first poll s':42} {start_floor:9.2f} {start_night:9.2f} "
+        f"{start_night - start_floor:+6.2f}s  <= +0.3 s"
+    )
 
 
 # -- 3. split and format ----------------------------------------------------------------
@@ -242,12 +377,19 @@ def split_and_format() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=("adapter", "gateway", "all"), default="all")
+    parser.add_argument(
+        "--mode", choices=("adapter", "gateway", "floor", "all"), default="all",
+        help="floor: bench/floor_bot.py and nightowl back to back, with ratios",
+    )  # fmt: skip
     parser.add_argument("--messages", type=int, default=200, help="adapter round trips")
     parser.add_argument("--chats", type=int, default=20)
+    parser.add_argument("--one-chat-turns", type=int, default=200, help="floor mode")
     parser.add_argument("--per-chat", type=int, default=50)
     parser.add_argument(
         "--dashboard", action="store_true", help="the gateway with its dashboard on (idle)"
+    )
+    parser.add_argument(
+        "--profile", metavar="FILE", help="gateway mode: write a pyinstrument profile here"
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -257,9 +399,13 @@ def main() -> None:
     if args.mode in ("adapter", "all"):
         asyncio.run(adapter_round_trip(args.messages))
     if args.mode in ("gateway", "all"):
-        asyncio.run(gateway_round_trip(args.chats, args.per_chat, args.dashboard))
+        asyncio.run(gateway_round_trip(args.chats, args.per_chat, args.dashboard, args.profile))
     if args.mode in ("adapter", "all"):
         split_and_format()
+    if args.mode == "floor":
+        chats = 50 if args.chats == 20 else args.chats  # the issue's load unless told
+        per_chat = 20 if args.per_chat == 50 else args.per_chat
+        asyncio.run(against_the_floor(args.one_chat_turns, chats, per_chat))
 
 
 if __name__ == "__main__":

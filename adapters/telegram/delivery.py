@@ -242,28 +242,45 @@ class Sender:
             break
         self.mark_edited(chat_id)
 
-    # -- typing ----------------------------------------------------------------------
+    # -- typing (docs/design.md#typing) --------------------------------------------
     @contextlib.asynccontextmanager
     async def typing(self, chat_id: str, thread_id: str | None) -> AsyncIterator[None]:
-        task = asyncio.create_task(self._keep_typing(chat_id, thread_id))
+        in_flight: set[asyncio.Task[float]] = set()
+        task = asyncio.create_task(self._keep_typing(chat_id, thread_id, in_flight))
         try:
             yield
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            # A request already out is let finish: "typing…" then lands before the reply
+            # (never under it), and the keep-alive connection it rides survives.
+            if in_flight:
+                _, late = await asyncio.wait(in_flight, timeout=self.settings.typing_finish)
+                for request in late:
+                    request.cancel()
 
-    async def _keep_typing(self, chat_id: str, thread_id: str | None) -> None:
-        # Telegram shows "typing…" for ~5 s per action, so it is refreshed until cancelled.
-        interval = self.settings.typing_interval
+    async def _keep_typing(
+        self, chat_id: str, thread_id: str | None, in_flight: set[asyncio.Task[float]]
+    ) -> None:
+        # Only a turn that takes a noticeable time shows "typing…" (Telegram's advice);
+        # Telegram shows it for ~5 s per action, so it is refreshed until cancelled.
+        await asyncio.sleep(self.settings.typing_delay)
         thread = int(thread_id) if thread_id else None
         while True:
-            delay = interval
-            try:
-                await self._bot.send_chat_action(
-                    chat_ref(self.chat(chat_id)), ChatAction.TYPING, message_thread_id=thread
-                )
-            except RetryAfter as error:
-                delay = max(interval, retry_after_seconds(error))
-            except TelegramError as error:  # cosmetic: a failed indicator must not end a turn
-                log.debug("Telegram typing in chat %s failed: %s", chat_id, type(error).__name__)
-            await asyncio.sleep(delay)
+            request = asyncio.create_task(self._send_typing(chat_id, thread))
+            in_flight.add(request)
+            request.add_done_callback(in_flight.discard)
+            await asyncio.sleep(await asyncio.shield(request))
+
+    async def _send_typing(self, chat_id: str, thread: int | None) -> float:
+        """One typing action; the seconds until the next."""
+        interval = self.settings.typing_interval
+        try:
+            await self._bot.send_chat_action(
+                chat_ref(self.chat(chat_id)), ChatAction.TYPING, message_thread_id=thread
+            )
+        except RetryAfter as error:
+            return max(interval, retry_after_seconds(error))
+        except TelegramError as error:  # cosmetic: a failed indicator must not end a turn
+            log.debug("Telegram typing in chat %s failed: %s", chat_id, type(error).__name__)
+        return interval

@@ -75,7 +75,12 @@ class TelegramSettings:
     max_retry_after: float = 600.0
     #: A sink that fails on the same update this many times: the update is skipped.
     max_update_failures: int = 5
+    #: "typing…" shows only when a turn runs longer than this (docs/design.md#typing),
+    #: then is refreshed every ``typing_interval``.
+    typing_delay: float = 0.5
     typing_interval: float = 4.0
+    #: At the turn's end, how long a typing request already sent may take to finish.
+    typing_finish: float = 2.0
     #: Photos: the largest size whose longer side is at most this is downloaded.
     photo_max_side: int = 2048
     #: Seconds stop() waits for the update being handed to the sink.

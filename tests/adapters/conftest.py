@@ -21,6 +21,7 @@ def fast_settings(server: FakeTelegram, **overrides: Any) -> TelegramSettings:
         "poll_timeout": 1.0,
         "health_timeout_seconds": 30.0,
         "retry_backoff": 0.01,
+        "typing_delay": 0.0,
         "typing_interval": 0.05,
         "stream_edit_interval": 0.1,
         "stop_timeout": 2.0,

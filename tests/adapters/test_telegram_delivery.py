@@ -7,6 +7,7 @@ import html
 import itertools
 import logging
 import re
+import time
 
 import pytest
 
@@ -151,6 +152,42 @@ async def test_typing_is_refreshed_and_stops_when_the_block_raises(telegram_serv
             lambda: sum(a.chat_id == 6 for a in telegram_server.chat_actions) >= 4
         )
     assert [a for a in telegram_server.chat_actions if a.chat_id == 5] == actions
+
+
+async def test_a_quick_turn_shows_no_typing_and_a_slow_one_shows_it_after_the_delay(
+    telegram_server, start_telegram
+):
+    adapter = await start_telegram(typing_delay=0.2, typing_interval=0.05)
+    async with adapter.typing("5"):
+        pass  # answered at once: "typing…" would only flash
+    started = time.monotonic()
+    async with adapter.typing("6"):
+        await telegram_server.wait_for(lambda: len(telegram_server.chat_actions) >= 2)
+    # Chat 5's first action was due before chat 6's: had it been left running, it showed.
+    assert {a.chat_id for a in telegram_server.chat_actions} == {6}
+    first = next(r for r in telegram_server.requests if r.method == "sendChatAction")
+    assert first.at - started >= 0.2
+
+
+async def test_a_typing_request_in_flight_finishes_before_the_turn_goes_on(
+    telegram_server, start_telegram
+):
+    adapter = await start_telegram(typing_delay=0.0)
+    telegram_server.hold("sendChatAction")
+
+    async def turn() -> None:
+        async with adapter.typing("5"):
+            await telegram_server.wait_for(
+                lambda: bool(telegram_server.method_calls("sendChatAction"))
+            )
+
+    task = asyncio.create_task(turn())
+    done, _ = await asyncio.wait({task}, timeout=0.3)
+    assert not done  # the reply would now wait for the request, not cut it
+    telegram_server.release("sendChatAction")
+    await asyncio.wait_for(task, 5)
+    # It reached Telegram before the turn went on: "typing…" never shows under a reply.
+    assert [a.chat_id for a in telegram_server.chat_actions] == [5]
 
 
 async def test_typing_survives_flood_control(telegram_server, start_telegram):

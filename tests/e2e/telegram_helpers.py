@@ -28,6 +28,7 @@ BOB = {"id": 43, "is_bot": False, "first_name": "Bob"}
 FAST = {
     "poll_timeout": 1.0,
     "retry_backoff": 0.01,
+    "typing_delay": 0.0,
     "typing_interval": 0.05,
     "stream_edit_interval": 0.1,
     "stop_timeout": 2.0,

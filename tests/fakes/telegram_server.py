@@ -117,6 +117,7 @@ class FakeTelegram:
         #: Groups upgraded to supergroups: old id -> new id (sends to the old id fail).
         self.migrated: dict[int, int] = {}
         self._failures: dict[str, deque[_Failure]] = defaultdict(deque)
+        self._held: dict[str, asyncio.Event] = {}
         self._changed = asyncio.Condition()
         self._stopping = False
         self._notifications: set[asyncio.Task] = set()
@@ -280,6 +281,13 @@ class FakeTelegram:
         for _ in range(times):
             self._failures[method].append(_Failure(status, description, retry_after))
 
+    def hold(self, method: str) -> None:
+        """Make calls of ``method`` wait (after being recorded) until :meth:`release`."""
+        self._held[method] = asyncio.Event()
+
+    def release(self, method: str) -> None:
+        self._held.pop(method).set()
+
     def pause_get_updates(self) -> None:
         """Make getUpdates hang (ignoring its timeout) until :meth:`resume_get_updates`."""
         self.get_updates_paused = True
@@ -317,6 +325,8 @@ class FakeTelegram:
         params = await _read_params(request)
         self.requests.append(ApiRequest(method, params))
         await self._notify()
+        if method in self._held:
+            await self._held[method].wait()
         if self._failures[method]:
             failure = self._failures[method].popleft()
             extra = {"retry_after": failure.retry_after} if failure.retry_after else None
