@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -25,7 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support import percentile  # bench/support.py (the script's own folder)
+from support import (  # bench/support.py (the script's own folder)
+    cpu_seconds,
+    cpu_seconds_of,
+    percentile,
+)
 
 from tests.child_process import Chat
 from tests.e2e.replica_stack import (
@@ -81,9 +86,11 @@ async def run_setup(
                         )
                         latencies.append(time.monotonic() - sent)
 
+                cpu_before = _cpu(started)
                 began = time.monotonic()
                 await asyncio.gather(*(one_chat(i) for i in range(chats)))
                 wall = time.monotonic() - began
+                cpu = {k: v - cpu_before[k] for k, v in _cpu(started).items()}
         finally:
             for replica in started:
                 replica.chat.kill()
@@ -96,12 +103,25 @@ async def run_setup(
         "p50_ms": percentile(latencies, 0.50) * 1000,
         "p99_ms": percentile(latencies, 0.99) * 1000,
     }
+    cores = os.cpu_count() or 1
+    busy = "  ".join(f"{k} {v / wall / cores:4.0%}" for k, v in cpu.items())
     print(
         f"{name:<24} {result['turns_per_s']:7.1f} turns/s   p50 {result['p50_ms']:6.0f} ms"
-        f"   p99 {result['p99_ms']:6.0f} ms",
+        f"   p99 {result['p99_ms']:6.0f} ms   CPU of {cores} cores: {busy}",
         flush=True,
     )
     return result
+
+
+def _cpu(replicas: list[Replica]) -> dict[str, float]:
+    """CPU seconds so far: the gateway replicas, PostgreSQL's processes, and this one
+    (the fake Bot API, the fake model and the load)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "gateways": sum(cpu_seconds(r.chat.process.pid) for r in replicas),
+        "postgres": cpu_seconds_of("postgres"),
+        "fakes": me.ru_utime + me.ru_stime,
+    }
 
 
 async def main(chats: int, per_chat: int, latency: float) -> None:

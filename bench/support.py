@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 
 from adapters.base import Adapter, InboundSink, OutboundMessage
 
@@ -28,3 +30,21 @@ class SignalAdapter(Adapter):
 def percentile(sorted_values: list[float], fraction: float) -> float:
     """The value at ``fraction`` (0.99 for p99) of an already sorted list."""
     return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds_of(command: str) -> float:
+    """CPU time of every process named ``command`` now running (e.g. "postgres")."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == command:
+                total += cpu_seconds(int(entry.name))
+        except OSError:
+            continue  # it ended meanwhile
+    return total
