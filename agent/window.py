@@ -224,16 +224,27 @@ def fit_request(
     """
     scale = max(1.0, scale)
     budget = max(1, int(window.input_budget / scale) - overhead_tokens)
-    shown = [represent(m, cap) for m, cap in zip(messages, row_caps(messages, window), strict=True)]
+    # One estimate per row: most turns take none of the three cuts below.
+    shown: list[Mapping[str, Any]] = []
+    tokens: list[int] = []
+    for message, cap in zip(messages, row_caps(messages, window), strict=True):
+        rough = estimate_message_tokens_rough(message)
+        row = message if rough <= cap else represent(message, cap)
+        shown.append(row)
+        tokens.append(_wire_tokens(row, rough if row is message else None))
+    total = sum(tokens)
     newest = newest_user_index(shown)
     left_out = 0
-    if _total(shown) > budget:
+    if total > budget:
         shown = _cut_largest(shown, newest, budget, window.floor_cap)
-    if _total(shown) > budget:
+        total = _total(shown)
+    if total > budget:
         shown, left_out = _leave_out_oldest(shown, newest, budget)
-    if _total(shown) > budget:
+        total = _total(shown)
+    if total > budget:
         shown = _squeeze_everything(shown, budget)
-    prompt = math.ceil((_total(shown) + overhead_tokens) * scale)
+        total = _total(shown)
+    prompt = math.ceil((total + overhead_tokens) * scale)
     originals = {id(m) for m in messages}
     return FittedRequest(
         messages=[m if isinstance(m, dict) else dict(m) for m in shown],
@@ -244,10 +255,16 @@ def fit_request(
     )
 
 
-def _wire_tokens(message: Mapping[str, Any]) -> int:
-    """The rough estimate plus what it leaves out but a request carries (ids, tool names)."""
+def _wire_tokens(message: Mapping[str, Any], rough: int | None = None) -> int:
+    """The rough estimate (``rough`` when already taken) plus what it leaves out but a
+    request carries (ids, tool names)."""
+    if rough is None:
+        rough = estimate_message_tokens_rough(message)
+    extra = message.get("tool_call_id") or message.get("name")
+    if not extra:
+        return rough
     extra = str(message.get("tool_call_id") or "") + str(message.get("name") or "")
-    return estimate_message_tokens_rough(message) + estimate_text_tokens_rough(extra)
+    return rough + estimate_text_tokens_rough(extra)
 
 
 def _total(messages: Sequence[Mapping[str, Any]]) -> int:

@@ -110,7 +110,8 @@ async def _serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> 
     from gateway.config.schema import parse_config
 
     profile = raw_config.pop("profile", None)
-    cprofile = raw_config.pop("cprofile", None)
+    cprofile = profile if profile and profile.endswith(".pstats") else None
+    profile = None if cprofile else profile
     config = parse_config(raw_config, {})
     gateway = Gateway(config, [telegram_adapter(config)])
     await gateway.start()
@@ -268,7 +269,6 @@ async def run_bot(
             }  # fmt: skip
             if profile:
                 raw["profile"] = profile
-                raw["cprofile"] = profile + ".pstats"
             if dashboard:  # idle: nobody looks at it while the chats talk
                 raw["dashboard"] = {"enabled": True, "port": 0, "token": "bench-token-0123456789"}
             if bot == "floor":
@@ -389,7 +389,9 @@ def main() -> None:
         "--dashboard", action="store_true", help="the gateway with its dashboard on (idle)"
     )
     parser.add_argument(
-        "--profile", metavar="FILE", help="gateway mode: write a pyinstrument profile here"
+        "--profile",
+        metavar="FILE",
+        help="gateway mode: write a pyinstrument profile here (FILE.pstats: cProfile's)",
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)

@@ -196,6 +196,21 @@ class Connection:
                 raise
             await asyncio.shield(db.execute("COMMIT"))
 
+    async def write_unsynced(self, statement: str) -> None:
+        # One trip to SQLite's thread, no fsync: WAL keeps the commit across a crash of
+        # this process; only a power cut before the next synced commit could lose it.
+        db = self._conn()
+        async with self._lock:
+            try:
+                await asyncio.shield(
+                    db.executescript(
+                        f"PRAGMA synchronous=NORMAL; {statement}; PRAGMA synchronous=FULL;"
+                    )
+                )
+            except BaseException:
+                await asyncio.shield(db.execute("PRAGMA synchronous=FULL"))
+                raise
+
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[aiosqlite.Connection]:
         async with self._lock:

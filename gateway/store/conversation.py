@@ -244,23 +244,25 @@ class SQLiteConversation(SQLiteChatModels):
                 anchor = anchor_at(anchor, ids)
             if not isinstance(anchor, Keep):
                 await set_anchor(db, session_id, anchor)
-            if usage is not None:
+            if usage is None:
+                await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            else:
                 await db.execute(
                     "UPDATE sessions SET usage_prompt = usage_prompt + ?,"
                     " usage_completion = usage_completion + ?, usage_cache_read = usage_cache_read + ?,"
-                    " usage_cache_write = usage_cache_write + ?, usage_requests = usage_requests + ?"
-                    " WHERE id = ?",
+                    " usage_cache_write = usage_cache_write + ?, usage_requests = usage_requests + ?,"
+                    " updated_at = ? WHERE id = ?",
                     (
                         usage.prompt_tokens,
                         usage.completion_tokens,
                         usage.cache_read_tokens,
                         usage.cache_write_tokens,
                         usage.requests,
+                        now,
                         session_id,
                     ),
                 )
                 await record_turn(db, session_id, now, anchor, usage)  # docs/design.md#dashboard
-            await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
         return ids
 
     async def archive_and_compact(self, session_id: str, compaction: Compaction) -> list[int]:
@@ -369,11 +371,12 @@ class SQLiteConversation(SQLiteChatModels):
     # -- delivery ------------------------------------------------------------------------
 
     async def mark_delivered(self, message_ids: Sequence[int]) -> None:
-        if not message_ids:
-            return
-        async with self.connection.transaction() as db:
-            await db.executemany(
-                "UPDATE messages SET pending_delivery = 0 WHERE id = ?", [(i,) for i in message_ids]
+        # Not synced to disk: a mark lost to a power cut means one resend at most, which
+        # the delivery path allows; a kill -9 loses nothing (docs/design.md#delivery-guarantee).
+        if message_ids:
+            ids = ",".join(str(int(i)) for i in message_ids)
+            await self.connection.write_unsynced(
+                f"UPDATE messages SET pending_delivery = 0 WHERE id IN ({ids})"
             )
 
     async def pending_deliveries(self, session_key: str | None = None) -> list[PendingDelivery]:

@@ -52,3 +52,8 @@ class Database(Protocol):
     def transaction(self) -> AbstractAsyncContextManager[Any]: ...
 
     def read(self) -> AbstractAsyncContextManager[Any]: ...
+
+    async def write_unsynced(self, statement: str) -> None:
+        """Run one self-contained write (no placeholders) in a transaction of its own
+        that does not wait for the disk: it survives the process dying, not a power
+        cut (docs/design.md#delivery-guarantee)."""

@@ -92,6 +92,11 @@ class PgConnection:
         async with self._acquire() as connection, connection.transaction():
             yield Handle(connection)
 
+    async def write_unsynced(self, statement: str) -> None:
+        # synchronous_commit off: the commit does not wait for PostgreSQL's WAL flush.
+        async with self._acquire() as connection, connection.transaction():
+            await connection.execute(f"SET LOCAL synchronous_commit = off; {statement}")
+
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[Handle]:
         async with self._acquire() as connection:
