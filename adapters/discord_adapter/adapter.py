@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import discord
-from discord import app_commands
 
 from adapters.base import (
     Adapter,
@@ -23,12 +22,13 @@ from adapters.base import (
 )
 from adapters.discord_adapter import outbound
 from adapters.discord_adapter.catch_up import CatchUp, CatchUpSource, Taken
+from adapters.discord_adapter.client import Client, new_client
 from adapters.discord_adapter.inbound import (
     inbound_from_interaction,
     inbound_from_message,
     is_conversation,
 )
-from adapters.discord_adapter.outbound import NETWORK_ERRORS, NO_PINGS, PLATFORM
+from adapters.discord_adapter.outbound import NETWORK_ERRORS, PLATFORM
 from adapters.discord_adapter.recent import RecentKeys
 from adapters.discord_adapter.settings import DiscordSettings
 from adapters.discord_adapter.slash import add_slash_commands, sync_commands
@@ -42,88 +42,6 @@ INTERACTION_PREFIX = "interaction:"
 _MAX_LIVE_INTERACTIONS = 256
 
 
-class _Client(discord.Client):
-    """discord.py's client with its events forwarded to the adapter: one connection."""
-
-    def __init__(self, adapter: DiscordAdapter, **sharding: Any) -> None:
-        intents = discord.Intents.default()
-        intents.message_content = True  # privileged: enable it in the Developer Portal
-        super().__init__(
-            intents=intents,
-            allowed_mentions=NO_PINGS,
-            guild_ready_timeout=adapter.settings.guild_ready_timeout,
-            **sharding,
-        )
-        self.adapter = adapter
-        self.tree = app_commands.CommandTree(self)
-
-    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
-        if not initial:
-            await asyncio.sleep(self.adapter.settings.reidentify_delay)
-
-    async def on_connect(self) -> None:
-        # A fresh session (READY): what was sent meanwhile is never replayed.
-        self.adapter._session_started(None, resumed=False)
-
-    async def on_ready(self) -> None:
-        log.info("Discord connected as %s (%s guilds)", self.user, len(self.guilds))
-        self.adapter._catch_up.session_ready(None)
-        self.adapter._ready.set()
-
-    async def on_message(self, message: discord.Message) -> None:
-        await self.adapter._on_message(message)
-
-    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
-        await self.adapter._on_message(payload.message, edited=True)
-
-    async def on_disconnect(self) -> None:
-        if not self.adapter._stopping:
-            log.info("Discord gateway disconnected; discord.py reconnects and resumes")
-
-    async def on_resumed(self) -> None:
-        log.info("Discord gateway session resumed")
-        # Discord replayed what it kept; a long gap may have lost more.
-        self.adapter._session_started(None, resumed=True)
-
-    async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
-        log.exception("Error while handling Discord event %s", event_method)
-
-
-class _ShardedClient(_Client, discord.AutoShardedClient):
-    """The same with one connection per shard this process runs: sessions start, resume
-    and become ready shard by shard (docs/design.md#replicas)."""
-
-    async def on_connect(self) -> None:
-        pass  # per shard: on_shard_connect
-
-    async def on_shard_connect(self, shard_id: int) -> None:
-        self.adapter._session_started(shard_id, resumed=False)
-
-    async def on_shard_ready(self, shard_id: int) -> None:
-        log.info("Discord shard %s of %s ready", shard_id, self.shard_count)
-        self.adapter._catch_up.session_ready(shard_id)
-
-    async def on_ready(self) -> None:  # every shard of this process, once at start
-        log.info("Discord connected as %s (%s guilds)", self.user, len(self.guilds))
-        self.adapter._ready.set()
-
-    async def on_resumed(self) -> None:
-        pass  # per shard: on_shard_resumed
-
-    async def on_shard_resumed(self, shard_id: int) -> None:
-        log.info("Discord shard %s resumed its session", shard_id)
-        self.adapter._session_started(shard_id, resumed=True)
-
-
-def _new_client(adapter: DiscordAdapter) -> _Client:
-    settings = adapter.settings
-    if settings.shards is None:
-        return _Client(adapter)
-    return _ShardedClient(
-        adapter, shard_count=settings.shard_count, shard_ids=list(settings.shards)
-    )
-
-
 class DiscordAdapter(Adapter):
     """Discord DMs, guild channels, threads and slash commands through discord.py.
 
@@ -134,7 +52,7 @@ class DiscordAdapter(Adapter):
 
     def __init__(self, settings: DiscordSettings) -> None:
         self.settings = settings
-        self._client: _Client | None = None
+        self._client: Client | None = None
         self._sink: InboundSink | None = None
         self._connection: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -165,7 +83,7 @@ class DiscordAdapter(Adapter):
             raise RuntimeError("the Discord adapter is already running")
         self._sink, self._stopping, self._receiving = sink, False, True
         self._ready = asyncio.Event()
-        client = self._client = _new_client(self)
+        client = self._client = new_client(self)
         try:
             await client.login(self.settings.token)
             add_slash_commands(client.tree, self.settings, self._on_slash_command)

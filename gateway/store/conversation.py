@@ -31,6 +31,7 @@ from gateway.store.records import (
 )
 from gateway.store.rows import (
     MESSAGE_COLUMNS,
+    add_usage,
     anchor_at,
     delete_inbox,
     inbox_entry,
@@ -245,23 +246,11 @@ class SQLiteConversation(SQLiteChatModels):
             if not isinstance(anchor, Keep):
                 await set_anchor(db, session_id, anchor)
             if usage is None:
-                await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
-            else:
                 await db.execute(
-                    "UPDATE sessions SET usage_prompt = usage_prompt + ?,"
-                    " usage_completion = usage_completion + ?, usage_cache_read = usage_cache_read + ?,"
-                    " usage_cache_write = usage_cache_write + ?, usage_requests = usage_requests + ?,"
-                    " updated_at = ? WHERE id = ?",
-                    (
-                        usage.prompt_tokens,
-                        usage.completion_tokens,
-                        usage.cache_read_tokens,
-                        usage.cache_write_tokens,
-                        usage.requests,
-                        now,
-                        session_id,
-                    ),
+                    "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
                 )
+            else:
+                await add_usage(db, session_id, usage, now)
                 await record_turn(db, session_id, now, anchor, usage)  # docs/design.md#dashboard
         return ids
 

@@ -190,6 +190,25 @@ async def delete_inbox(db: aiosqlite.Connection, ids: Sequence[int]) -> None:
         await db.executemany("DELETE FROM inbox WHERE id = ?", [(i,) for i in ids])
 
 
+async def add_usage(db: Any, session_id: str, usage: UsageTotals, now: float) -> None:
+    """Add a turn's usage to its session's totals, and move ``updated_at``."""
+    await db.execute(
+        "UPDATE sessions SET usage_prompt = usage_prompt + ?,"
+        " usage_completion = usage_completion + ?, usage_cache_read = usage_cache_read + ?,"
+        " usage_cache_write = usage_cache_write + ?, usage_requests = usage_requests + ?,"
+        " updated_at = ? WHERE id = ?",
+        (
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            usage.requests,
+            now,
+            session_id,
+        ),
+    )
+
+
 async def set_anchor(
     db: aiosqlite.Connection, session_id: str, anchor: AnchorRecord | None
 ) -> None:
