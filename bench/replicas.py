@@ -115,7 +115,8 @@ async def run_setup(
 
 def _cpu(replicas: list[Replica]) -> dict[str, float]:
     """CPU seconds so far: the gateway replicas, PostgreSQL's processes, and this one
-    (the fake Bot API, the fake model and the load)."""
+    (the fake Bot API, the fake model and the load). Every process named postgres
+    counts: run it on a quiet machine."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "gateways": sum(cpu_seconds(r.chat.process.pid) for r in replicas),

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.logging import LogCaptureHandler
 
 from gateway.store import SQLiteStore
 from gateway.store.postgres import PostgresStore
@@ -21,21 +22,23 @@ from tests.waiting import CEILING
 
 @pytest.fixture(autouse=True)
 def _logging_restored() -> Iterator[None]:
-    """Whatever a test does to logging (``nightowl run`` sets up the root handlers and
-    library levels) is undone after it, so no test depends on the ones before it.
-    pytest's own capturing handlers, which come and go per phase, are left alone."""
+    """Whatever a test does to logging (``nightowl run`` replaces the root handlers and
+    sets library levels) is undone after it, so no test depends on the ones before it.
+    pytest's per-phase capture handlers are left as they are; its session-wide ones
+    (--log-cli-level, --log-file) come back if a test removed them."""
     root = logging.getLogger()
-    ours = [h for h in root.handlers if not _is_pytests(h)]
+    before = root.handlers[:]
     level, levels = root.level, _logger_levels()
     yield
     for handler in root.handlers:
-        if not _is_pytests(handler) and handler not in ours:
+        if handler not in before and not _is_pytests(handler):
             handler.close()
-    root.handlers[:] = [h for h in root.handlers if _is_pytests(h)] + ours
+    phase = [h for h in root.handlers if isinstance(h, LogCaptureHandler)]  # teardown's
+    root.handlers[:] = [h for h in before if not isinstance(h, LogCaptureHandler)] + phase
     root.setLevel(level)
     for name, logger in logging.root.manager.loggerDict.items():
-        if isinstance(logger, logging.Logger):
-            logger.setLevel(levels.get(name, logging.NOTSET))
+        if isinstance(logger, logging.Logger) and logger.level != levels.get(name, 0):
+            logger.setLevel(levels.get(name, logging.NOTSET))  # clears every logger's cache
 
 
 def _is_pytests(handler: logging.Handler) -> bool:

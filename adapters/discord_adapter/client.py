@@ -91,7 +91,7 @@ class ShardedClient(Client, discord.AutoShardedClient):
         log.info("Discord shard %s of %s ready", shard_id, self.shard_count)
         self.adapter._catch_up.session_ready(shard_id)
 
-    async def on_ready(self) -> None:  # every shard of this process, once at start
+    async def on_ready(self) -> None:  # every shard of this process is ready (again)
         log.info("Discord connected as %s (%s guilds)", self.user, len(self.guilds))
         self.adapter._ready.set()
 
