@@ -6,7 +6,7 @@ batch before any handler has run, and ``Updater.stop()`` confirms everything it 
 (see ``telegram/ext/_updater.py``, ``polling_action_cb`` and ``_get_updates_cleanup``).
 A crash in between would lose messages (docs/design.md#delivery-guarantee). :class:`UpdatePoller` keeps PTB's
 ``Bot.get_updates`` long poll but asks for the next offset only after every update of
-the batch went through the sink, in order.
+the batch went through the sink: each chat's in order, chats side by side.
 
 Failures (:class:`UpdateProcessor`): a sink that raises did not store the update (a
 full disk, a broken database), so it stays unconfirmed and is fetched again after a
@@ -221,22 +221,32 @@ class UpdatePoller:
         )
 
     async def _process_batch(self, updates: tuple[Update, ...]) -> None:
-        for update in updates:
-            if self._offset is not None and update.update_id < self._offset:
-                continue  # already handled in this process
-            self._processing = True
-            try:
-                stored = await self._processor.process(update)
-            finally:
-                self._processing = False
-                self._last_success = time.monotonic()
-            if not stored:
-                # Not confirmed: the next getUpdates returns it again (with the rest).
-                await asyncio.sleep(self._backoff(self._processor.failures(update.update_id)))
+        """Hand the batch over, each chat's updates in order and chats side by side (their
+        messages then share a commit: gateway/store/inbox.py); confirm the updates stored,
+        up to the first that was not."""
+        fresh = [u for u in updates if self._offset is None or u.update_id >= self._offset]
+        stored: set[int] = set()
+
+        async def one_chat(chat_updates: list[Update]) -> None:
+            for update in chat_updates:
+                if self._stopping or not await self._processor.process(update):
+                    return  # this chat's later updates wait: its order holds
+                stored.add(update.update_id)
+
+        self._processing = True
+        try:
+            await asyncio.gather(*(one_chat(chain) for chain in _by_chat(fresh)))
+        finally:
+            self._processing = False
+            self._last_success = time.monotonic()
+        for update in fresh:
+            if update.update_id not in stored:
+                if not self._stopping:
+                    # Not confirmed: the next getUpdates returns it again (with the rest).
+                    failures = self._processor.failures(update.update_id)
+                    await asyncio.sleep(self._backoff(failures))
                 return
             self._offset = update.update_id + 1
-            if self._stopping:
-                return
 
     def _backoff(self, attempt: int) -> float:
         return min(self._settings.retry_backoff * 2 ** max(attempt - 1, 0), _MAX_BACKOFF)
@@ -287,3 +297,15 @@ class UpdatePoller:
         self._bot, requests, self._requests = None, self._requests, ()
         for request in requests:
             await request.shutdown()
+
+
+def _by_chat(updates: list[Update]) -> list[list[Update]]:
+    """The updates in chains to run side by side: one per chat, in order. A batch that
+    moves a group to a new chat id runs as one chain, as it came."""
+    if any(u.effective_message and u.effective_message.migrate_to_chat_id for u in updates):
+        return [updates]
+    chains: dict[int | None, list[Update]] = {}
+    for update in updates:
+        chat = update.effective_chat.id if update.effective_chat else None
+        chains.setdefault(chat, []).append(update)
+    return list(chains.values())

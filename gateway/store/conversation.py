@@ -3,7 +3,6 @@ commit, search, delivery marks (:class:`~gateway.store.protocols.ConversationSto
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -14,6 +13,7 @@ from gateway.store.connection import new_session_id
 from gateway.store.dashboard import record_compaction, record_turn
 from gateway.store.dialect import Database
 from gateway.store.errors import SessionEnded
+from gateway.store.inbox import InboxWriter
 from gateway.store.records import (
     KEEP,
     AnchorRecord,
@@ -31,7 +31,6 @@ from gateway.store.records import (
 )
 from gateway.store.rows import (
     MESSAGE_COLUMNS,
-    add_usage,
     anchor_at,
     delete_inbox,
     inbox_entry,
@@ -40,6 +39,7 @@ from gateway.store.rows import (
     insert_session,
     mark_inbox_in_history,
     mark_reminder_sent,
+    move_session_on,
     pending_delivery,
     save_engine_state,
     search_hit,
@@ -50,6 +50,16 @@ from gateway.store.rows import (
 
 #: Sessions whose active rows are kept between turns (least recently used go first).
 ACTIVE_CACHE_SESSIONS = 256
+#: A session's active rows after seq :last, each with the session's compression count
+#: and how many active rows it has up to :last (one row of NULLs when none came after).
+_ACTIVE_AFTER = (
+    f"SELECT {MESSAGE_COLUMNS}, m.seq, v.generation, v.held FROM"
+    " (SELECT (SELECT compression_count FROM sessions WHERE id = :id) AS generation,"
+    " (SELECT count(*) FROM messages WHERE session_id = :id AND active = 1 AND seq <= :last)"
+    " AS held) v"
+    " LEFT JOIN messages m ON m.session_id = :id AND m.active = 1 AND m.seq > :last"
+    " ORDER BY m.seq"
+)
 
 
 class SQLiteConversation(SQLiteChatModels):
@@ -57,6 +67,7 @@ class SQLiteConversation(SQLiteChatModels):
 
     def __init__(self, connection: Database) -> None:
         self.connection = connection
+        self._inbox = InboxWriter(connection)
         #: What this database says its own way (docs/design.md#postgresql).
         self.sql = connection.dialect
         # session id -> (compression count, last seq, active rows): see load_active.
@@ -65,35 +76,9 @@ class SQLiteConversation(SQLiteChatModels):
     # -- inbox ---------------------------------------------------------------------------
 
     async def enqueue(self, entry: InboxEntry) -> bool:
-        """Store an inbound message durably; False when its dedupe key was seen before."""
-        now = time.time()
-        async with self.connection.transaction() as db:
-            if entry.dedupe_key is not None:
-                cursor = await db.execute(
-                    "INSERT INTO inbound_seen(dedupe_key, seen_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                    (entry.dedupe_key, now),
-                )
-                if cursor.rowcount == 0:
-                    return False
-            await db.execute(
-                "INSERT INTO inbox(session_key, platform, chat_id, thread_id, user_id, message,"
-                " token_count, addressed, platform_message_id, created_at, chat_type)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    entry.session_key,
-                    entry.platform,
-                    entry.chat_id,
-                    entry.thread_id,
-                    entry.user_id,
-                    json.dumps(entry.message, ensure_ascii=False),
-                    entry.token_count,
-                    int(entry.addressed),
-                    entry.platform_message_id,
-                    now,
-                    entry.chat_type,
-                ),
-            )
-        return True
+        """Store an inbound message durably; False when its dedupe key was seen before.
+        Messages stored at the same moment share a commit (gateway/store/inbox.py)."""
+        return await self._inbox.enqueue(entry)
 
     async def remember_inbound(self, dedupe_key: str) -> bool:
         """Record an event handled without an inbox row (a command); False if seen before."""
@@ -188,34 +173,23 @@ class SQLiteConversation(SQLiteChatModels):
         same number of active rows up to the last seq we hold (none archived or erased).
         Only rows after it are read. The archive is never touched.
         """
+        generation, last_seq, rows = self._active_cache.pop(session_id, (-1, 0.0, []))
+        key = {"id": session_id, "last": last_seq if rows else float("-inf")}
         async with self.connection.read() as db:
-            generation, last_seq, rows = self._active_cache.pop(session_id, (-1, 0.0, []))
-            if rows:
-                found = await db.execute_fetchall(
-                    "SELECT (SELECT compression_count FROM sessions WHERE id = ?),"
-                    " (SELECT count(*) FROM messages"
-                    "  WHERE session_id = ? AND active = 1 AND seq <= ?)",
-                    (session_id, session_id, last_seq),
-                )
-                now_generation, count = next(iter(found))
-                if (now_generation, count) != (generation, len(rows)):
-                    last_seq, rows = 0.0, []
-            fetched = list(
-                await db.execute_fetchall(
-                    f"SELECT {MESSAGE_COLUMNS}, m.seq,"
-                    " (SELECT compression_count FROM sessions WHERE id = ?)"
-                    " FROM messages m"
-                    " WHERE session_id = ? AND active = 1 AND seq > ? ORDER BY seq",
-                    (session_id, session_id, last_seq if rows else float("-inf")),
-                )
-            )
-            rows = rows + [stored_message(row) for row in fetched]
-            if fetched:
-                last_seq, generation = fetched[-1][-2], fetched[-1][-1]
-            if rows and generation >= 0:
-                self._active_cache[session_id] = (generation, last_seq, rows)
-                while len(self._active_cache) > ACTIVE_CACHE_SESSIONS:
-                    self._active_cache.pop(next(iter(self._active_cache)))
+            # One trip: whether the rows held are still the session's, and what came after.
+            found = await db.execute_fetchall(_ACTIVE_AFTER, key)
+            if rows and tuple(next(iter(found))[-2:]) != (generation, len(rows)):
+                rows, key["last"] = [], float("-inf")  # compacted or erased: read them all
+                found = await db.execute_fetchall(_ACTIVE_AFTER, key)
+        fetched = [row for row in found if row[0] is not None]
+        rows = rows + [stored_message(row) for row in fetched]
+        if fetched:
+            last_seq = fetched[-1][-3]
+        generation = next(iter(found))[-2] if found else -1
+        if rows and generation is not None and generation >= 0:
+            self._active_cache[session_id] = (generation, last_seq, rows)
+            while len(self._active_cache) > ACTIVE_CACHE_SESSIONS:
+                self._active_cache.pop(next(iter(self._active_cache)))
         return list(rows)
 
     async def commit_turn(
@@ -243,14 +217,8 @@ class SQLiteConversation(SQLiteChatModels):
             await delete_inbox(db, consumed_inbox)
             if isinstance(anchor, AnchorRecord):
                 anchor = anchor_at(anchor, ids)
-            if not isinstance(anchor, Keep):
-                await set_anchor(db, session_id, anchor)
-            if usage is None:
-                await db.execute(
-                    "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
-                )
-            else:
-                await add_usage(db, session_id, usage, now)
+            await move_session_on(db, session_id, now, anchor, usage)
+            if usage is not None:
                 await record_turn(db, session_id, now, anchor, usage)  # docs/design.md#dashboard
         return ids
 

@@ -16,6 +16,7 @@ from gateway.store.dialect import Dialect
 from gateway.store.records import (
     AnchorRecord,
     InboxEntry,
+    Keep,
     NewMessage,
     PendingDelivery,
     Reminder,
@@ -190,44 +191,58 @@ async def delete_inbox(db: aiosqlite.Connection, ids: Sequence[int]) -> None:
         await db.executemany("DELETE FROM inbox WHERE id = ?", [(i,) for i in ids])
 
 
-async def add_usage(db: Any, session_id: str, usage: UsageTotals, now: float) -> None:
-    """Add a turn's usage to its session's totals, and move ``updated_at``."""
+_ANCHOR_SET = (
+    "anchor_prompt_tokens = ?, anchor_completion_tokens = ?, anchor_message_id = ?,"
+    " anchor_fingerprint = ?, anchor_route = ?"
+)
+_USAGE_SET = (
+    "usage_prompt = usage_prompt + ?, usage_completion = usage_completion + ?,"
+    " usage_cache_read = usage_cache_read + ?, usage_cache_write = usage_cache_write + ?,"
+    " usage_requests = usage_requests + ?"
+)
+
+
+def _anchor_values(anchor: AnchorRecord | None) -> tuple[Any, ...]:
+    if anchor is None:
+        return (None, None, None, None, None)
+    return (
+        anchor.prompt_tokens,
+        anchor.completion_tokens,
+        anchor.message_id,
+        anchor.fingerprint,
+        anchor.route,
+    )
+
+
+async def set_anchor(db: Any, session_id: str, anchor: AnchorRecord | None) -> None:
     await db.execute(
-        "UPDATE sessions SET usage_prompt = usage_prompt + ?,"
-        " usage_completion = usage_completion + ?, usage_cache_read = usage_cache_read + ?,"
-        " usage_cache_write = usage_cache_write + ?, usage_requests = usage_requests + ?,"
-        " updated_at = ? WHERE id = ?",
-        (
+        f"UPDATE sessions SET {_ANCHOR_SET} WHERE id = ?", (*_anchor_values(anchor), session_id)
+    )
+
+
+async def move_session_on(
+    db: Any,
+    session_id: str,
+    now: float,
+    anchor: AnchorRecord | Keep | None,
+    usage: UsageTotals | None,
+) -> None:
+    """After a turn, in one statement: ``updated_at``, the anchor (unless kept) and the
+    usage totals (when given)."""
+    sets, values = ["updated_at = ?"], [now]
+    if not isinstance(anchor, Keep):
+        sets.append(_ANCHOR_SET)
+        values += _anchor_values(anchor)
+    if usage is not None:
+        sets.append(_USAGE_SET)
+        values += (
             usage.prompt_tokens,
             usage.completion_tokens,
             usage.cache_read_tokens,
             usage.cache_write_tokens,
             usage.requests,
-            now,
-            session_id,
-        ),
-    )
-
-
-async def set_anchor(
-    db: aiosqlite.Connection, session_id: str, anchor: AnchorRecord | None
-) -> None:
-    values = (
-        (
-            anchor.prompt_tokens,
-            anchor.completion_tokens,
-            anchor.message_id,
-            anchor.fingerprint,
-            anchor.route,
         )
-        if anchor is not None
-        else (None, None, None, None, None)
-    )
-    await db.execute(
-        "UPDATE sessions SET anchor_prompt_tokens = ?, anchor_completion_tokens = ?,"
-        " anchor_message_id = ?, anchor_fingerprint = ?, anchor_route = ? WHERE id = ?",
-        (*values, session_id),
-    )
+    await db.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?", (*values, session_id))
 
 
 async def save_engine_state(

@@ -9,7 +9,7 @@ import socket
 import aiohttp
 import pytest
 
-from adapters.base import OutboundMessage
+from adapters.base import InboundMessage, OutboundMessage
 from adapters.telegram import (
     TelegramAdapter,
     TelegramSettings,
@@ -251,3 +251,39 @@ def test_base_url_for_a_self_hosted_bot_api_server(base_url, api, files):
     settings = TelegramSettings(token="1:x", base_url=base_url)
     assert (settings.api_base_url, settings.file_base_url) == (api, files)
     assert "1:x" not in repr(settings)
+
+
+async def test_a_batchs_chats_are_handed_over_side_by_side_each_in_order(telegram_server):
+    """One poll brought two chats' messages: a slow store for one chat does not hold up
+    the other (their messages then share a commit), each chat's stay in order, and
+    Telegram is told only up to the first message not yet stored."""
+    ids = [
+        telegram_server.push_update({"message": telegram_server.make_message(chat, text)})
+        for chat, text in ((5, "a1"), (5, "a2"), (6, "b1"), (6, "b2"))
+    ]
+    first, last = ids[0], ids[-1]
+    release, other_chat_done = asyncio.Event(), asyncio.Event()
+    stored: list[str] = []
+
+    async def sink(message: InboundMessage) -> None:
+        if message.text == "a1":
+            await release.wait()  # chat 5's first message is slow to store
+        stored.append(message.text)
+        if message.text == "b2":
+            other_chat_done.set()
+
+    adapter = TelegramAdapter(fast_settings(telegram_server))
+    await adapter.start(sink)
+    try:
+        # One after another, b2 would wait behind a1 forever.
+        await asyncio.wait_for(other_chat_done.wait(), CEILING)
+        assert stored == ["b1", "b2"]
+        with pytest.raises(TimeoutError):  # a1 is not stored: nothing from it on is confirmed
+            await telegram_server.wait_for(
+                lambda: telegram_server.confirmed_offset > first, within=0.3
+            )
+        release.set()
+        await telegram_server.wait_for(lambda: telegram_server.confirmed_offset > last)
+        assert stored == ["b1", "b2", "a1", "a2"]
+    finally:
+        await adapter.stop()

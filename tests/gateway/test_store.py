@@ -164,6 +164,45 @@ async def test_reset_ends_the_session_and_keeps_its_rows(store: SQLiteStore) -> 
     assert fresh.id != session.id
 
 
+async def test_messages_stored_at_once_share_a_commit_and_each_learns_if_it_was_new(
+    store: SQLiteStore,
+) -> None:
+    """Group commit (docs/design.md#group-commit): one transaction for what arrives
+    together, each message still deduplicated on its own, each chat's kept in order."""
+    assert await store.conversation.enqueue(entry("seen before", dedupe="u0"))
+    arriving = [
+        entry("a1", dedupe="u1"),
+        entry("b1", key="console:b", dedupe="u2"),
+        entry("a1 again", dedupe="u1"),  # redelivered within the same moment
+        entry("redelivered", dedupe="u0"),
+        entry("a2"),  # no dedupe key: always new
+        entry("b2", key="console:b", dedupe="u3"),
+    ]
+    results = await asyncio.gather(*(store.conversation.enqueue(e) for e in arriving))
+    assert results == [True, True, False, False, True, True]
+    chat_a = await store.conversation.inbox("console:t")
+    chat_b = await store.conversation.inbox("console:b")
+    assert [e.message["content"] for e in chat_a] == ["seen before", "a1", "a2"]
+    assert [e.message["content"] for e in chat_b] == ["b1", "b2"]
+    together = {e.created_at for e in chat_a[1:] + chat_b}
+    assert len(together) == 1, "the four new messages were stored in one transaction"
+
+
+async def test_a_message_that_cannot_be_stored_fails_alone(store: SQLiteStore) -> None:
+    bad = InboxEntry("console:t", "console", "t", {"role": "user", "content": {1}}, 1, True)
+    results = await asyncio.gather(
+        store.conversation.enqueue(entry("before")),
+        store.conversation.enqueue(bad),  # a set: not JSON
+        store.conversation.enqueue(entry("after", dedupe="u9")),
+        return_exceptions=True,
+    )
+    assert results[0] is True and results[2] is True
+    assert isinstance(results[1], TypeError)
+    waiting = await store.conversation.inbox("console:t")
+    assert [e.message["content"] for e in waiting] == ["before", "after"]
+    assert await store.conversation.enqueue(entry("later"))
+
+
 async def test_inbox_dedupes_and_is_consumed_with_the_turn(store: SQLiteStore) -> None:
     assert await store.conversation.enqueue(entry("one", dedupe="u1"))
     assert not await store.conversation.enqueue(entry("one again", dedupe="u1"))
