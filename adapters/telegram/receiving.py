@@ -226,12 +226,15 @@ class UpdatePoller:
         up to the first that was not."""
         fresh = [u for u in updates if self._offset is None or u.update_id >= self._offset]
         stored: set[int] = set()
+        unconfirmed = deque(fresh)
 
         async def one_chat(chat_updates: list[Update]) -> None:
             for update in chat_updates:
                 if self._stopping or not await self._processor.process(update):
                     return  # this chat's later updates wait: its order holds
                 stored.add(update.update_id)
+                while unconfirmed and unconfirmed[0].update_id in stored:  # the stored prefix
+                    self._offset = unconfirmed.popleft().update_id + 1
 
         self._processing = True
         try:
@@ -239,14 +242,9 @@ class UpdatePoller:
         finally:
             self._processing = False
             self._last_success = time.monotonic()
-        for update in fresh:
-            if update.update_id not in stored:
-                if not self._stopping:
-                    # Not confirmed: the next getUpdates returns it again (with the rest).
-                    failures = self._processor.failures(update.update_id)
-                    await asyncio.sleep(self._backoff(failures))
-                return
-            self._offset = update.update_id + 1
+        if unconfirmed and not self._stopping:
+            # Not confirmed: the next getUpdates returns it again (with the rest).
+            await asyncio.sleep(self._backoff(self._processor.failures(unconfirmed[0].update_id)))
 
     def _backoff(self, attempt: int) -> float:
         return min(self._settings.retry_backoff * 2 ** max(attempt - 1, 0), _MAX_BACKOFF)
@@ -302,10 +300,15 @@ class UpdatePoller:
 def _by_chat(updates: list[Update]) -> list[list[Update]]:
     """The updates in chains to run side by side: one per chat, in order. A batch that
     moves a group to a new chat id runs as one chain, as it came."""
-    if any(u.effective_message and u.effective_message.migrate_to_chat_id for u in updates):
+    if any(_moves(u) for u in updates):
         return [updates]
     chains: dict[int | None, list[Update]] = {}
     for update in updates:
         chat = update.effective_chat.id if update.effective_chat else None
         chains.setdefault(chat, []).append(update)
     return list(chains.values())
+
+
+def _moves(update: Update) -> bool:
+    message = update.effective_message
+    return message is not None and bool(message.migrate_to_chat_id or message.migrate_from_chat_id)

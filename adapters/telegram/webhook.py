@@ -37,7 +37,8 @@ class WebhookReceiver:
         self._bot = bot
         self._processor = processor
         self._runner: web.AppRunner | None = None
-        self._one_at_a_time = asyncio.Lock()
+        #: One update at a time per chat (its order), chats side by side: {chat: (lock, users)}.
+        self._chats: dict[int | None, tuple[asyncio.Lock, int]] = {}
 
     async def start(self) -> None:
         app = web.Application()
@@ -66,8 +67,18 @@ class WebhookReceiver:
         update = await self._read_update(request)
         if update is None:
             return web.Response(status=400)
-        async with self._one_at_a_time:
-            stored = await self._processor.process(update)
+        chat = update.effective_chat.id if update.effective_chat else None
+        lock, users = self._chats.get(chat, (asyncio.Lock(), 0))
+        self._chats[chat] = (lock, users + 1)
+        try:
+            async with lock:
+                stored = await self._processor.process(update)
+        finally:
+            lock, users = self._chats[chat]
+            if users == 1:
+                del self._chats[chat]
+            else:
+                self._chats[chat] = (lock, users - 1)
         return web.Response(status=200 if stored else 500)
 
     async def _read_update(self, request: web.Request) -> Update | None:

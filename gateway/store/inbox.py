@@ -5,8 +5,8 @@ costs a synced commit. When a poll brings fifty messages, fifty commits one afte
 another would make the poller the bottleneck (docs/design.md#group-commit). Here the
 first message is written at once; the ones that arrive while that commit runs wait for
 the next, which takes them all — one transaction, one sync, four statements whatever
-their number. Each caller still learns whether its own message was new; a batch that
-fails is written again message by message, so one bad message fails alone.
+their number. Each caller still learns whether its own message was new; a message that
+cannot be made a row fails alone, and a failed write fails its batch.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.store.dialect import Database
+from gateway.store.errors import StoreError
 from gateway.store.records import InboxEntry
 
 #: At most this many messages share a transaction (SQLite's limit on parameters is far).
@@ -49,56 +50,62 @@ class InboxWriter:
         return await asyncio.shield(future)
 
     async def _flush(self) -> None:
-        while self._waiting:
-            batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
-            try:
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
                 await self._settle(batch)
-            except BaseException:  # cancelled: nothing more is written
-                batch, self._waiting = batch + self._waiting, []
-                for _, future in batch:
-                    if not future.done():
-                        future.cancel()
-                raise
+        finally:  # cancelled (the loop is closing): nobody waits forever
+            batch, self._waiting = self._waiting, []
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(StoreError("the inbox writer stopped"))
 
     async def _settle(self, batch: list[tuple[InboxEntry, asyncio.Future[bool]]]) -> None:
-        """Write ``batch`` in one transaction; if that fails, each message alone, so one
-        that cannot be stored takes no other down with it."""
+        """Write ``batch`` in one transaction. A message that cannot even be turned into
+        a row fails alone; a failed write fails the batch (the same cause for all)."""
+        now = time.time()
+        rows: list[tuple[InboxEntry, asyncio.Future[bool], tuple[Any, ...]]] = []
+        for entry, future in batch:
+            try:
+                rows.append((entry, future, _row(entry, now)))
+            except Exception as error:
+                future.set_exception(error)
+        if not rows:
+            return
         try:
-            stored = await self._write([entry for entry, _ in batch])
+            stored = await self._write([(entry, row) for entry, _, row in rows], now)
         except Exception as error:
-            if len(batch) == 1:
-                _, future = batch[0]
+            for _, future, _ in rows:
                 if not future.done():
                     future.set_exception(error)
-                return
-            for one in batch:
-                await self._settle([one])
             return
-        for (_, future), new in zip(batch, stored, strict=True):
+        for (_, future, _), new in zip(rows, stored, strict=True):
             if not future.done():
                 future.set_result(new)
 
-    async def _write(self, entries: Sequence[InboxEntry]) -> list[bool]:
-        now = time.time()
-        keys = [entry.dedupe_key for entry in entries if entry.dedupe_key is not None]
+    async def _write(
+        self, entries: Sequence[tuple[InboxEntry, tuple[Any, ...]]], now: float
+    ) -> list[bool]:
+        keys = [entry.dedupe_key for entry, _ in entries if entry.dedupe_key is not None]
         async with self._connection.transaction() as db:
             new_keys: set[str] = set()
             if keys:
                 values = ", ".join(["(?, ?)"] * len(keys))
-                rows = await db.execute_fetchall(
+                found = await db.execute_fetchall(
                     f"INSERT INTO inbound_seen(dedupe_key, seen_at) VALUES {values}"
                     " ON CONFLICT DO NOTHING RETURNING dedupe_key",
                     [value for key in keys for value in (key, now)],
                 )
-                new_keys = {row[0] for row in rows}
+                new_keys = {row[0] for row in found}
             stored = []
-            for entry in entries:  # a key twice in one batch: the first one is new
+            for entry, _ in entries:  # a key twice in one batch: the first one is new
                 key = entry.dedupe_key
                 stored.append(key is None or key in new_keys)
-                new_keys.discard(key or "")
-            rows_to_add = [_row(e, now) for e, new in zip(entries, stored, strict=True) if new]
-            if rows_to_add:
-                await db.executemany(_INSERT_INBOX, rows_to_add)
+                if key is not None:
+                    new_keys.discard(key)
+            rows = [row for (_, row), new in zip(entries, stored, strict=True) if new]
+            if rows:
+                await db.executemany(_INSERT_INBOX, rows)
         return stored
 
 
