@@ -260,9 +260,6 @@ def _wire_tokens(message: Mapping[str, Any], rough: int | None = None) -> int:
     request carries (ids, tool names)."""
     if rough is None:
         rough = estimate_message_tokens_rough(message)
-    extra = message.get("tool_call_id") or message.get("name")
-    if not extra:
-        return rough
     extra = str(message.get("tool_call_id") or "") + str(message.get("name") or "")
     return rough + estimate_text_tokens_rough(extra)
 

@@ -226,8 +226,8 @@ class CatchUp:
         """Whether ``channel``'s events come on one of ``shards``; a channel no shard of
         this process carries is remembered, and never looked up again."""
         count, runs = self.settings.shard_count, self.settings.shards
-        if count is None or runs is None:
-            return True  # unsharded: every chat
+        if count is None or runs is None:  # unsharded: every chat
+            return True
         shard = shard_of(channel, count)
         if shard not in runs:
             self._elsewhere.add(channel.id)

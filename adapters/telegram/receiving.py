@@ -304,9 +304,13 @@ def _by_chat(updates: list[Update]) -> list[list[Update]]:
         return [updates]
     chains: dict[int | None, list[Update]] = {}
     for update in updates:
-        chat = update.effective_chat.id if update.effective_chat else None
-        chains.setdefault(chat, []).append(update)
+        chains.setdefault(chat_of(update), []).append(update)
     return list(chains.values())
+
+
+def chat_of(update: Update) -> int | None:
+    """The id of the chat ``update`` belongs to (None for the rare one without)."""
+    return update.effective_chat.id if update.effective_chat else None
 
 
 def _moves(update: Update) -> bool:

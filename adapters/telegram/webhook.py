@@ -21,7 +21,7 @@ import logging
 from aiohttp import web
 from telegram import Bot, Update
 
-from adapters.telegram.receiving import UpdateProcessor
+from adapters.telegram.receiving import UpdateProcessor, chat_of
 from adapters.telegram.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class WebhookReceiver:
         update = await self._read_update(request)
         if update is None:
             return web.Response(status=400)
-        chat = update.effective_chat.id if update.effective_chat else None
+        chat = chat_of(update)
         lock, users = self._chats.get(chat, (asyncio.Lock(), 0))
         self._chats[chat] = (lock, users + 1)
         try:

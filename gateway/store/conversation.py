@@ -178,15 +178,15 @@ class SQLiteConversation(SQLiteChatModels):
         async with self.connection.read() as db:
             # One trip: whether the rows held are still the session's, and what came after.
             found = await db.execute_fetchall(_ACTIVE_AFTER, key)
-            if rows and tuple(next(iter(found))[-2:]) != (generation, len(rows)):
+            if rows and tuple(found[0][-2:]) != (generation, len(rows)):
                 rows, key["last"] = [], float("-inf")  # compacted or erased: read them all
                 found = await db.execute_fetchall(_ACTIVE_AFTER, key)
         fetched = [row for row in found if row[0] is not None]
         rows = rows + [stored_message(row) for row in fetched]
         if fetched:
             last_seq = fetched[-1][-3]
-        generation = next(iter(found))[-2] if found else -1
-        if rows and generation is not None and generation >= 0:
+        generation = found[0][-2]  # None: no such session
+        if rows and generation is not None:
             self._active_cache[session_id] = (generation, last_seq, rows)
             while len(self._active_cache) > ACTIVE_CACHE_SESSIONS:
                 self._active_cache.pop(next(iter(self._active_cache)))

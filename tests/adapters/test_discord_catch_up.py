@@ -17,19 +17,14 @@ from adapters.discord_adapter.catch_up import CatchUpChat
 from tests.adapters.discord_fixtures import LogCapture, settings, watching_logs
 from tests.fakes.discord_server import FakeDiscord, running_fake_discord
 from tests.fakes.discord_world import (
-    BOT_ID,
+    BOTH_GUILDS,
     CHANNEL_ID,
     DM_CHANNEL_ID,
-    GUILD_ID,
+    MENTION,
     SECOND_CHANNEL_ID,
-    SECOND_GUILD_ID,
     THREAD_ID,
 )
 from tests.fakes.sink import RecordingSink
-
-MENTION = f"<@{BOT_ID}>"
-#: With two shards: Night Shift (CHANNEL_ID, THREAD_ID) on shard 0, Day Shift on shard 1.
-BOTH_GUILDS = (GUILD_ID, SECOND_GUILD_ID)
 
 
 class StoredSoFar:

@@ -14,17 +14,12 @@ from adapters.discord_adapter import DiscordSettings
 from tests.adapters.discord_fixtures import running_adapter
 from tests.fakes.discord_server import running_fake_discord
 from tests.fakes.discord_world import (
-    BOT_ID,
+    BOTH_GUILDS,
     CHANNEL_ID,
     DM_CHANNEL_ID,
-    GUILD_ID,
+    MENTION,
     SECOND_CHANNEL_ID,
-    SECOND_GUILD_ID,
 )
-
-MENTION = f"<@{BOT_ID}>"
-#: Night Shift is on shard 0 of 2, Day Shift on shard 1.
-BOTH_GUILDS = (GUILD_ID, SECOND_GUILD_ID)
 
 
 def sharded(*shard_ids: int, **more: Any) -> dict[str, Any]:

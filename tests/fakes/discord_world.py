@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 BOT_ID = 1_000_000_000_000_001
+#: How a message mentions the bot.
+MENTION = f"<@{BOT_ID}>"
 APPLICATION_ID = BOT_ID
 GUILD_ID = 2_000_000_000_000_001
 CHANNEL_ID = 3_000_000_000_000_001
@@ -26,6 +28,8 @@ BOT_ROLE_ID = 8_000_000_000_000_001
 SECOND_GUILD_ID = GUILD_ID + (1 << 22)
 SECOND_CHANNEL_ID = 3_000_000_000_000_003
 SECOND_BOT_ROLE_ID = 8_000_000_000_000_002
+#: Both guilds: with two shards, Night Shift on shard 0 and Day Shift on shard 1.
+BOTH_GUILDS = (GUILD_ID, SECOND_GUILD_ID)
 #: The guild of each guild channel (a DM has none).
 GUILD_OF = {
     CHANNEL_ID: GUILD_ID,
