@@ -25,7 +25,7 @@ from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.transcript import SessionTranscript, report_failed_compression
 from gateway.events import EventBus
 from gateway.memory.scopes import Memories
-from gateway.store import ConversationStore, InboxEntry, SessionOrigin
+from gateway.store import ConversationStore, InboxEntry, PendingDelivery, SessionOrigin
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,9 @@ class TurnRunner:
         self.memories = memories
 
     async def drain(self, key: str) -> None:
-        await self.redeliver_pending(key)  # an answer lost to an outage goes before the next
-        entries = await self.store.inbox(key)
+        waiting = await self.store.waiting(key)
+        await self._redeliver(waiting.replies)  # an answer lost to an outage goes first
+        entries = waiting.inbox
         if not entries:
             return
         runtime = await self.sessions.open(_origin(entries[-1]))
@@ -205,8 +206,11 @@ class TurnRunner:
 
         Runs in the session's lane, so it never races the turn that wrote them.
         """
+        return await self._redeliver(await self.store.pending_deliveries(session_key))
+
+    async def _redeliver(self, replies: list[PendingDelivery]) -> int:
         sent = 0
-        for pending in await self.store.pending_deliveries(session_key):
+        for pending in replies:
             target = OutboundMessage(
                 platform=pending.platform,
                 chat_id=pending.chat_id or "",

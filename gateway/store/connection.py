@@ -17,13 +17,14 @@ import aiosqlite
 
 from gateway.store import sql as sqlite_dialect
 from gateway.store.datadir_lock import DataDirLock
-from gateway.store.dialect import Dialect
+from gateway.store.dialect import Body, Dialect, T
 from gateway.store.errors import StoreError, diagnose
 from gateway.store.rows import (
     read_only_uri,
     user_version,
 )
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
+from gateway.store.trip import in_one_trip
 
 #: How :meth:`Connection.open` opens the file (see there).
 Access = Literal["exclusive", "read_only", "shared"]
@@ -195,6 +196,20 @@ class Connection:
                 await asyncio.shield(_roll_back(db, begin))
                 raise
             await asyncio.shield(db.execute("COMMIT"))
+
+    async def atomically(self, body: Body[T]) -> T:
+        """``body(handle)`` in one write transaction, in one trip to SQLite's thread
+        (gateway/store/trip.py): the hot path's writes take this door."""
+        db = self._conn()
+        async with self._lock:
+            # Shielded: a cancelled caller leaves the trip to end whole, or not at all.
+            return await asyncio.shield(in_one_trip(db, body, begin="BEGIN IMMEDIATE"))
+
+    async def snapshot(self, body: Body[T]) -> T:
+        """``body(handle)``'s reads, in one trip, all seeing the same moment."""
+        db = self._conn()
+        async with self._lock:
+            return await asyncio.shield(in_one_trip(db, body, begin="BEGIN"))
 
     async def write_unsynced(self, statement: str) -> None:
         # One trip to SQLite's thread, no fsync: WAL keeps the commit across a crash of

@@ -28,6 +28,7 @@ from gateway.store.records import (
     SessionRecord,
     StoredMessage,
     UsageTotals,
+    Waiting,
 )
 from gateway.store.rows import (
     MESSAGE_COLUMNS,
@@ -95,6 +96,21 @@ class SQLiteConversation(SQLiteChatModels):
                 "SELECT * FROM inbox WHERE session_key = ? ORDER BY id", (session_key,)
             )
         return [inbox_entry(row) for row in rows]
+
+    async def waiting(self, session_key: str) -> Waiting:
+        """The session's undelivered replies and its inbox, in one trip: what its lane
+        reads each time it wakes."""
+
+        async def read(db: Any) -> Waiting:
+            replies = await db.execute_fetchall(self.sql.PENDING_DELIVERIES, {"key": session_key})
+            inbox = await db.execute_fetchall(
+                "SELECT * FROM inbox WHERE session_key = ? ORDER BY id", (session_key,)
+            )
+            return Waiting(
+                [pending_delivery(row) for row in replies], [inbox_entry(row) for row in inbox]
+            )
+
+        return await self.connection.snapshot(read)
 
     async def forget_seen(self, before: float) -> int:
         async with self.connection.transaction() as db:
@@ -210,17 +226,19 @@ class SQLiteConversation(SQLiteChatModels):
         same transaction; if it was not pending any more, nothing is written (``[]``).
         """
         now = time.time()
-        async with self.connection.transaction() as db:
+
+        async def turn(db: Any) -> list[int]:
             if reminder_sent is not None and not await mark_reminder_sent(db, reminder_sent, now):
                 return []
             ids = await insert_messages(db, self.sql, session_id, new, now)
             await delete_inbox(db, consumed_inbox)
-            if isinstance(anchor, AnchorRecord):
-                anchor = anchor_at(anchor, ids)
-            await move_session_on(db, session_id, now, anchor, usage)
+            moved = anchor_at(anchor, ids) if isinstance(anchor, AnchorRecord) else anchor
+            await move_session_on(db, session_id, now, moved, usage)
             if usage is not None:
-                await record_turn(db, session_id, now, anchor, usage)  # docs/design.md#dashboard
-        return ids
+                await record_turn(db, session_id, now, moved, usage)  # docs/design.md#dashboard
+            return ids
+
+        return await self.connection.atomically(turn)
 
     async def archive_and_compact(self, session_id: str, compaction: Compaction) -> list[int]:
         """Commit a compaction in place, in one transaction (docs/design.md#compaction-commit).

@@ -7,9 +7,13 @@ they cannot share come from their connection's dialect: :mod:`gateway.store.sql`
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+#: Statements as a coroutine function over a handle, awaiting nothing but its calls.
+Body = Callable[[Any], Coroutine[Any, Any, T]]
 
 
 class Dialect(Protocol):
@@ -43,7 +47,9 @@ class Database(Protocol):
     :meth:`transaction` yields a handle for writes in one transaction; :meth:`read` one
     for reads. A handle answers ``execute`` (``rowcount``, ``lastrowid``),
     ``execute_fetchall`` and ``executemany``, with ``?`` / ``:name`` placeholders, on
-    either database.
+    either database. :meth:`atomically` and :meth:`snapshot` take the statements as a
+    coroutine function over a handle instead, which awaits nothing but the handle's
+    calls: SQLite runs it in one trip to its thread (gateway/store/trip.py).
     """
 
     @property
@@ -52,6 +58,13 @@ class Database(Protocol):
     def transaction(self) -> AbstractAsyncContextManager[Any]: ...
 
     def read(self) -> AbstractAsyncContextManager[Any]: ...
+
+    async def atomically(self, body: Body[T]) -> T:
+        """``body(handle)`` in one write transaction."""
+
+    async def snapshot(self, body: Body[T]) -> T:
+        """``body(handle)``'s reads (one snapshot on SQLite; on PostgreSQL each statement
+        sees the latest commits, as :meth:`read` does)."""
 
     async def write_unsynced(self, statement: str) -> None:
         """Run one self-contained write (no placeholders) in a transaction of its own

@@ -4,9 +4,10 @@ Every inbound message must be durable before its platform is told it arrived, wh
 costs a synced commit. When a poll brings fifty messages, fifty commits one after
 another would make the poller the bottleneck (docs/design.md#group-commit). Here the
 first message is written at once; the ones that arrive while that commit runs wait for
-the next, which takes them all — one transaction, one sync, four statements whatever
-their number. Each caller still learns whether its own message was new; a message that
-cannot be made a row fails alone, and a failed write fails its batch.
+the next, which takes them all — one transaction, one sync, two statements whatever
+their number, one trip to SQLite's thread. Each caller still learns whether its own
+message was new; a message that cannot be made a row fails alone, and a failed write
+fails its batch.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ class InboxWriter:
         self, entries: Sequence[tuple[InboxEntry, tuple[Any, ...]]], now: float
     ) -> list[bool]:
         keys = [entry.dedupe_key for entry, _ in entries if entry.dedupe_key is not None]
-        async with self._connection.transaction() as db:
+
+        async def write(db: Any) -> list[bool]:
             new_keys: set[str] = set()
             if keys:
                 values = ", ".join(["(?, ?)"] * len(keys))
@@ -106,7 +108,9 @@ class InboxWriter:
             rows = [row for (_, row), new in zip(entries, stored, strict=True) if new]
             if rows:
                 await db.executemany(_INSERT_INBOX, rows)
-        return stored
+            return stored
+
+        return await self._connection.atomically(write)
 
 
 def _row(entry: InboxEntry, now: float) -> tuple[Any, ...]:

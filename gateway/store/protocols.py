@@ -48,6 +48,7 @@ from gateway.store.records import (
     SessionSummary,
     StoredMessage,
     UsageTotals,
+    Waiting,
 )
 
 
@@ -66,6 +67,10 @@ class ConversationStore(Protocol):
         ...
 
     async def inbox(self, session_key: str) -> list[InboxEntry]: ...
+
+    async def waiting(self, session_key: str) -> Waiting:
+        """The session's undelivered replies and its inbox, in one read."""
+        ...
 
     async def session_keys_with_inbox(self) -> list[str]: ...
 

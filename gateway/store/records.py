@@ -150,6 +150,15 @@ class PendingDelivery:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """What a session's lane finds when it wakes: replies stored but not delivered
+    (oldest first) and the inbox (docs/design.md#delivery-guarantee)."""
+
+    replies: list[PendingDelivery]
+    inbox: list[InboxEntry]
+
+
+@dataclass(frozen=True)
 class SearchHit:
     message_id: int
     role: str

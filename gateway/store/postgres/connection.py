@@ -16,7 +16,7 @@ from typing import Literal, Self
 
 import asyncpg
 
-from gateway.store.dialect import Dialect
+from gateway.store.dialect import Body, Dialect, T
 from gateway.store.errors import StoreError
 from gateway.store.postgres import sql as postgres_dialect
 from gateway.store.postgres.handle import Handle
@@ -91,6 +91,14 @@ class PgConnection:
     async def transaction(self) -> AsyncIterator[Handle]:
         async with self._acquire() as connection, connection.transaction():
             yield Handle(connection)
+
+    async def atomically(self, body: Body[T]) -> T:
+        async with self.transaction() as db:
+            return await body(db)
+
+    async def snapshot(self, body: Body[T]) -> T:
+        async with self.read() as db:
+            return await body(db)
 
     async def write_unsynced(self, statement: str) -> None:
         # synchronous_commit off: the commit does not wait for PostgreSQL's WAL flush.

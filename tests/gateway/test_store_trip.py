@@ -1,0 +1,93 @@
+"""A transaction body in one trip (gateway/store/trip.py): all of it or none of it, on
+both databases; and on SQLite a caller that gives up cannot cut a transaction in half."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.store import SQLiteStore
+from tests.waiting import CEILING
+
+SEEN = "INSERT INTO inbound_seen(dedupe_key, seen_at) VALUES (?, 0)"
+
+
+async def keys(store: Any) -> list[str]:
+    async with store.connection.read() as db:
+        rows = await db.execute_fetchall("SELECT dedupe_key FROM inbound_seen ORDER BY 1")
+    return [row[0] for row in rows]
+
+
+async def test_a_body_commits_whole_and_hands_back_its_result(backend_store: Any) -> None:
+    async def body(db: Any) -> int:
+        await db.execute(SEEN, ("a",))
+        await db.executemany(SEEN, [("b",), ("c",)])
+        rows = await db.execute_fetchall("SELECT count(*) FROM inbound_seen")
+        return int(rows[0][0])
+
+    assert await backend_store.connection.atomically(body) == 3
+    assert await keys(backend_store) == ["a", "b", "c"]
+
+
+async def test_a_body_that_fails_leaves_nothing(backend_store: Any) -> None:
+    async def body(db: Any) -> None:
+        await db.execute(SEEN, ("a",))
+        await db.execute(SEEN, ("a",))  # the key is unique: this statement fails
+
+    with pytest.raises(Exception, match=r"(?i)unique"):
+        await backend_store.connection.atomically(body)
+    assert await keys(backend_store) == []
+
+    async def again(db: Any) -> None:  # and the connection is fit for the next one
+        await db.execute(SEEN, ("b",))
+
+    await backend_store.connection.atomically(again)
+    assert await keys(backend_store) == ["b"]
+
+
+async def test_a_snapshot_reads_in_one_go(backend_store: Any) -> None:
+    async def write(db: Any) -> None:
+        await db.executemany(SEEN, [("a",), ("b",)])
+
+    await backend_store.connection.atomically(write)
+
+    async def read(db: Any) -> tuple[int, list[str]]:
+        count = await db.execute_fetchall("SELECT count(*) FROM inbound_seen")
+        rows = await db.execute_fetchall("SELECT dedupe_key FROM inbound_seen ORDER BY 1")
+        return int(count[0][0]), [row[0] for row in rows]
+
+    assert await backend_store.connection.snapshot(read) == (2, ["a", "b"])
+
+
+async def test_a_body_may_await_only_its_statements_on_sqlite(tmp_path: Path) -> None:
+    async def body(db: Any) -> None:
+        await db.execute(SEEN, ("a",))
+        await asyncio.sleep(0)  # anything else would suspend on SQLite's thread
+
+    async with SQLiteStore(tmp_path / "state.db") as store:
+        with pytest.raises(RuntimeError, match="awaited something other than its statements"):
+            await store.connection.atomically(body)
+        assert await keys(store) == []
+
+
+async def test_a_cancelled_caller_leaves_the_trip_to_finish_whole(tmp_path: Path) -> None:
+    inside, go_on = threading.Event(), threading.Event()
+
+    async def body(db: Any) -> None:
+        await db.execute(SEEN, ("a",))
+        inside.set()  # on SQLite's thread, between two statements
+        go_on.wait(CEILING)
+        await db.execute(SEEN, ("b",))
+
+    async with SQLiteStore(tmp_path / "state.db") as store:
+        caller = asyncio.create_task(store.connection.atomically(body))
+        assert await asyncio.to_thread(inside.wait, CEILING)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        go_on.set()
+        assert await keys(store) == ["a", "b"]  # read after the trip, on the same thread
