@@ -279,14 +279,12 @@ async def test_a_read_only_data_dir_is_a_permissions_problem_in_one_line(
     (data / "state.db").chmod(0o400)
     data.chmod(0o500)
     prefix = without_root_privileges()
+    results, codes = [], []
     try:
-        results = await asyncio.gather(
-            *(
-                spawn(*command.split(), "-c", str(config), cwd=tmp_path, prefix=prefix)
-                for command in COMMANDS
-            )
-        )
-        codes = [await child.end(within=20) for child in results]
+        for command in COMMANDS:  # one after the other: side by side, one would hold the lock
+            child = await spawn(*command.split(), "-c", str(config), cwd=tmp_path, prefix=prefix)
+            results.append(child)
+            codes.append(await child.end(within=20))
     finally:
         data.chmod(0o700)
     assert all(codes), codes
