@@ -30,8 +30,17 @@ FINISH_REASONS = {
 }
 
 
+#: A row with only these keys, its content text, is already its own wire form.
+_TEXT_ROW_KEYS = frozenset({"role", "content"})
+
+
 def to_wire_message(message: dict[str, Any]) -> dict[str, Any]:
-    """Keep only the keys the API defines; normalise tool calls; drop empty optionals."""
+    """Keep only the keys the API defines; normalise tool calls; drop empty optionals.
+
+    A plain text row comes back as it is, not copied: most rows of a long chat are, and
+    nothing downstream writes to a request's messages (stored rows are read-only)."""
+    if message.keys() <= _TEXT_ROW_KEYS and isinstance(message.get("content"), str):
+        return message
     wire = {key: message[key] for key in WIRE_MESSAGE_KEYS if key in message}
     if "content" not in wire:
         wire["content"] = None if wire.get("tool_calls") else ""

@@ -22,6 +22,7 @@ from gateway.store import (
     NewMessage,
     SessionOrigin,
     SessionRecord,
+    StoredMessage,
 )
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,12 @@ class SessionRegistry:
         The store decides which session is current, so a session ended or erased from
         outside (``nightowl sessions forget`` on a live gateway) is never written to again.
         """
-        record = await self.store.current_session(origin.session_key)
+        return await self.open_current(origin, await self.store.current_session(origin.session_key))
+
+    async def open_current(
+        self, origin: SessionOrigin, record: SessionRecord | None
+    ) -> SessionRuntime:
+        """:meth:`open`, with the current session's record (None: none) just read."""
         runtime = self._open.get(origin.session_key)
         if runtime is not None and record is not None and runtime.id == record.id:
             self._follow_window(runtime)
@@ -110,10 +116,15 @@ class SessionRegistry:
         self._open.pop(key, None)
 
     async def transcript(
-        self, runtime: SessionRuntime, entries: list[InboxEntry] | None = None
+        self,
+        runtime: SessionRuntime,
+        entries: list[InboxEntry] | None = None,
+        history: list[StoredMessage] | None = None,
     ) -> SessionTranscript:
-        """The session's active rows (plus ``entries`` waiting to join), ready to write to."""
-        history = await self.store.load_active(runtime.id)
+        """The session's active rows (plus ``entries`` waiting to join), ready to write to;
+        ``history``: the rows, when they were just read."""
+        if history is None:
+            history = await self.store.load_active(runtime.id)
         transcript = SessionTranscript(
             self.store,
             runtime,

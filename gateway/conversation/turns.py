@@ -64,8 +64,11 @@ class TurnRunner:
         entries = waiting.inbox
         if not entries:
             return
-        runtime = await self.sessions.open(_origin(entries[-1]))
-        transcript = await self.sessions.transcript(runtime, entries)
+        runtime = await self.sessions.open_current(_origin(entries[-1]), waiting.session)
+        found = waiting.session is not None and waiting.session.id == runtime.id
+        transcript = await self.sessions.transcript(
+            runtime, entries, waiting.history if found else None
+        )
         if not any(entry.addressed for entry in entries):
             await (
                 transcript.store_observed()

@@ -202,14 +202,17 @@ class Connection:
         (gateway/store/trip.py): the hot path's writes take this door."""
         db = self._conn()
         async with self._lock:
-            # Shielded: a cancelled caller leaves the trip to end whole, or not at all.
-            return await asyncio.shield(in_one_trip(db, body, begin="BEGIN IMMEDIATE"))
+            # Not shielded, and need not be: once queued, the trip ends whole (or not at
+            # all) on SQLite's thread whatever becomes of its caller, and whatever comes
+            # next queues behind it. A shield's extra task would start the trip only
+            # after everything else ready on the loop (a poll, say) had run.
+            return await in_one_trip(db, body, begin="BEGIN IMMEDIATE")
 
     async def snapshot(self, body: Body[T]) -> T:
         """``body(handle)``'s reads, in one trip, all seeing the same moment."""
         db = self._conn()
         async with self._lock:
-            return await asyncio.shield(in_one_trip(db, body, begin="BEGIN"))
+            return await in_one_trip(db, body, begin="BEGIN")
 
     async def write_unsynced(self, statement: str) -> None:
         # One trip to SQLite's thread, no fsync: WAL keeps the commit across a crash of

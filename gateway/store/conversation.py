@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from agent.compression.markers import SUMMARY_PREFIX
+from gateway.store.active_rows import ActiveRows
 from gateway.store.chat_models import SQLiteChatModels
 from gateway.store.connection import new_session_id
 from gateway.store.dashboard import record_compaction, record_turn
@@ -31,7 +34,6 @@ from gateway.store.records import (
     Waiting,
 )
 from gateway.store.rows import (
-    MESSAGE_COLUMNS,
     anchor_at,
     delete_inbox,
     inbox_entry,
@@ -46,21 +48,9 @@ from gateway.store.rows import (
     search_hit,
     session_record,
     set_anchor,
-    stored_message,
 )
 
-#: Sessions whose active rows are kept between turns (least recently used go first).
-ACTIVE_CACHE_SESSIONS = 256
-#: A session's active rows after seq :last, each with the session's compression count
-#: and how many active rows it has up to :last (one row of NULLs when none came after).
-_ACTIVE_AFTER = (
-    f"SELECT {MESSAGE_COLUMNS}, m.seq, v.generation, v.held FROM"
-    " (SELECT (SELECT compression_count FROM sessions WHERE id = :id) AS generation,"
-    " (SELECT count(*) FROM messages WHERE session_id = :id AND active = 1 AND seq <= :last)"
-    " AS held) v"
-    " LEFT JOIN messages m ON m.session_id = :id AND m.active = 1 AND m.seq > :last"
-    " ORDER BY m.seq"
-)
+_CURRENT_SESSION = "SELECT * FROM sessions WHERE session_key = ? AND ended_at IS NULL"
 
 
 class SQLiteConversation(SQLiteChatModels):
@@ -71,8 +61,7 @@ class SQLiteConversation(SQLiteChatModels):
         self._inbox = InboxWriter(connection)
         #: What this database says its own way (docs/design.md#postgresql).
         self.sql = connection.dialect
-        # session id -> (compression count, last seq, active rows): see load_active.
-        self._active_cache: dict[str, tuple[int, float, list[StoredMessage]]] = {}
+        self._active = ActiveRows()  # kept between turns: gateway/store/active_rows.py
 
     # -- inbox ---------------------------------------------------------------------------
 
@@ -98,17 +87,25 @@ class SQLiteConversation(SQLiteChatModels):
         return [inbox_entry(row) for row in rows]
 
     async def waiting(self, session_key: str) -> Waiting:
-        """The session's undelivered replies and its inbox, in one trip: what its lane
-        reads each time it wakes."""
+        """What the session's lane reads each time it wakes, in one trip: undelivered
+        replies, the inbox and, when the inbox holds anything, the current session and
+        its active rows."""
 
         async def read(db: Any) -> Waiting:
             replies = await db.execute_fetchall(self.sql.PENDING_DELIVERIES, {"key": session_key})
             inbox = await db.execute_fetchall(
                 "SELECT * FROM inbox WHERE session_key = ? ORDER BY id", (session_key,)
             )
-            return Waiting(
+            waiting = Waiting(
                 [pending_delivery(row) for row in replies], [inbox_entry(row) for row in inbox]
             )
+            if waiting.inbox:
+                found = await db.execute_fetchall(_CURRENT_SESSION, (session_key,))
+                if found:
+                    session = session_record(found[0])
+                    rows = await self._active.read(db, session.id)
+                    return replace(waiting, session=session, history=rows)
+            return waiting
 
         return await self.connection.snapshot(read)
 
@@ -128,12 +125,7 @@ class SQLiteConversation(SQLiteChatModels):
 
     async def current_session(self, session_key: str) -> SessionRecord | None:
         async with self.connection.read() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT * FROM sessions WHERE session_key = ? AND ended_at IS NULL",
-                    (session_key,),
-                )
-            )
+            rows = list(await db.execute_fetchall(_CURRENT_SESSION, (session_key,)))
         return session_record(rows[0]) if rows else None
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
@@ -182,31 +174,8 @@ class SQLiteConversation(SQLiteChatModels):
     # -- messages ------------------------------------------------------------------------
 
     async def load_active(self, session_id: str) -> list[StoredMessage]:
-        """The session's active rows in conversation order. Treat the dicts as read-only.
-
-        Rows read earlier are reused while one cheap query proves nothing changed under
-        them: the same compression count (no compaction since, by any process) and the
-        same number of active rows up to the last seq we hold (none archived or erased).
-        Only rows after it are read. The archive is never touched.
-        """
-        generation, last_seq, rows = self._active_cache.pop(session_id, (-1, 0.0, []))
-        key = {"id": session_id, "last": last_seq if rows else float("-inf")}
-        async with self.connection.read() as db:
-            # One trip: whether the rows held are still the session's, and what came after.
-            found = await db.execute_fetchall(_ACTIVE_AFTER, key)
-            if rows and tuple(found[0][-2:]) != (generation, len(rows)):
-                rows, key["last"] = [], float("-inf")  # compacted or erased: read them all
-                found = await db.execute_fetchall(_ACTIVE_AFTER, key)
-        fetched = [row for row in found if row[0] is not None]
-        rows = rows + [stored_message(row) for row in fetched]
-        if fetched:
-            last_seq = fetched[-1][-3]
-        generation = found[0][-2]  # None: no such session
-        if rows and generation is not None:
-            self._active_cache[session_id] = (generation, last_seq, rows)
-            while len(self._active_cache) > ACTIVE_CACHE_SESSIONS:
-                self._active_cache.pop(next(iter(self._active_cache)))
-        return list(rows)
+        """The session's active rows in conversation order. Treat the dicts as read-only."""
+        return await self.connection.snapshot(partial(self._active.read, session_id=session_id))
 
     async def commit_turn(
         self,
@@ -270,7 +239,7 @@ class SQLiteConversation(SQLiteChatModels):
             if compaction.engine_state is not None:
                 await save_engine_state(db, session_id, compaction.engine_state)
             await record_compaction(db, session_id, now, compaction.mark)
-        self._active_cache.pop(session_id, None)
+        self._active.forget(session_id)
         return ids
 
     async def rotate(

@@ -152,10 +152,14 @@ class PendingDelivery:
 @dataclass(frozen=True)
 class Waiting:
     """What a session's lane finds when it wakes: replies stored but not delivered
-    (oldest first) and the inbox (docs/design.md#delivery-guarantee)."""
+    (oldest first, docs/design.md#delivery-guarantee), the inbox, and — read only when
+    the inbox holds anything — the current session (None: there is none) and its active
+    rows."""
 
     replies: list[PendingDelivery]
     inbox: list[InboxEntry]
+    session: SessionRecord | None = None
+    history: list[StoredMessage] | None = None
 
 
 @dataclass(frozen=True)

@@ -251,6 +251,27 @@ async def test_pending_delivery_until_marked(store: SQLiteStore) -> None:
     assert await store.conversation.pending_deliveries() == []
 
 
+async def test_a_lane_reads_what_waits_for_it_in_one_go(store: SQLiteStore) -> None:
+    conversation = store.conversation
+    empty = await conversation.waiting("console:t")
+    assert (empty.replies, empty.inbox, empty.session, empty.history) == ([], [], None, None)
+    session = await conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    ids = await conversation.commit_turn(
+        session.id,
+        [NewMessage({"role": "assistant", "content": "owed"}, 1, pending_delivery=True)],
+    )
+    owed = await conversation.waiting("console:t")
+    assert [p.message_id for p in owed.replies] == ids
+    assert owed.session is None and owed.history is None  # nothing to answer: not read
+    await conversation.enqueue(entry("next"))
+    found = await conversation.waiting("console:t")
+    assert [e.message["content"] for e in found.inbox] == ["next"]
+    assert found.session is not None and found.session.id == session.id
+    assert [m.message["content"] for m in found.history or []] == ["sys", "owed"]
+    await conversation.end_session(session.id, "reset")
+    assert (await conversation.waiting("console:t")).session is None  # ended: none current
+
+
 async def test_forget_erases_only_that_conversation(store: SQLiteStore) -> None:
     mine = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
     other = await store.conversation.start_session(
