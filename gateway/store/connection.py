@@ -24,7 +24,7 @@ from gateway.store.rows import (
     user_version,
 )
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
-from gateway.store.trip import in_one_trip
+from gateway.store.trip import GroupCommit, in_one_trip
 
 #: How :meth:`Connection.open` opens the file (see there).
 Access = Literal["exclusive", "read_only", "shared"]
@@ -54,6 +54,7 @@ class Connection:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._db: aiosqlite.Connection | None = None
+        self._group: GroupCommit | None = None
         # One connection, one lock: a transaction never interleaves with another
         # coroutine's statements, and a read never sees a half-done transaction.
         self._lock = asyncio.Lock()
@@ -97,6 +98,7 @@ class Connection:
         else:
             self._db = await aiosqlite.connect(self.path, isolation_level=None)
         self._db.row_factory = aiosqlite.Row
+        self._group = GroupCommit(self._db, self._lock)
         await self._db.execute("PRAGMA busy_timeout=5000")
         if access == "read_only":
             await self._require_current_schema()
@@ -198,36 +200,30 @@ class Connection:
             await asyncio.shield(db.execute("COMMIT"))
 
     async def atomically(self, body: Body[T]) -> T:
-        """``body(handle)`` in one write transaction, in one trip to SQLite's thread
-        (gateway/store/trip.py): the hot path's writes take this door."""
-        db = self._conn()
-        async with self._lock:
-            # Not shielded, and need not be: once queued, the trip ends whole (or not at
-            # all) on SQLite's thread whatever becomes of its caller, and whatever comes
-            # next queues behind it. A shield's extra task would start the trip only
-            # after everything else ready on the loop (a poll, say) had run.
-            return await in_one_trip(db, body, begin="BEGIN IMMEDIATE")
+        """``body(handle)`` in one write transaction, in one trip to SQLite's thread,
+        with the writes that arrive meanwhile (gateway/store/trip.py)."""
+        return await self._writes().run(body)
 
     async def snapshot(self, body: Body[T]) -> T:
         """``body(handle)``'s reads, in one trip, all seeing the same moment."""
         db = self._conn()
         async with self._lock:
+            # Not shielded, and need not be: once queued, the trip ends on SQLite's thread
+            # whatever becomes of its caller, and whatever comes next queues behind it.
             return await in_one_trip(db, body, begin="BEGIN")
 
     async def write_unsynced(self, statement: str) -> None:
-        # One trip to SQLite's thread, no fsync: WAL keeps the commit across a crash of
-        # this process; only a power cut before the next synced commit could lose it.
-        db = self._conn()
-        async with self._lock:
-            try:
-                await asyncio.shield(
-                    db.executescript(
-                        f"PRAGMA synchronous=NORMAL; {statement}; PRAGMA synchronous=FULL;"
-                    )
-                )
-            except BaseException:
-                await asyncio.shield(db.execute("PRAGMA synchronous=FULL"))
-                raise
+        # No fsync of its own: WAL keeps the commit across a crash of this process; only
+        # a power cut before the next synced commit could lose it.
+        async def write(db: Any) -> None:
+            await db.execute(statement)
+
+        await self._writes().run(write, synced=False)
+
+    def _writes(self) -> GroupCommit:
+        self._conn()  # raises when the store is not open
+        assert self._group is not None
+        return self._group
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[aiosqlite.Connection]:

@@ -16,6 +16,14 @@ from tests.waiting import CEILING
 SEEN = "INSERT INTO inbound_seen(dedupe_key, seen_at) VALUES (?, 0)"
 
 
+async def after_the_tasks_started() -> None:
+    """Return once every task created before the call has taken its first step (the
+    loop runs what is ready in order)."""
+    started = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_soon(started.set_result, None)
+    await started
+
+
 async def keys(store: Any) -> list[str]:
     async with store.connection.read() as db:
         rows = await db.execute_fetchall("SELECT dedupe_key FROM inbound_seen ORDER BY 1")
@@ -91,3 +99,58 @@ async def test_a_cancelled_caller_leaves_the_trip_to_finish_whole(tmp_path: Path
             await caller
         go_on.set()
         assert await keys(store) == ["a", "b"]  # read after the trip, on the same thread
+
+
+async def test_writes_arriving_together_share_one_commit_and_fail_alone(tmp_path: Path) -> None:
+    inside, go_on = threading.Event(), threading.Event()
+    statements: list[str] = []
+
+    async def first(db: Any) -> None:
+        await db.execute(SEEN, ("first",))
+        inside.set()
+        go_on.wait(CEILING)
+
+    def write(key: str) -> Any:
+        async def body(db: Any) -> str:
+            await db.execute(SEEN, (key,))
+            return key
+
+        return body
+
+    async with SQLiteStore(tmp_path / "state.db") as store:
+        connection = store.connection
+        await connection._conn().set_trace_callback(statements.append)
+        leader = asyncio.create_task(connection.atomically(first))
+        assert await asyncio.to_thread(inside.wait, CEILING)
+        queued = [asyncio.create_task(connection.atomically(write(key))) for key in "ab"]
+        twice = asyncio.create_task(connection.atomically(write("first")))  # unique: fails
+        given_up = asyncio.create_task(connection.atomically(write("gone")))
+        later = asyncio.create_task(connection.atomically(write("c")))
+        await after_the_tasks_started()
+        assert len(connection._writes()._waiting) == 5  # all wait for the next trip
+        given_up.cancel()
+        go_on.set()
+        await leader
+        assert [await task for task in queued] == ["a", "b"] and await later == "c"
+        with pytest.raises(Exception, match=r"(?i)unique"):
+            await twice
+        with pytest.raises(asyncio.CancelledError):
+            await given_up
+        assert await keys(store) == ["a", "b", "c", "first"]
+    commits = [s for s in statements if s in ("BEGIN IMMEDIATE", "COMMIT")]
+    assert commits == ["BEGIN IMMEDIATE", "COMMIT"] * 2  # the leader's, then one for all
+    assert statements.count("SAVEPOINT body") == 4  # a, b, the failed one, c
+
+
+async def test_an_unsynced_write_skips_the_fsync_and_leaves_the_setting_as_it_was(
+    tmp_path: Path,
+) -> None:
+    statements: list[str] = []
+    async with SQLiteStore(tmp_path / "state.db") as store:
+        connection = store.connection
+        await connection._conn().set_trace_callback(statements.append)
+        await connection.write_unsynced(SEEN.replace("?", "'mark'"))
+        async with connection.read() as db:
+            assert (await db.execute_fetchall("PRAGMA synchronous"))[0][0] == 2  # FULL
+        assert await keys(store) == ["mark"]
+    assert statements[:2] == ["PRAGMA synchronous=NORMAL", "BEGIN IMMEDIATE"]
