@@ -18,6 +18,7 @@ a dictionary lookup on the hot path.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import tempfile
@@ -138,8 +139,11 @@ def _key_matches(key: str, name: str) -> bool:
     return key in name
 
 
+@functools.lru_cache(maxsize=256)
 def static_context_length(model: str) -> int | None:
-    """The window the static table gives ``model`` (longest matching key), or None."""
+    """The window the static table gives ``model`` (longest matching key), or None.
+
+    Remembered: every turn asks, and the table never changes."""
     name = model.strip().lower()
     best: tuple[int, int] | None = None
     for key, value in STATIC_CONTEXT_LENGTHS.items():

@@ -227,14 +227,20 @@ def fit_request(
     # One estimate per row: most turns take none of the three cuts below.
     shown: list[Mapping[str, Any]] = []
     tokens: list[int] = []
+    excerpted = 0
     for message, cap in zip(messages, row_caps(messages, window), strict=True):
         rough = estimate_message_tokens_rough(message)
-        row = message if rough <= cap else represent(message, cap)
-        shown.append(row)
-        tokens.append(_wire_tokens(row, rough if row is message else None))
+        if rough <= cap:
+            shown.append(message)
+            tokens.append(_wire_tokens(message, rough))
+        else:
+            shown.append(represent(message, cap))
+            tokens.append(_wire_tokens(shown[-1]))
+            excerpted += shown[-1] is not message
     total = sum(tokens)
     newest = newest_user_index(shown)
     left_out = 0
+    cut = total > budget
     if total > budget:
         shown = _cut_largest(shown, newest, budget, window.floor_cap)
         total = _total(shown)
@@ -244,13 +250,15 @@ def fit_request(
     if total > budget:
         shown = _squeeze_everything(shown, budget)
         total = _total(shown)
+    if cut:  # rows were cut to fit: count the excerpts again
+        originals = {id(m) for m in messages}
+        excerpted = sum(1 for m in shown if id(m) not in originals)
     prompt = math.ceil((total + overhead_tokens) * scale)
-    originals = {id(m) for m in messages}
     return FittedRequest(
         messages=[m if isinstance(m, dict) else dict(m) for m in shown],
         prompt_tokens=prompt,
         max_tokens=window.max_tokens_for(prompt),
-        excerpted=sum(1 for m in shown if id(m) not in originals),
+        excerpted=excerpted,
         left_out=left_out,
     )
 
@@ -260,8 +268,10 @@ def _wire_tokens(message: Mapping[str, Any], rough: int | None = None) -> int:
     request carries (ids, tool names)."""
     if rough is None:
         rough = estimate_message_tokens_rough(message)
-    extra = str(message.get("tool_call_id") or "") + str(message.get("name") or "")
-    return rough + estimate_text_tokens_rough(extra)
+    call_id, name = message.get("tool_call_id"), message.get("name")
+    if not call_id and not name:
+        return rough
+    return rough + estimate_text_tokens_rough(str(call_id or "") + str(name or ""))
 
 
 def _total(messages: Sequence[Mapping[str, Any]]) -> int:
