@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 
 ALLOWED_UPDATES = ("message", "edited_message")
 _MAX_BACKOFF = 30.0
+#: After a batch, the next long poll waits this long (seconds): building it takes most of
+#: a millisecond of the event loop, which the turns just handed over need first for their
+#: reads and their model request. What arrives meanwhile comes with that poll.
+_TURNS_FIRST = 0.001
 _REMEMBERED_IDS = 4096
 
 Converter = Callable[[Update], Awaitable[InboundMessage | None]]
@@ -211,6 +215,8 @@ class UpdatePoller:
             errors = 0
             self._last_success = time.monotonic()
             await self._process_batch(updates)
+            if updates:
+                await asyncio.sleep(_TURNS_FIRST)
 
     async def _fetch(self) -> tuple[Update, ...]:
         assert self._bot is not None
