@@ -67,6 +67,7 @@ class Database(Protocol):
         sees the latest commits, as :meth:`read` does)."""
 
     async def write_unsynced(self, statement: str) -> None:
-        """Run one self-contained write (no placeholders) in a transaction of its own
-        that does not wait for the disk: it survives the process dying, not a power
-        cut (docs/design.md#delivery-guarantee)."""
+        """Run one self-contained write (no placeholders) in a transaction that need
+        not wait for the disk: it survives the process dying, not a power cut
+        (docs/design.md#delivery-guarantee). On SQLite it may share the commit of
+        writes arriving with it, and then their fsync."""
