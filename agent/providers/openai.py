@@ -12,6 +12,7 @@ import json
 import uuid
 from typing import Any
 
+import httpx2
 import openai
 
 from agent.prompt_caching import apply_anthropic_cache_control, caching_enabled
@@ -212,12 +213,17 @@ class OpenAIProvider(SDKProvider):
         return params
 
     async def _create(self, body: dict[str, Any], timeout: float | None) -> Completion:
-        # The raw response, read as JSON here: building the SDK's typed objects for a
-        # reply we read five fields of cost a third of a millisecond per call.
-        completions = self._client.chat.completions.with_raw_response
-        raw = await self._sdk(completions.create(**_sdk_arguments(body, timeout)))
+        # Through the client's own POST, the SDK's documented door to any endpoint: its
+        # auth, retries and errors, without create()'s walk over every parameter and the
+        # typed objects it builds of a reply we read five fields of (half a millisecond
+        # of the event loop per call, on these machines).
+        options: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+        post = self._client.post(
+            "/chat/completions", cast_to=httpx2.Response, body=body, options=options
+        )
+        response = await self._sdk(post)
         try:
-            data = raw.http_response.json()
+            data = response.json()
         except json.JSONDecodeError as exc:
             raise self.translate(exc, stream_started=False) from exc
         return self._parse_response(data)
