@@ -17,7 +17,7 @@ import openai
 
 from agent.prompt_caching import apply_anthropic_cache_control, caching_enabled
 from agent.providers.base import Completion, ProviderError, TextCallback, ToolCall, Usage
-from agent.providers.errors import EMPTY_RESPONSE, classify_failure, local_failure
+from agent.providers.errors import EMPTY_RESPONSE, JSON_DECODE, classify_failure, local_failure
 from agent.providers.sdk import SDKProvider
 
 #: Keys a message may carry on the wire; anything else (ids, timestamps, token counts
@@ -224,8 +224,10 @@ class OpenAIProvider(SDKProvider):
         response = await self._sdk(post)
         try:
             data = response.json()
-        except json.JSONDecodeError as exc:
-            raise self.translate(exc, stream_started=False) from exc
+        except ValueError as exc:  # not JSON, or not even text (a proxy's error page)
+            raise local_failure(
+                self.name, "other", f"malformed response: {exc}", detail=JSON_DECODE
+            ) from exc
         return self._parse_response(data)
 
     async def _stream(

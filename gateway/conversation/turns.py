@@ -60,7 +60,9 @@ class TurnRunner:
 
     async def drain(self, key: str) -> None:
         waiting = await self.store.waiting(key)
-        await self._redeliver(waiting.replies)  # an answer lost to an outage goes first
+        if waiting.replies:  # an answer lost to an outage goes first
+            await self._redeliver(waiting.replies)
+            waiting = await self.store.waiting(key)  # what came meanwhile joins this turn
         entries = waiting.inbox
         if not entries:
             return

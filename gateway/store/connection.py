@@ -136,6 +136,9 @@ class Connection:
             )
 
     async def close(self) -> None:
+        if self._group is not None:
+            await self._group.settle()  # writes queued before the close are still made
+            self._group = None
         if self._db is not None:
             async with self._lock:
                 await self._db.close()
@@ -218,7 +221,9 @@ class Connection:
         async def write(db: Any) -> None:
             await db.execute(statement)
 
-        await self._writes().run(write, synced=False)
+        # Shielded: a lane cancelled at shutdown still records what it delivered, or the
+        # reply would go out again after the restart.
+        await asyncio.shield(self._writes().run(write, synced=False))
 
     def _writes(self) -> GroupCommit:
         self._conn()  # raises when the store is not open

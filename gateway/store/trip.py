@@ -67,11 +67,10 @@ def _one(body: Body[T], begin: str, connection: sqlite3.Connection) -> T:
     connection.execute(begin)
     try:
         result = _to_the_end(body(ThreadHandle(connection)))
-    except BaseException:
+        connection.execute("COMMIT")
+    finally:  # it raised, or the COMMIT did: nothing is kept
         if connection.in_transaction:
             connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
     return result
 
 
@@ -109,6 +108,7 @@ class GroupCommit:
         self._lock = lock  # the connection's: multi-trip transactions and reads hold it
         self._waiting: list[_Write] = []
         self._on_the_way = False
+        self._draining: asyncio.Task[None] | None = None  # kept: the loop holds tasks weakly
 
     async def run(self, body: Body[T], *, synced: bool = True) -> T:
         write = _Write(body, synced)
@@ -124,9 +124,16 @@ class GroupCommit:
 
     def _hand_on(self) -> None:
         if self._waiting:
-            asyncio.get_running_loop().create_task(self._drain(), name="group-commit")
+            self._draining = asyncio.get_running_loop().create_task(
+                self._drain(), name="group-commit"
+            )
         else:
             self._on_the_way = False
+
+    async def settle(self) -> None:
+        """Wait for the writes queued so far (before the connection closes)."""
+        while self._draining is not None and not self._draining.done():
+            await asyncio.wait({self._draining})
 
     async def _drain(self) -> None:
         try:
@@ -175,15 +182,11 @@ def _together(batch: list[_Write], connection: sqlite3.Connection) -> list[tuple
         connection.execute("BEGIN IMMEDIATE")
         try:
             outcomes = [_alone(connection, write.body, len(batch) > 1) for write in batch]
-        except BaseException:
+            if len(batch) > 1 or outcomes[0][0]:
+                connection.execute("COMMIT")
+        finally:  # its only body failed, or the COMMIT did: nothing is kept
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
-            raise
-        if len(batch) == 1 and not outcomes[0][0]:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")  # its only body failed: nothing to keep
-        else:
-            connection.execute("COMMIT")
     finally:
         if not synced:
             connection.execute("PRAGMA synchronous=FULL")

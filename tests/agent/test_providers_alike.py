@@ -97,6 +97,8 @@ async def test_auth(provider: Provider, fake_llm: FakeLLM, status: int) -> None:
         ("openai", Reply(stream_error="server_error", error_message="upstream broke"), True, ""),
         ("openai", Reply(status=502, raw_body="<html>Bad Gateway</html>"), False, ""),
         ("openai", Reply(raw_body="{not json"), False, "json_decode"),
+        ("openai", Reply(raw_body="<html>a proxy's page</html>"), False, "json_decode"),
+        ("openai", Reply(raw_body="<html>caf\xe9</html>".encode("latin-1")), False, "json_decode"),
         ("openai", Reply(raw_body='data: {"broken\n\n'), True, "json_decode"),
         ("openai", Reply(raw_body='{"id": "x", "choices": []}'), False, "empty_response"),
         ("openai", Reply("partial answer", truncate=True), True, "stream_closed"),

@@ -127,7 +127,7 @@ class Reply:
     stream_error: str | None = None
     truncate: bool = False
     #: Sent verbatim with ``status`` (as an SSE body for a 200 stream): malformed replies.
-    raw_body: str | None = None
+    raw_body: str | bytes | None = None  # bytes: sent as they are, not even UTF-8
     model: str | None = None
 
     @property
@@ -371,7 +371,7 @@ class FakeLLM:
             streamed = recorded.stream and reply.status == 200
             return web.Response(
                 status=reply.status,
-                body=reply.raw_body.encode(),
+                body=raw if isinstance(raw := reply.raw_body, bytes) else raw.encode(),
                 content_type="text/event-stream" if streamed else "application/json",
                 headers=reply.headers,
             )

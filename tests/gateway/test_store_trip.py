@@ -101,45 +101,77 @@ async def test_a_cancelled_caller_leaves_the_trip_to_finish_whole(tmp_path: Path
         assert await keys(store) == ["a", "b"]  # read after the trip, on the same thread
 
 
+class HeldTrip:
+    """A write held on SQLite's thread (key "held") for as long as the block runs: what
+    comes meanwhile queues for the next trip. Let go even when an assertion fails."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.inside, self.go_on = threading.Event(), threading.Event()
+
+    async def __aenter__(self) -> HeldTrip:
+        async def hold(db: Any) -> None:
+            await db.execute(SEEN, ("held",))
+            self.inside.set()
+            self.go_on.wait(CEILING)
+
+        self.task = asyncio.create_task(self.connection.atomically(hold))
+        assert await asyncio.to_thread(self.inside.wait, CEILING)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.go_on.set()
+        await self.task
+
+
+def write(key: str) -> Any:
+    async def body(db: Any) -> str:
+        await db.execute(SEEN, (key,))
+        return key
+
+    return body
+
+
 async def test_writes_arriving_together_share_one_commit_and_fail_alone(tmp_path: Path) -> None:
-    inside, go_on = threading.Event(), threading.Event()
     statements: list[str] = []
-
-    async def first(db: Any) -> None:
-        await db.execute(SEEN, ("first",))
-        inside.set()
-        go_on.wait(CEILING)
-
-    def write(key: str) -> Any:
-        async def body(db: Any) -> str:
-            await db.execute(SEEN, (key,))
-            return key
-
-        return body
-
     async with SQLiteStore(tmp_path / "state.db") as store:
         connection = store.connection
         await connection._conn().set_trace_callback(statements.append)
-        leader = asyncio.create_task(connection.atomically(first))
-        assert await asyncio.to_thread(inside.wait, CEILING)
-        queued = [asyncio.create_task(connection.atomically(write(key))) for key in "ab"]
-        twice = asyncio.create_task(connection.atomically(write("first")))  # unique: fails
-        given_up = asyncio.create_task(connection.atomically(write("gone")))
-        later = asyncio.create_task(connection.atomically(write("c")))
-        await after_the_tasks_started()
-        assert len(connection._writes()._waiting) == 5  # all wait for the next trip
-        given_up.cancel()
-        go_on.set()
-        await leader
+        async with HeldTrip(connection):
+            queued = [asyncio.create_task(connection.atomically(write(key))) for key in "ab"]
+            twice = asyncio.create_task(connection.atomically(write("held")))  # unique: fails
+            given_up = asyncio.create_task(connection.atomically(write("gone")))
+            later = asyncio.create_task(connection.atomically(write("c")))
+            await after_the_tasks_started()
+            assert len(connection._writes()._waiting) == 5  # all wait for the next trip
+            given_up.cancel()
         assert [await task for task in queued] == ["a", "b"] and await later == "c"
         with pytest.raises(Exception, match=r"(?i)unique"):
             await twice
         with pytest.raises(asyncio.CancelledError):
             await given_up
-        assert await keys(store) == ["a", "b", "c", "first"]
+        assert await keys(store) == ["a", "b", "c", "held"]
     commits = [s for s in statements if s in ("BEGIN IMMEDIATE", "COMMIT")]
-    assert commits == ["BEGIN IMMEDIATE", "COMMIT"] * 2  # the leader's, then one for all
+    assert commits == ["BEGIN IMMEDIATE", "COMMIT"] * 2  # the held one's, then one for all
     assert statements.count("SAVEPOINT body") == 4  # a, b, the failed one, c
+
+
+async def test_a_shared_commit_is_synced_when_one_of_its_writes_must_be(tmp_path: Path) -> None:
+    statements: list[str] = []
+    async with SQLiteStore(tmp_path / "state.db") as store:
+        connection = store.connection
+        await connection._conn().set_trace_callback(statements.append)
+        async with HeldTrip(connection):
+            mark = asyncio.create_task(connection.write_unsynced(SEEN.replace("?", "'mark'")))
+            reply = asyncio.create_task(connection.atomically(write("reply")))
+            await after_the_tasks_started()
+            await after_the_tasks_started()  # the mark's shield starts its write a step later
+            assert len(connection._writes()._waiting) == 2
+        await mark
+        assert await reply == "reply"
+        assert await keys(store) == ["held", "mark", "reply"]
+    assert statements.count("BEGIN IMMEDIATE") == 2  # the held one's; the two shared one...
+    assert not [s for s in statements if s.startswith("PRAGMA synchronous")]  # ...synced
 
 
 async def test_an_unsynced_write_skips_the_fsync_and_leaves_the_setting_as_it_was(
