@@ -46,7 +46,7 @@ from adapters.base import InboundMessage, OutboundMessage
 from adapters.chunking import split_message
 from adapters.discord_adapter import MESSAGE_LIMIT, DiscordAdapter, DiscordSettings
 from tests.fakes.discord_server import FakeDiscord, running_fake_discord
-from tests.fakes.discord_world import BOT_ID, DM_CHANNEL_ID, GUILD_ID
+from tests.fakes.discord_world import ALICE, BOT_ID, DM_CHANNEL_ID, GUILD_ID, GUILD_OF
 from tests.fakes.llm_server import FakeLLM
 
 TOKEN = "bench-token"
@@ -157,6 +157,7 @@ async def one_channel(fake: FakeDiscord, clock: ReplyClock, channel_id: int, cou
 async def create_channels(fake: FakeDiscord, ids: list[int]) -> None:
     """CHANNEL_CREATE for text channels in the guild, as when a moderator adds them."""
     for n, channel_id in enumerate(ids):
+        GUILD_OF[channel_id] = GUILD_ID  # the fake world's messages there carry the guild
         await fake.dispatch("CHANNEL_CREATE", {
             "id": str(channel_id), "type": 0, "guild_id": str(GUILD_ID), "name": f"room-{n}",
             "position": n + 2, "permission_overwrites": [], "nsfw": False,
@@ -174,7 +175,8 @@ async def gateway_round_trip(channels: int, per_channel: int) -> None:
                 "model": {"base_url": llm.openai_base_url, "name": "fake-model",
                           "api_key": "bench", "max_retries": 0},
                 "platforms": {"discord": {"enabled": True, "token": TOKEN,
-                                          "allowed_channels": channel_ids}},
+                                          "allowed_channels": channel_ids,
+                                          "allowed_users": [ALICE["id"]]}},
             }  # fmt: skip
             child = context.Process(
                 target=serve_gateway, args=(raw, fake.port, ready, stop, report)

@@ -81,7 +81,7 @@ def build(data_dir: Path, window: int, model: InstantModel) -> tuple[Gateway, Gr
         {
             "data_dir": str(data_dir),
             "model": {"name": "bench-model", "context_length": window, "max_output_tokens": 2048},
-            "platforms": {"telegram": {"allowed_chats": ["-1"]}},
+            "platforms": {"telegram": {"allowed_chats": ["-1"], "allowed_users": ["7"]}},
         },
         {},
     )
