@@ -137,12 +137,12 @@ class Connection:
 
     async def close(self) -> None:
         if self._group is not None:
-            await self._group.settle()  # writes queued before the close are still made
-            self._group = None
+            await self._group.close()  # writes taken before the close are still made
         if self._db is not None:
             async with self._lock:
                 await self._db.close()
             self._db = None
+        self._group = None
         held, self._datadir_lock = self._datadir_lock, None
         if held is not None:
             held.release()  # after the database is closed: the next holder finds it quiet
@@ -221,13 +221,14 @@ class Connection:
         async def write(db: Any) -> None:
             await db.execute(statement)
 
-        # Shielded: a lane cancelled at shutdown still records what it delivered, or the
-        # reply would go out again after the restart.
-        await asyncio.shield(self._writes().run(write, synced=False))
+        # Taken at once and shielded: a lane cancelled at shutdown still records what it
+        # delivered (the close waits for it), or the reply would go out again after the
+        # restart.
+        await asyncio.shield(self._writes().submit(write, synced=False))
 
     def _writes(self) -> GroupCommit:
-        self._conn()  # raises when the store is not open
-        assert self._group is not None
+        if self._group is None:
+            raise StoreError("the store is not open")
         return self._group
 
     @contextlib.asynccontextmanager

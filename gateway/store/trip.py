@@ -18,6 +18,7 @@ taking fifty one after another.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import Awaitable, Coroutine, Iterable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from typing import Any
 import aiosqlite
 
 from gateway.store.dialect import Body, T
+from gateway.store.errors import StoreError
 
 #: At most this many bodies share a transaction.
 MAX_BATCH = 64
@@ -69,8 +71,7 @@ def _one(body: Body[T], begin: str, connection: sqlite3.Connection) -> T:
         result = _to_the_end(body(ThreadHandle(connection)))
         connection.execute("COMMIT")
     finally:  # it raised, or the COMMIT did: nothing is kept
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
+        _roll_back(connection)
     return result
 
 
@@ -107,20 +108,44 @@ class GroupCommit:
         self._db = db
         self._lock = lock  # the connection's: multi-trip transactions and reads hold it
         self._waiting: list[_Write] = []
-        self._on_the_way = False
         self._draining: asyncio.Task[None] | None = None  # kept: the loop holds tasks weakly
+        self._quiet = asyncio.Event()  # set while no trip is on its way
+        self._quiet.set()
+        self._closing = False
 
     async def run(self, body: Body[T], *, synced: bool = True) -> T:
+        """``body`` in the next trip; the first writer to find none on its way takes its
+        own at once."""
+        self._refuse_when_closing()
         write = _Write(body, synced)
-        if self._on_the_way:
+        if not self._quiet.is_set():
             self._waiting.append(write)
         else:
-            self._on_the_way = True
+            self._quiet.clear()
             try:
                 await self._trip([write])
             finally:
                 self._hand_on()
         return await write.future
+
+    def submit(self, body: Body[T], *, synced: bool = True) -> asyncio.Future[T]:
+        """``body`` queued now, made whether or not anyone awaits the result."""
+        self._refuse_when_closing()
+        write = _Write(body, synced)
+        self._waiting.append(write)
+        if self._quiet.is_set():
+            self._quiet.clear()
+            self._hand_on()
+        return write.future
+
+    async def close(self) -> None:
+        """Take no more writes, and wait for those already taken."""
+        self._closing = True
+        await self._quiet.wait()
+
+    def _refuse_when_closing(self) -> None:
+        if self._closing:
+            raise StoreError("the store is closing")
 
     def _hand_on(self) -> None:
         if self._waiting:
@@ -128,12 +153,7 @@ class GroupCommit:
                 self._drain(), name="group-commit"
             )
         else:
-            self._on_the_way = False
-
-    async def settle(self) -> None:
-        """Wait for the writes queued so far (before the connection closes)."""
-        while self._draining is not None and not self._draining.done():
-            await asyncio.wait({self._draining})
+            self._quiet.set()
 
     async def _drain(self) -> None:
         try:
@@ -141,12 +161,12 @@ class GroupCommit:
                 batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
                 await self._trip(batch)
         finally:
-            self._on_the_way = False
+            self._quiet.set()
             if self._waiting:  # cancelled (the loop closes): nobody waits for ever
                 batch, self._waiting = self._waiting, []
                 for write in batch:
                     if not write.future.done():
-                        write.future.set_exception(RuntimeError("the store is closing"))
+                        write.future.set_exception(StoreError("the store is closing"))
 
     async def _trip(self, batch: list[_Write]) -> None:
         batch = [write for write in batch if not write.future.done()]  # given up: skipped
@@ -185,12 +205,18 @@ def _together(batch: list[_Write], connection: sqlite3.Connection) -> list[tuple
             if len(batch) > 1 or outcomes[0][0]:
                 connection.execute("COMMIT")
         finally:  # its only body failed, or the COMMIT did: nothing is kept
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
+            _roll_back(connection)
     finally:
-        if not synced:
+        if not synced and not connection.in_transaction:
             connection.execute("PRAGMA synchronous=FULL")
     return outcomes
+
+
+def _roll_back(connection: sqlite3.Connection) -> None:
+    """End an open transaction, keeping the error that got here (if any) the one raised."""
+    if connection.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
 
 
 def _alone(connection: sqlite3.Connection, body: Body[Any], savepoint: bool) -> tuple[bool, Any]:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from gateway.store import SQLiteStore
+from gateway.store import SQLiteStore, StoreError
 from tests.waiting import CEILING
 
-SEEN = "INSERT INTO inbound_seen(dedupe_key, seen_at) VALUES (?, 0)"
+SEEN = "INSERT INTO inbound_seen(dedupe_key, seen_at) VALUES (?, 1e12)"  # kept at reopen
 
 
 async def after_the_tasks_started() -> None:
@@ -186,3 +186,22 @@ async def test_an_unsynced_write_skips_the_fsync_and_leaves_the_setting_as_it_wa
             assert (await db.execute_fetchall("PRAGMA synchronous"))[0][0] == 2  # FULL
         assert await keys(store) == ["mark"]
     assert statements[:2] == ["PRAGMA synchronous=NORMAL", "BEGIN IMMEDIATE"]
+
+
+async def test_closing_waits_for_the_writes_already_taken(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "state.db")
+    await store.open()
+    connection = store.connection
+    async with HeldTrip(connection):
+        queued = asyncio.create_task(connection.atomically(write("queued")))
+        mark = asyncio.create_task(connection.write_unsynced(SEEN.replace("?", "'mark'")))
+        await after_the_tasks_started()
+        mark.cancel()  # a lane stopped at shutdown, its reply already sent
+        closing = asyncio.create_task(store.close())
+        await after_the_tasks_started()
+        with pytest.raises(StoreError, match="closing"):  # nothing new once closing
+            await connection.atomically(write("late"))
+    await closing
+    assert await queued == "queued"
+    async with SQLiteStore(tmp_path / "state.db") as again:
+        assert await keys(again) == ["held", "mark", "queued"]

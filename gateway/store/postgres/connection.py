@@ -8,6 +8,7 @@ wrote uvloop, and with no blocking calls on the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import urllib.parse
@@ -102,6 +103,10 @@ class PgConnection:
 
     async def write_unsynced(self, statement: str) -> None:
         # synchronous_commit off: the commit does not wait for PostgreSQL's WAL flush.
+        # Shielded: a lane cancelled at shutdown still records what it delivered.
+        await asyncio.shield(self._unsynced(statement))
+
+    async def _unsynced(self, statement: str) -> None:
         async with self._acquire() as connection, connection.transaction():
             await connection.execute(f"SET LOCAL synchronous_commit = off; {statement}")
 
