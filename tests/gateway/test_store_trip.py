@@ -4,7 +4,9 @@ both databases; and on SQLite a caller that gives up cannot cut a transaction in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -132,11 +134,18 @@ def write(key: str) -> Any:
     return body
 
 
-async def test_writes_arriving_together_share_one_commit_and_fail_alone(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def traced(path: Path) -> AsyncIterator[tuple[SQLiteStore, list[str]]]:
+    """An open store, and every statement it runs on SQLite's thread from now on."""
     statements: list[str] = []
-    async with SQLiteStore(tmp_path / "state.db") as store:
+    async with SQLiteStore(path) as store:
+        await store.connection._conn().set_trace_callback(statements.append)
+        yield store, statements
+
+
+async def test_writes_arriving_together_share_one_commit_and_fail_alone(tmp_path: Path) -> None:
+    async with traced(tmp_path / "state.db") as (store, statements):
         connection = store.connection
-        await connection._conn().set_trace_callback(statements.append)
         async with HeldTrip(connection):
             queued = [asyncio.create_task(connection.atomically(write(key))) for key in "ab"]
             twice = asyncio.create_task(connection.atomically(write("held")))  # unique: fails
@@ -157,10 +166,8 @@ async def test_writes_arriving_together_share_one_commit_and_fail_alone(tmp_path
 
 
 async def test_a_shared_commit_is_synced_when_one_of_its_writes_must_be(tmp_path: Path) -> None:
-    statements: list[str] = []
-    async with SQLiteStore(tmp_path / "state.db") as store:
+    async with traced(tmp_path / "state.db") as (store, statements):
         connection = store.connection
-        await connection._conn().set_trace_callback(statements.append)
         async with HeldTrip(connection):
             mark = asyncio.create_task(connection.write_unsynced(SEEN.replace("?", "'mark'")))
             reply = asyncio.create_task(connection.atomically(write("reply")))
@@ -177,10 +184,8 @@ async def test_a_shared_commit_is_synced_when_one_of_its_writes_must_be(tmp_path
 async def test_an_unsynced_write_skips_the_fsync_and_leaves_the_setting_as_it_was(
     tmp_path: Path,
 ) -> None:
-    statements: list[str] = []
-    async with SQLiteStore(tmp_path / "state.db") as store:
+    async with traced(tmp_path / "state.db") as (store, statements):
         connection = store.connection
-        await connection._conn().set_trace_callback(statements.append)
         await connection.write_unsynced(SEEN.replace("?", "'mark'"))
         async with connection.read() as db:
             assert (await db.execute_fetchall("PRAGMA synchronous"))[0][0] == 2  # FULL
