@@ -241,7 +241,7 @@ def fit_request(
     newest = newest_user_index(shown)
     left_out = 0
     cut = total > budget
-    if total > budget:
+    if cut:
         shown = _cut_largest(shown, newest, budget, window.floor_cap)
         total = _total(shown)
     if total > budget:

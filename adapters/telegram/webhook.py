@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import weakref
 
 from aiohttp import web
 from telegram import Bot, Update
@@ -37,8 +38,11 @@ class WebhookReceiver:
         self._bot = bot
         self._processor = processor
         self._runner: web.AppRunner | None = None
-        #: One update at a time per chat (its order), chats side by side: {chat: (lock, users)}.
-        self._chats: dict[int | None, tuple[asyncio.Lock, int]] = {}
+        #: One update at a time per chat (its order), chats side by side. A chat's lock
+        #: lives while a request holds or waits for it: nothing to clean up.
+        self._chats: weakref.WeakValueDictionary[int | None, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     async def start(self) -> None:
         app = web.Application()
@@ -67,18 +71,9 @@ class WebhookReceiver:
         update = await self._read_update(request)
         if update is None:
             return web.Response(status=400)
-        chat = chat_of(update)
-        lock, users = self._chats.get(chat, (asyncio.Lock(), 0))
-        self._chats[chat] = (lock, users + 1)
-        try:
-            async with lock:
-                stored = await self._processor.process(update)
-        finally:
-            lock, users = self._chats[chat]
-            if users == 1:
-                del self._chats[chat]
-            else:
-                self._chats[chat] = (lock, users - 1)
+        lock = self._chats.setdefault(chat_of(update), asyncio.Lock())
+        async with lock:
+            stored = await self._processor.process(update)
         return web.Response(status=200 if stored else 500)
 
     async def _read_update(self, request: web.Request) -> Update | None:

@@ -51,6 +51,7 @@ from gateway.store.rows import (
 )
 
 _CURRENT_SESSION = "SELECT * FROM sessions WHERE session_key = ? AND ended_at IS NULL"
+_INBOX = "SELECT * FROM inbox WHERE session_key = ? ORDER BY id"
 
 
 class SQLiteConversation(SQLiteChatModels):
@@ -81,9 +82,7 @@ class SQLiteConversation(SQLiteChatModels):
 
     async def inbox(self, session_key: str) -> list[InboxEntry]:
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT * FROM inbox WHERE session_key = ? ORDER BY id", (session_key,)
-            )
+            rows = await db.execute_fetchall(_INBOX, (session_key,))
         return [inbox_entry(row) for row in rows]
 
     async def waiting(self, session_key: str) -> Waiting:
@@ -93,9 +92,7 @@ class SQLiteConversation(SQLiteChatModels):
 
         async def read(db: Any) -> Waiting:
             replies = await db.execute_fetchall(self.sql.PENDING_DELIVERIES, {"key": session_key})
-            inbox = await db.execute_fetchall(
-                "SELECT * FROM inbox WHERE session_key = ? ORDER BY id", (session_key,)
-            )
+            inbox = await db.execute_fetchall(_INBOX, (session_key,))
             waiting = Waiting(
                 [pending_delivery(row) for row in replies], [inbox_entry(row) for row in inbox]
             )

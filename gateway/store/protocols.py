@@ -69,7 +69,9 @@ class ConversationStore(Protocol):
     async def inbox(self, session_key: str) -> list[InboxEntry]: ...
 
     async def waiting(self, session_key: str) -> Waiting:
-        """The session's undelivered replies and its inbox, in one read."""
+        """What the session's lane reads when it wakes, in one read: its undelivered
+        replies, its inbox and, when the inbox holds anything, the current session and
+        its active rows (:class:`~gateway.store.records.Waiting`)."""
         ...
 
     async def session_keys_with_inbox(self) -> list[str]: ...
