@@ -2,23 +2,28 @@
 
 Per iteration: the compression gate (docs/design.md#gates) → one provider call sized so prompt +
 max_tokens fits the window (docs/design.md#output-reserve) → the reply appended → tool calls run and their results
-appended. A provider overflow compresses and retries the same request, a bounded number
-of times, and stops when a pass makes no progress (docs/design.md#overflow-recovery). No context-pressure warning is
-ever put in the prompt (docs/design.md#nothing-leaves-unsummarized).
+appended. Every response's usage calibrates the estimate (docs/design.md#calibration),
+and one whose prompt the server plainly cut is treated as an overflow
+(docs/design.md#silent-truncation). An overflow teaches the window and the server's count;
+the request is retried with a smaller reply when the server's numbers say that fits, else
+compressed and retried, a bounded number of times (docs/design.md#overflow-recovery). No
+context-pressure warning is ever put in the prompt (docs/design.md#nothing-leaves-unsummarized).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agent.calibration import Calibration, Calibrations
 from agent.context_engine import CompressionResult, ContextEngine
 from agent.memory import TOOL_NAMES, MemoryBlock, with_block
-from agent.model_metadata import ContextLengthResolver
+from agent.model_metadata import ContextLengthResolver, How
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
-from agent.tokens import estimate_json_tokens_rough
+from agent.served_window import ServedWindow
+from agent.tokens import estimate_json_tokens_rough, token_floor
 from agent.tools import ToolBox, ToolContext, ToolOutput
 from agent.transcript import Transcript
 from agent.usage_anchor import UsageAnchor, anchored_tokens, build_anchor
@@ -27,8 +32,20 @@ from nightowl_errors import NightowlError
 
 log = logging.getLogger(__name__)
 
-#: How far above the rough estimate a provider's real prompt counts are believed to run.
-MAX_TOKEN_SCALE = 4.0
+#: Called with how many characters of streamed text to take back (a reply discarded).
+RetractCallback = Callable[[int], Awaitable[None]]
+
+#: ``ProviderError.detail`` of a response whose prompt the server cut (docs/design.md#silent-truncation).
+TRUNCATED = "truncated"
+#: A server that counts fewer than this share of the rough estimate may have cut the
+#: prompt (docs/design.md#silent-truncation)...
+TRUNCATION_SHARE = 0.6
+#: ...and did, when it counts fewer than this share of the words it was sent...
+FLOOR_SHARE = 0.9
+#: ...by at least this many tokens (small requests say more about the template).
+MIN_TRUNCATED_TOKENS = 256
+#: A retry with a smaller reply is worth it only with room for at least this many tokens.
+MIN_REPLY_TOKENS = 256
 
 
 @dataclass
@@ -85,6 +102,8 @@ class Agent:
         max_output_tokens: int = 4096,
         max_compression_attempts: int = 3,
         windows: ContextLengthResolver | None = None,
+        calibration: Calibration | None = None,
+        calibrations: Calibrations | None = None,
     ) -> None:
         self.provider = provider
         self.engine = engine
@@ -93,8 +112,12 @@ class Agent:
         self.max_output_tokens = max_output_tokens
         self.max_compression_attempts = max_compression_attempts
         self.windows = windows
-        #: Real prompt tokens / rough estimate, from the last response (at least 1).
-        self.token_scale = 1.0
+        #: How the server counts against the estimate (docs/design.md#calibration); the
+        #: latest per model route is kept in ``calibrations`` for sessions that start.
+        self.calibrations = calibrations
+        self.calibration = calibration or (
+            calibrations.prior(provider.route) if calibrations else Calibration()
+        )
 
     async def run_turn(
         self,
@@ -106,13 +129,17 @@ class Agent:
         on_text: TextCallback | None = None,
         cache_ttl: str | None = None,
         memory: MemoryBlock | None = None,
+        on_retract: RetractCallback | None = None,
     ) -> TurnResult:
         """Answer the user messages at the end of ``messages`` (appending to a copy).
 
         ``memory`` goes into every request right after the system prompt and counts in
-        the window like the tool schemas (docs/design.md#memory-block).
+        the window like the tool schemas (docs/design.md#memory-block). ``on_retract``
+        takes back text ``on_text`` streamed of a reply that is then discarded (its
+        prompt was cut by the server, docs/design.md#silent-truncation).
         """
         turn = _Turn(self, list(messages), transcript, anchor, on_text, cache_ttl)
+        turn.on_retract = on_retract
         turn.memory = memory
         if memory is None:  # no memory this turn: its tools are not offered either
             turn.schemas = [s for s in turn.schemas if s["function"]["name"] not in TOOL_NAMES]
@@ -131,12 +158,27 @@ class Agent:
 
     @property
     def window(self) -> Window:
-        """The window now (a limit learned from an overflow counts at once)."""
-        return Window(self.engine.context_length, self.max_output_tokens)
+        """The window now (a limit learned from an overflow counts at once), scaled to how
+        this server counts, with the margin its misses call for (docs/design.md#calibration)."""
+        bare = Window(self.engine.context_length, self.max_output_tokens)
+        calibration = self.calibration
+        return Window(
+            bare.context_length,
+            bare.max_output_tokens,
+            calibration.ratio,
+            calibration.margin(bare.input_budget),
+        )
 
     def represented(self, messages: Sequence[Mapping[str, Any]]) -> int:
-        """Rough tokens of ``messages`` as a request shows them (oversized rows as excerpts)."""
+        """Server tokens of ``messages`` as a request shows them (oversized rows as
+        excerpts), by the calibrated estimate."""
         return represented_tokens(messages, self.window)
+
+    def observe(self, estimate: int, reported: int) -> None:
+        """A server counted ``reported`` tokens for a prompt estimated at ``estimate``."""
+        self.calibration = self.calibration.observed(estimate, reported)
+        if self.calibrations is not None:
+            self.calibrations.remember(self.provider.route, self.calibration)
 
 
 class _Turn:
@@ -161,6 +203,13 @@ class _Turn:
         self.schemas = agent.tool_schemas()
         self.schema_tokens = estimate_json_tokens_rough(self.schemas)
         self.memory: MemoryBlock | None = None
+        self.on_retract: RetractCallback | None = None
+        #: The request last sent: an overflow's numbers are about it.
+        self.sent: FittedRequest | None = None
+        #: Estimated tokens beside the messages (schemas, memory) of the last request
+        #: answered, and of the one the anchor counts (None: an earlier turn's anchor).
+        self.overhead_sent = 0
+        self.anchor_overhead: int | None = None
         # Defer-to-real-usage (docs/design.md#gates): with no anchor, an estimate over the threshold waits
         # for one real response before it may trigger compression.
         self.may_defer = anchor is None
@@ -208,7 +257,8 @@ class _Turn:
             if anchored is not None:
                 return anchored, True
         memory = self.memory.tokens if self.memory is not None else 0
-        return self.agent.represented(self.messages) + self.schema_tokens + memory, False
+        overhead = self.agent.window.real(self.schema_tokens + memory)
+        return self.agent.represented(self.messages) + overhead, False
 
     async def gate(self, trigger: str) -> None:
         tokens, real = self.prompt_tokens()
@@ -235,10 +285,13 @@ class _Turn:
 
     async def call_with_recovery(self, *, tools: bool) -> Completion:
         attempts = 0
+        retry: FittedRequest | None = None
         while True:
             try:
-                return await self.call(tools=tools)
+                return await self.call(tools=tools, retry=retry)
             except ProviderError as exc:
+                if exc.kind == "network":
+                    self.note_unreachable()
                 if exc.kind != "overflow":
                     raise
                 attempts += 1
@@ -246,78 +299,217 @@ class _Turn:
                     raise CompressionExhausted(
                         "the conversation still exceeds the model's window", status=exc.status
                     ) from exc
-                self.learn_limit(exc)
+                learned = await self.learn_window(exc)
+                retry = self.smaller_reply(exc)
+                if retry is not None:
+                    continue  # the prompt fits: a smaller reply does (docs/design.md#overflow-recovery)
                 before, _ = self.prompt_tokens()
                 if not await self.compress("overflow"):
+                    if learned:
+                        continue  # the request view fits what was learned
                     raise
                 after, _ = self.prompt_tokens()
-                if after >= before:  # no-progress guard: another pass would not help
+                if after >= before and not learned:  # another pass would not help
                     raise CompressionExhausted(
                         "compression made no progress", status=exc.status
                     ) from exc
 
-    async def call(self, *, tools: bool) -> Completion:
-        """One provider call with a request that fits the window, whatever the rows hold."""
+    async def call(self, *, tools: bool, retry: FittedRequest | None = None) -> Completion:
+        """One provider call with a request that fits the window, whatever the rows hold
+        (``retry``: the same messages again, with the smaller reply it asks for)."""
         offered = self.schemas if tools and self.schemas else None
         memory = self.memory
-        request = fit_request(
-            self.messages,
-            self.agent.window,
-            overhead_tokens=(self.schema_tokens if offered else 0)
-            + (memory.tokens if memory is not None else 0),
-            scale=self.agent.token_scale,
+        overhead = (self.schema_tokens if offered else 0) + (
+            memory.tokens if memory is not None else 0
         )
+        request = retry or fit_request(self.messages, self.agent.window, overhead_tokens=overhead)
         if request.excerpted or request.left_out:
             log.info(
                 "request fitted to the window: %d row(s) shown as excerpts, %d left out",
                 request.excerpted,
                 request.left_out,
             )
+        self.sent = request
+        at_least = self.expected_at_least(request, overhead)
+        streamed = _Counted(self.on_text)
         completion = await self.agent.provider.complete(
             with_block(request.messages, memory.message if memory is not None else None),
             max_tokens=request.max_tokens,
             tools=offered,
-            on_text=self.on_text,
+            on_text=streamed if self.on_text is not None else None,
             cache_ttl=self.cache_ttl,
         )
         self.may_defer = False
-        self.learn_scale(request, completion)
+        served = await self.ask_server_if_due()
+        if cut_by_server(request, completion.usage, at_least) or (
+            served is not None
+            and served.cuts_silently
+            and request.prompt_tokens > (served.tokens or request.prompt_tokens)
+        ):
+            await self.discard(completion, streamed.chars)
+            raise ProviderError(
+                "overflow",
+                f"the server counted {completion.usage.prompt_tokens:,} prompt tokens of about "  # type: ignore[union-attr]
+                f"{request.estimate:,} sent: it cut the prompt",
+                prompt_tokens=completion.usage.prompt_tokens,  # type: ignore[union-attr]
+                provider=self.agent.provider.name,
+                detail=TRUNCATED,
+            )
+        if completion.usage is not None:
+            self.agent.observe(request.estimate, completion.usage.prompt_tokens)
+        self.overhead_sent = overhead
         return completion
 
-    def learn_scale(self, request: FittedRequest, completion: Completion) -> None:
-        """Remember how far real counts run above the estimate, for the next fit."""
-        if completion.usage is None or request.prompt_tokens <= 0:
-            return
-        ratio = completion.usage.prompt_tokens / (request.prompt_tokens / self.agent.token_scale)
-        self.agent.token_scale = min(MAX_TOKEN_SCALE, max(1.0, ratio))
+    def expected_at_least(self, request: FittedRequest, overhead: int) -> int | None:
+        """The fewest prompt tokens the server can count for ``request`` without having
+        cut it: its own count of the anchored prefix, plus at least half the calibrated
+        estimate of the rows after it, corrected for what travels beside the messages
+        (tool schemas, the memory block: ``overhead`` now, as estimated) having changed.
 
-    def learn_limit(self, exc: ProviderError) -> None:
-        limit = exc.context_limit
-        if not limit or limit >= self.engine.context_length:
+        None without an anchor, or when the prefix may be shown otherwise than it was
+        counted: a view cut to fit, or with excerpts (an excerpt's size depends on whether
+        its row is the newest)."""
+        anchor = self.anchor
+        if anchor is None or request.cut or request.excerpted:
+            return None
+        agent = self.agent
+        anchored = anchored_tokens(
+            anchor, self.messages, agent.provider.route, estimate=agent.represented
+        )
+        if anchored is None:
+            return None
+        added = anchored - anchor.total_tokens
+        window = agent.window
+        if self.anchor_overhead is not None:
+            shift = window.real(overhead) - window.real(self.anchor_overhead)
+        else:  # an anchor from an earlier turn: its memory block may have been larger
+            shift = -window.real(self.memory.tokens if self.memory is not None else 0)
+        return anchored + shift - added // 2 - MIN_TRUNCATED_TOKENS
+
+    async def discard(self, completion: Completion, streamed_chars: int) -> None:
+        """A reply to a prompt the server cut is never shown (docs/design.md#silent-truncation):
+        what was streamed of it is taken back; its tokens still count in the totals."""
+        log.warning(
+            "%s cut a prompt of about %d tokens to %d without saying so; learning its window",
+            self.agent.provider.model,
+            self.sent.prompt_tokens if self.sent else 0,
+            completion.usage.prompt_tokens if completion.usage else 0,
+        )
+        self.count_usage(completion.usage)
+        if streamed_chars and self.on_retract is not None:
+            await self.on_retract(streamed_chars)
+
+    def smaller_reply(self, exc: ProviderError) -> FittedRequest | None:
+        """The request that failed, asking for a reply that fits beside the prompt as the
+        server counted it — when the server said so and the room is worth a reply."""
+        request = self.sent
+        if request is None or exc.prompt_tokens is None or exc.detail == TRUNCATED:
+            return None
+        window = self.engine.context_length
+        room = min(exc.context_limit or window, window) - exc.prompt_tokens
+        if room < min(MIN_REPLY_TOKENS, self.agent.window.output_reserve):
+            return None
+        return replace(request, prompt_tokens=exc.prompt_tokens, max_tokens=room)
+
+    async def learn_window(self, exc: ProviderError) -> bool:
+        """Learn what an overflow tells: the server's count of the prompt (calibration) and
+        its window — stated, asked of the server, or shown by the cut. Returns whether
+        anything the next request is fitted by changed."""
+        agent, request = self.agent, self.sent
+        before = (self.engine.context_length, agent.calibration.ratio)
+        if exc.prompt_tokens and request is not None and exc.detail != TRUNCATED:
+            agent.observe(request.estimate, exc.prompt_tokens)
+        if exc.detail == TRUNCATED:
+            await self.learn_cut(exc.prompt_tokens or 0)
+        else:
+            served = None if exc.context_limit else await self.ask_server()
+            limit = exc.context_limit or (served.tokens if served else None)
+            if limit:
+                self.learn_limit(limit, "overflow" if exc.context_limit else "served")
+        return (self.engine.context_length, agent.calibration.ratio) != before
+
+    async def learn_cut(self, kept: int) -> None:
+        """The server cut a prompt to ``kept`` tokens. Asked, it says what it serves; a
+        server that keeps less of a prompt than it serves (Ollama with context shift keeps
+        about half) gets a window whose input budget is what it kept."""
+        window = self.agent.window
+        answer = await self.ask_server()
+        served = answer.tokens if answer is not None else None
+        if served is None:
+            self.learn_limit(kept, "truncation")  # it holds at least that much
+            return
+        limit = kept + window.output_reserve + window.margin
+        if limit < served:
+            self.learn_limit(limit, "truncation", served)
+        else:
+            self.learn_limit(served, "served")
+
+    def learn_limit(self, limit: int, how: How, served: int | None = None) -> None:
+        if limit >= self.engine.context_length:
             return
         provider = self.agent.provider
-        if self.agent.windows is not None:
-            self.agent.windows.learn_limit(provider.model, provider.name, provider.base_url, limit)
+        windows = self.agent.windows
+        if windows is not None and how != "served":  # a served window is stored by the ask
+            if not windows.learn_limit(
+                provider.model, provider.name, provider.base_url, limit, how, served
+            ):
+                return  # implausible
         self.engine.update_model(provider.model, limit, provider.name)
         self.anchor = None  # counts against the old window no longer decide anything
 
+    async def ask_server(self) -> ServedWindow | None:
+        """Ask the server what window it serves now (docs/design.md#served-window)."""
+        windows, provider = self.agent.windows, self.agent.provider
+        if windows is None:
+            return None
+        return await windows.ask_server(
+            provider.model, provider.name, provider.base_url, provider.served_window
+        )
+
+    async def ask_server_if_due(self) -> ServedWindow | None:
+        """After an answer: ask again a server that was unreachable or had not loaded the
+        model yet when asked; a smaller window than assumed applies at once. Returns
+        what it said, when it was asked."""
+        windows, provider = self.agent.windows, self.agent.provider
+        if windows is None or not windows.wants_asking(
+            provider.model, provider.name, provider.base_url
+        ):
+            return None
+        served = await self.ask_server()
+        if served is not None and served.tokens:
+            self.learn_limit(served.tokens, "served")
+        return served
+
+    def note_unreachable(self) -> None:
+        windows, provider = self.agent.windows, self.agent.provider
+        if windows is not None:
+            windows.note_unreachable(provider.model, provider.name, provider.base_url)
+
     def record(self, completion: Completion) -> None:
         self.messages.append(completion.as_message())
-        self.result.requests += 1
         if completion.usage is None:
+            self.result.requests += 1
             self.anchor = self.result.anchor = None
             return
         usage = completion.usage
         self.engine.update_from_response(usage)
+        self.count_usage(usage)
+        self.anchor = self.result.anchor = build_anchor(
+            usage, self.messages, self.agent.provider.route, self.agent.calibration.ratio
+        )
+        self.anchor_overhead = self.overhead_sent
+
+    def count_usage(self, usage: Usage | None) -> None:
+        """One more request in the turn's totals (its tokens, when reported)."""
+        self.result.requests += 1
+        if usage is None:
+            return
         total = self.result.usage
         self.result.usage = Usage(
             total.prompt_tokens + usage.prompt_tokens,
             total.completion_tokens + usage.completion_tokens,
             total.cache_read_tokens + usage.cache_read_tokens,
             total.cache_write_tokens + usage.cache_write_tokens,
-        )
-        self.anchor = self.result.anchor = build_anchor(
-            usage, self.messages, self.agent.provider.route
         )
 
     # -- tools ----------------------------------------------------------------------------
@@ -338,3 +530,39 @@ class _Turn:
             self.messages.append(
                 {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
             )
+
+
+class _Counted:
+    """``on_text``, counting the characters it was given (to take them back if need be)."""
+
+    def __init__(self, on_text: TextCallback | None) -> None:
+        self.on_text = on_text
+        self.chars = 0
+
+    async def __call__(self, delta: str) -> None:
+        self.chars += len(delta)
+        if self.on_text is not None:
+            await self.on_text(delta)
+
+
+def cut_by_server(request: FittedRequest, usage: Usage | None, at_least: int | None) -> bool:
+    """Whether the server counted so few tokens for the request that it must have cut
+    the prompt (docs/design.md#silent-truncation).
+
+    With ``at_least`` (from the server's own count of the conversation so far,
+    :meth:`_Turn.expected_at_least`) the answer is a comparison. Without it, two tests, the
+    cheap one first: far below the rough estimate (which a run of one character or a line
+    of dashes can be, legitimately), then below the count every real tokenizer reaches at
+    least — one token per word (:func:`token_floor`, O(text), so only when the first test
+    failed). Requests with images are not judged that way: an image's estimate is a flat
+    guess. A server that reports cached tokens beside the prompt rather than in it is
+    given them back: only a count too small either way is a cut."""
+    if usage is None:
+        return False
+    reported = usage.prompt_tokens + usage.cache_read_tokens
+    if at_least is not None:
+        return reported < at_least
+    if request.images or reported >= request.estimate * TRUNCATION_SHARE:
+        return False
+    floor = token_floor(request.messages)
+    return reported < floor * FLOOR_SHARE and floor - reported >= MIN_TRUNCATED_TOKENS

@@ -3,14 +3,18 @@
 Resolution, highest first:
 
 1. an explicit ``model.context_length`` from config — unless the provider confirmed a
-   smaller window: a request the server refuses helps nobody, so the smaller one wins;
-2. a limit the provider confirmed — a successful probe, or the window stated in an
-   overflow error — kept in ``<data_dir>/context_length_cache.yaml``. It is authoritative
-   even when it is below the static table: the server we talk to is the one that counts;
-3. the static table of known model families (longest matching key wins);
+   smaller window: a request the server refuses (or silently cuts) helps nobody, so the
+   smaller one wins;
+2. a limit the provider confirmed — what the server said it serves when asked
+   (docs/design.md#served-window), the window stated in an overflow error, or one a
+   silently cut prompt showed — kept in ``<data_dir>/context_length_cache.yaml``. It is
+   authoritative even when it is below the static table: the server we talk to is the one
+   that counts;
+3. the static table of known model families (longest matching key wins) — capped by
+   what the server says the model declares, when it said that much;
 4. :data:`DEFAULT_CONTEXT_LENGTH`.
 
-A failed probe is never written down; the same endpoint and model are probed again only
+A failed ask is never written down; the same endpoint and model are asked again only
 after a five-minute pause kept in memory. The cache file is read once and written only
 when a limit is learned (atomically: temp file + ``os.replace``), so resolving a window is
 a dictionary lookup on the hot path.
@@ -27,9 +31,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
+
+if TYPE_CHECKING:
+    from agent.served_window import ServedWindow
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +135,18 @@ STATIC_CONTEXT_LENGTHS: dict[str, int] = {
     "mixtral-8x22b": 65_536,
 }
 
-Source = Literal["override", "confirmed", "table", "default"]
+Source = Literal["override", "confirmed", "declared", "table", "default"]
+#: How a confirmed window was learned: the server said so when asked, an overflow error
+#: stated it, a silently cut prompt showed it, or the operator wrote it into the file.
+How = Literal["served", "overflow", "truncation", "manual"]
+# "probe" is how files written before "served" say it.
+_HOWS: dict[str, How] = {
+    "served": "served",
+    "probe": "served",
+    "overflow": "overflow",
+    "truncation": "truncation",
+    "manual": "manual",
+}
 
 
 def _key_matches(key: str, name: str) -> bool:
@@ -158,6 +176,9 @@ class ResolvedWindow:
 
     tokens: int
     source: Source
+    #: For a confirmed window: how it was learned, and which kind of server said so.
+    how: How | None = None
+    server: str | None = None
 
 
 def _endpoint_key(model: str, provider: str, base_url: str | None) -> str:
@@ -182,6 +203,11 @@ class ContextLengthResolver:
         self._clock = clock
         self._confirmed: dict[str, dict[str, Any]] | None = None
         self._paused_until: dict[str, float] = {}
+        #: What a server said its model declares (an upper bound), in memory only.
+        self._declared: dict[str, int] = {}
+        #: Endpoints to ask again at the next chance (never asked, unreachable since, or
+        #: the model was not loaded yet when asked).
+        self._ask_again: set[str] = set()
         self._lock = threading.Lock()
 
     # -- resolution ----------------------------------------------------------------------
@@ -196,59 +222,100 @@ class ContextLengthResolver:
         self, model: str, provider: str, base_url: str | None = None, override: int | None = None
     ) -> ResolvedWindow:
         """Like :meth:`resolve`, and says which rule decided."""
-        confirmed = self.confirmed_limit(model, provider, base_url)
-        if override and (confirmed is None or confirmed >= override):
-            return ResolvedWindow(int(override), "override")
-        if confirmed is not None:
-            return ResolvedWindow(confirmed, "confirmed")
-        table = static_context_length(model)
-        if table is not None:
-            return ResolvedWindow(table, "table")
-        return ResolvedWindow(self.default, "default")
+        key = _endpoint_key(model, provider, base_url)
+        entry = self._entries().get(key)
+        if entry is not None:
+            confirmed = int(entry["limit"])
+            if not override or confirmed < override:
+                how = _HOWS.get(str(entry.get("source")))
+                return ResolvedWindow(confirmed, "confirmed", how, entry.get("server"))
+        if override:
+            resolved = ResolvedWindow(int(override), "override")
+        else:
+            table = static_context_length(model)
+            resolved = (
+                ResolvedWindow(table, "table") if table else ResolvedWindow(self.default, "default")
+            )
+        declared = self._declared.get(key)
+        if declared is not None and declared < resolved.tokens:
+            return ResolvedWindow(declared, "declared")  # never more than the model has
+        return resolved
 
     def confirmed_limit(self, model: str, provider: str, base_url: str | None = None) -> int | None:
         """The provider-confirmed window for this endpoint and model, if one was learned."""
         entry = self._entries().get(_endpoint_key(model, provider, base_url))
         return int(entry["limit"]) if entry else None
 
-    async def resolve_with_probe(
+    # -- asking the server (docs/design.md#served-window) ----------------------------------
+
+    async def ask_server(
         self,
         model: str,
         provider: str,
         base_url: str | None,
-        probe: Callable[[], Awaitable[int | None]],
-        override: int | None = None,
-    ) -> ResolvedWindow:
-        """Resolve, asking ``probe`` (e.g. a server's model-info endpoint) when no window
-        is configured, nothing confirmed is known and no probe of this endpoint failed in
-        the last five minutes.
+        ask: Callable[[], Awaitable[ServedWindow | None]],
+    ) -> ServedWindow | None:
+        """Ask the server what it serves (``ask``, e.g. ``Provider.served_window``) unless a
+        failed ask of this endpoint paused it; remember the answer.
 
-        A probe that returns None or raises is not cached; the table (or default) answers.
+        A window the server serves is written down, larger or smaller than what was known:
+        the server is the one that counts. A model it declares but does not say it serves
+        (an Ollama model not loaded yet) only caps the window, in memory, and the endpoint
+        is asked again at the next chance. No answer pauses asking for five minutes.
         """
-        known = self.confirmed_limit(model, provider, base_url)
-        if override or known is not None:
-            return self.resolve_with_source(model, provider, base_url, override)
-        if self.probe_allowed(model, provider, base_url):
-            try:
-                limit = await probe()
-            except Exception as exc:  # a probe is best effort: the table still answers
-                log.info("context length probe for %s failed: %s", model, type(exc).__name__)
-                limit = None
-            if limit is not None and limit >= MIN_PLAUSIBLE_LIMIT:
-                self.confirm(model, provider, base_url, limit)
-                return ResolvedWindow(int(limit), "confirmed")
+        key = _endpoint_key(model, provider, base_url)
+        if not self.probe_allowed(model, provider, base_url):
+            return None
+        self._ask_again.discard(key)
+        try:
+            served = await ask()
+        except Exception as exc:  # asking is best effort: the table still answers
+            log.info("asking %s for its window failed: %s", model, type(exc).__name__)
+            served = None
+        if served is None:
             self.note_probe_failed(model, provider, base_url)
-        return self.resolve_with_source(model, provider, base_url)
+            return None
+        if served.declared:
+            self._declared[key] = served.declared
+        entry = self._entries().get(key)
+        if entry and entry.get("source") == "truncation" and entry.get("served") == served.tokens:
+            pass  # it serves what it did when it cut a prompt shorter than that: keep the cut
+        elif served.tokens:
+            self._store(model, provider, base_url, served.tokens, "served", served.server)
+        else:
+            self._ask_again.add(key)
+        return served
+
+    def wants_asking(self, model: str, provider: str, base_url: str | None = None) -> bool:
+        """Whether this endpoint should be asked again now (and may be)."""
+        key = _endpoint_key(model, provider, base_url)
+        return key in self._ask_again and self.probe_allowed(model, provider, base_url)
+
+    def note_unreachable(self, model: str, provider: str, base_url: str | None = None) -> None:
+        """The endpoint could not be reached: ask it again once it answers (a restarted
+        server may serve another window)."""
+        self._ask_again.add(_endpoint_key(model, provider, base_url))
 
     # -- learning ------------------------------------------------------------------------
 
-    def learn_limit(self, model: str, provider: str, base_url: str | None, limit: int) -> bool:
-        """Remember the window an overflow error stated (docs/design.md#overflow-errors). Returns whether it was stored."""
-        return self._store(model, provider, base_url, limit, "overflow")
+    def learn_limit(
+        self,
+        model: str,
+        provider: str,
+        base_url: str | None,
+        limit: int,
+        how: How = "overflow",
+        served: int | None = None,
+    ) -> bool:
+        """Remember the window an overflow error stated, or a cut prompt showed
+        (docs/design.md#overflow-errors, #silent-truncation) — ``served``: while the server
+        said it serves that many (a server that cuts prompts to half its window). Returns
+        whether it was stored."""
+        return self._store(model, provider, base_url, limit, how, served=served)
 
     def confirm(self, model: str, provider: str, base_url: str | None, limit: int) -> bool:
-        """Remember the window a successful probe reported."""
-        return self._store(model, provider, base_url, limit, "probe")
+        """Remember a window the server serves (as if it had said so when asked)."""
+        return self._store(model, provider, base_url, limit, "served")
 
     def probe_allowed(self, model: str, provider: str, base_url: str | None = None) -> bool:
         """False while a recent failed probe of this endpoint + model is pausing retries."""
@@ -264,6 +331,7 @@ class ContextLengthResolver:
         """Drop a learned limit (and any probe pause), e.g. after the server was reconfigured."""
         key = _endpoint_key(model, provider, base_url)
         self._paused_until.pop(key, None)
+        self._declared.pop(key, None)
         with self._lock:
             entries = self._entries()
             if entries.pop(key, None) is not None:
@@ -271,7 +339,16 @@ class ContextLengthResolver:
 
     # -- the file ------------------------------------------------------------------------
 
-    def _store(self, model: str, provider: str, base_url: str | None, limit: int, how: str) -> bool:
+    def _store(
+        self,
+        model: str,
+        provider: str,
+        base_url: str | None,
+        limit: int,
+        how: How,
+        server: str | None = None,
+        served: int | None = None,
+    ) -> bool:
         try:
             limit = int(limit)
         except (TypeError, ValueError):
@@ -287,6 +364,10 @@ class ContextLengthResolver:
             if current and int(current.get("limit", 0)) == limit:
                 return True
             entries[key] = {"limit": limit, "source": how, "learned_at": int(time.time())}
+            if server:
+                entries[key]["server"] = server
+            if served:
+                entries[key]["served"] = served
             self._write(entries)
         log.info("context length of %s via %s is %d (from %s)", model, provider, limit, how)
         return True

@@ -18,6 +18,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -66,6 +67,37 @@ def _message_chars_and_images(message: Mapping[str, Any]) -> tuple[int, int]:
     if tool_calls:
         chars += len(json.dumps(tool_calls, ensure_ascii=False, default=str))
     return chars, images
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def token_floor(messages: Iterable[Mapping[str, Any]]) -> int:
+    """Tokens any real tokenizer counts at least for ``messages``' text: one per
+    whitespace-separated word (tokenizers split text at whitespace before merging; a run of
+    one character, a line of dashes, may be a single long token) and one per two CJK
+    characters, which come without spaces. O(text): for rare checks, never per turn."""
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        parts = [content] if isinstance(content, str) else []
+        if isinstance(content, list):
+            parts = [
+                p["text"]
+                for p in content
+                if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+            ]
+        if message.get("tool_calls"):
+            parts.append(json.dumps(message["tool_calls"], ensure_ascii=False, default=str))
+        for text in parts:
+            total += len(text.split()) + len(_CJK.findall(text)) // 2
+    return total
+
+
+def count_images(message: Mapping[str, Any]) -> int:
+    """Image parts of one message (their tokens are a flat guess, never measured)."""
+    content = message.get("content")
+    return _content_chars_and_images(content)[1] if isinstance(content, list) else 0
 
 
 def estimate_message_tokens_rough(message: Mapping[str, Any]) -> int:

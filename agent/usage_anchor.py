@@ -54,10 +54,17 @@ class UsageAnchor:
     covered: int
     fingerprint: str
     route: str
+    #: The calibration's ratio when the anchor was taken: how this session's server counts
+    #: against the estimate (docs/design.md#calibration), kept so it survives a restart.
+    ratio: float = 1.0
 
     @classmethod
     def from_response(
-        cls, usage: Usage | None, messages: Sequence[Mapping[str, Any]], route: str
+        cls,
+        usage: Usage | None,
+        messages: Sequence[Mapping[str, Any]],
+        route: str,
+        ratio: float = 1.0,
     ) -> UsageAnchor | None:
         """Anchor a response whose reply is already the last item of ``messages``.
 
@@ -74,6 +81,7 @@ class UsageAnchor:
             covered=covered,
             fingerprint=boundary_fingerprint(messages, covered),
             route=route,
+            ratio=ratio,
         )
 
     @property
@@ -96,16 +104,17 @@ class UsageAnchor:
                 covered=int(data["covered"]),
                 fingerprint=str(data["fingerprint"]),
                 route=str(data["route"]),
+                ratio=float(data.get("ratio") or 1.0),
             )
         except (KeyError, TypeError, ValueError):
             return None
 
 
 def build_anchor(
-    usage: Usage | None, messages: Sequence[Mapping[str, Any]], route: str
+    usage: Usage | None, messages: Sequence[Mapping[str, Any]], route: str, ratio: float = 1.0
 ) -> UsageAnchor | None:
     """Same as :meth:`UsageAnchor.from_response`."""
-    return UsageAnchor.from_response(usage, messages, route)
+    return UsageAnchor.from_response(usage, messages, route, ratio)
 
 
 def anchor_matches(anchor: UsageAnchor, messages: Sequence[Mapping[str, Any]], route: str) -> bool:

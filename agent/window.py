@@ -13,8 +13,8 @@ A request is a *view* of the conversation; the stored rows are never changed to 
    the largest rows are cut further, down to a floor, and then the oldest rows between
    the system prompt and the newest exchange are left out of this request, with a note.
 
-Token figures here are the rough estimate (docs/design.md#tokens in docs/design.md#tokens); when the
-provider has reported that the real count runs higher, ``fit_request`` scales for it.
+Rows are measured with the rough estimate (docs/design.md#tokens); budgets are the
+server's tokens, and the window's scale (docs/design.md#calibration) converts between them.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from agent.compression.assembly import repair_tool_pairs
 from agent.compression.markers import is_real_user_message, is_summary_message
 from agent.tokens import (
     IMAGE_TOKENS,
+    count_images,
     estimate_message_tokens_rough,
     estimate_text_tokens_rough,
 )
@@ -61,10 +62,21 @@ NOTE_TOKENS = estimate_text_tokens_rough(LEFT_OUT_NOTE) + 2
 
 @dataclass(frozen=True)
 class Window:
-    """The model's window and the share of it kept for the reply (docs/design.md#output-reserve)."""
+    """The model's window, the share of it kept for the reply (docs/design.md#output-reserve),
+    and how the server's counts relate to the rough estimate (docs/design.md#calibration).
+
+    Budgets (``context_length``, ``input_budget``, ``margin``) are in the server's tokens;
+    the row caps are in rough-estimate tokens, because rows are measured by the estimate:
+    a cap is the budget divided by ``scale``.
+    """
 
     context_length: int
     max_output_tokens: int
+    #: How many of the server's tokens one estimated token is (at least 1).
+    scale: float = 1.0
+    #: Server tokens kept free beside prompt and reply for what the estimate misses (the
+    #: chat template, a heavier tokenizer than the last requests showed).
+    margin: int = 0
 
     @property
     def output_reserve(self) -> int:
@@ -73,27 +85,35 @@ class Window:
 
     @property
     def input_budget(self) -> int:
-        """What a prompt may fill: the window minus the output reserve."""
-        return max(1, self.context_length - self.output_reserve)
+        """What a prompt may fill: the window minus the output reserve and the margin."""
+        return max(1, self.context_length - self.output_reserve - self.margin)
+
+    def _cap(self, share: float) -> int:
+        return max(MIN_ROW_TOKENS, int(self.input_budget * share / max(1.0, self.scale)))
 
     @property
     def row_cap(self) -> int:
-        """Tokens any one row other than the newest user message is shown with."""
-        return max(MIN_ROW_TOKENS, int(self.input_budget * ROW_SHARE))
+        """Estimated tokens any one row other than the newest user message is shown with."""
+        return self._cap(ROW_SHARE)
 
     @property
     def newest_cap(self) -> int:
-        """Tokens the newest user message is always shown with, if it has them."""
-        return max(MIN_ROW_TOKENS, int(self.input_budget * NEWEST_SHARE))
+        """Estimated tokens the newest user message is always shown with, if it has them."""
+        return self._cap(NEWEST_SHARE)
 
     @property
     def floor_cap(self) -> int:
-        return max(MIN_ROW_TOKENS, int(self.input_budget * FLOOR_SHARE))
+        return self._cap(FLOOR_SHARE)
+
+    def real(self, estimate: int) -> int:
+        """Server tokens of ``estimate`` estimated tokens."""
+        return math.ceil(estimate * max(1.0, self.scale))
 
     def max_tokens_for(self, prompt_tokens: int) -> int:
-        """Output tokens a request of ``prompt_tokens`` asks for (never past the window)."""
-        room = self.context_length - max(0, int(prompt_tokens))
-        return max(1, min(self.max_output_tokens, room))
+        """Output tokens a request of ``prompt_tokens`` (server tokens) asks for: the
+        reserve, less where the prompt leaves less room (never past the window)."""
+        room = self.context_length - max(0, int(prompt_tokens)) - self.margin
+        return max(1, min(self.output_reserve, room))
 
 
 def newest_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
@@ -118,15 +138,16 @@ def represented_tokens(
     window: Window,
     tokens: Sequence[int] | None = None,
 ) -> int:
-    """Rough tokens of the conversation as a request shows it (rows at most their cap).
+    """Tokens of the conversation as a request shows it (rows at most their cap), in the
+    server's tokens (the estimate times ``window.scale``).
 
     ``tokens`` are per-row counts when the caller has them (stored counts), else the
     rough estimate is taken. This is what every gate and threshold compares: a row that
     will only ever be shown as an excerpt counts as the excerpt.
     """
     counts = tokens if tokens is not None else [estimate_message_tokens_rough(m) for m in messages]
-    return sum(
-        min(count, cap) for count, cap in zip(counts, row_caps(messages, window), strict=True)
+    return window.real(
+        sum(min(count, cap) for count, cap in zip(counts, row_caps(messages, window), strict=True))
     )
 
 
@@ -199,11 +220,21 @@ def _represent_parts(parts: list[Any], room_chars: int) -> list[Any]:
 
 @dataclass(frozen=True)
 class FittedRequest:
-    """The messages to send, their rough size, and the output tokens to ask for."""
+    """The messages to send, their size, and the output tokens to ask for.
+
+    ``estimate`` is the rough estimate of what is sent (messages and ``overhead_tokens``);
+    ``prompt_tokens`` the same in the server's tokens, as the window's scale predicts;
+    ``images`` how many image parts ride along (the estimate's flat guess for each);
+    ``cut`` whether rows were cut or left out to fit (rule 3): such a view differs from
+    turn to turn, so the server's last count says little about it.
+    """
 
     messages: list[dict[str, Any]]
     prompt_tokens: int
     max_tokens: int
+    estimate: int = 0
+    images: int = 0
+    cut: bool = False
     excerpted: int = 0
     left_out: int = 0
 
@@ -213,16 +244,15 @@ def fit_request(
     window: Window,
     *,
     overhead_tokens: int = 0,
-    scale: float = 1.0,
 ) -> FittedRequest:
-    """The request for ``messages``: prompt + max_tokens never exceeds the window.
+    """The request for ``messages``: prompt + max_tokens + the window's margin never
+    exceeds the window.
 
     ``overhead_tokens`` is what travels beside the messages (tool schemas), estimated.
-    ``scale`` is how far the provider's real counts run above the rough estimate (code
-    and non-Latin text count more); the budget shrinks by it. ``prompt_tokens`` of the
-    result is in real terms: the estimate times ``scale``.
+    The window's ``scale`` is how far the server's counts run above the rough estimate
+    (code and non-Latin text count more); the budget shrinks by it.
     """
-    scale = max(1.0, scale)
+    scale = max(1.0, window.scale)
     budget = max(1, int(window.input_budget / scale) - overhead_tokens)
     # One estimate per row: most turns take none of the three cuts below.
     shown: list[Mapping[str, Any]] = []
@@ -253,11 +283,14 @@ def fit_request(
     if cut:  # rows were cut to fit: count the excerpts again
         originals = {id(m) for m in messages}
         excerpted = sum(1 for m in shown if id(m) not in originals)
-    prompt = math.ceil((total + overhead_tokens) * scale)
+    prompt = window.real(total + overhead_tokens)
     return FittedRequest(
         messages=[m if isinstance(m, dict) else dict(m) for m in shown],
         prompt_tokens=prompt,
         max_tokens=window.max_tokens_for(prompt),
+        estimate=total + overhead_tokens,
+        images=sum(count_images(m) for m in shown),
+        cut=cut,
         excerpted=excerpted,
         left_out=left_out,
     )

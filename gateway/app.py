@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from adapters.base import Adapter, InboundMessage
+from agent.calibration import Calibration, Calibrations
 from agent.context_compressor import ContextCompressor
 from agent.context_engine import EngineChoice, resolve_context_engine
 from agent.document_tools import READ_DOCUMENT
@@ -60,6 +61,9 @@ log = logging.getLogger(__name__)
 #: How long the start waits for the MCP servers' first connection; a slower one's tools
 #: arrive in the background.
 MCP_READY_SECONDS = 30.0
+#: How long the start waits for the model servers to say what windows they serve
+#: (docs/design.md#served-window); a slower answer still arrives in the background.
+ASK_SERVERS_SECONDS = 8.0
 
 
 class Gateway:
@@ -81,6 +85,9 @@ class Gateway:
         catch_up_from_store(self.adapters.values(), self.store.conversation, config)
         self.events = EventBus()
         self.windows = ContextLengthResolver(config.data_dir)
+        #: How each model's server counts against the estimate (docs/design.md#calibration).
+        self.calibrations = Calibrations()
+        self._asking: set[asyncio.Task[object]] = set()
         self.counter = TokenCounter.for_model(config.model.name)
         self.toolbox = ToolBox.of(
             BUILTIN_TOOLS + (READ_DOCUMENT,) + extra_tools,
@@ -162,7 +169,7 @@ class Gateway:
             self.sessions,
             self.lanes,
             self._reply,
-            configured_window=config.model.context_length,
+            window_note=self.window_note,
             memory=MemoryCommands(self.memories),
             pairing=self.pairing,
             models=ModelCommand(self.models, self.store.conversation, self.sessions, self.lanes),
@@ -218,6 +225,10 @@ class Gateway:
         """The window of the model ``runtime``'s chat uses, now."""
         return self.models.window(self.models.get(runtime.model_choice))
 
+    def window_note(self, runtime: SessionRuntime) -> str:
+        """Why ``runtime``'s window is not what its model's config says ("" if it is)."""
+        return self.models.window_note(self.models.get(runtime.model_choice))
+
     def _build_runtime(self, record: SessionRecord, choice_key: str | None) -> SessionRuntime:
         choice = self.models.get(choice_key)
         provider = self.models.provider(choice)
@@ -240,6 +251,9 @@ class Gateway:
             max_output_tokens=choice.max_output_tokens,
             max_compression_attempts=self.config.compression.max_compression_attempts,
             windows=self.windows,
+            # The session's own, kept with its usage anchor, when it has one.
+            calibration=Calibration.from_ratio(record.anchor.ratio) if record.anchor else None,
+            calibrations=self.calibrations,
         )
         runtime = SessionRuntime(record.session_key, record, engine, agent)
         runtime.model_choice = choice.key
@@ -280,6 +294,9 @@ class Gateway:
         await self.moves.load()
         # Loading the tokenizer can take a second (or a download); not on the event loop.
         await asyncio.to_thread(self.counter.preload)
+        # The windows the model servers really serve, before the first turn needs them.
+        self._asking = await self.models.ask_servers(ASK_SERVERS_SECONDS)
+        self.context_length = self.current_window()
         self._subscribe_hooks()
         main = self.providers.main
         if caching_enabled(main.name, main.model, main.base_url):
@@ -337,6 +354,8 @@ class Gateway:
         await self.events.drain(timeout=2.0)
         if self.mcp is not None:  # after the turns: stdio servers end with the gateway
             await _quietly(self.mcp.stop(), "stopping the MCP servers")
+        for ask in self._asking:  # a server that never answered the start's question
+            ask.cancel()
         await self.providers.aclose()
         if self.media.transcriber is not None:
             await self.media.transcriber.aclose()

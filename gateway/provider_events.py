@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback
+from agent.served_window import ServedWindow
 from gateway.build import Providers
 from gateway.events import EventBus
 
@@ -40,6 +41,9 @@ class ReportedProvider(Provider):
     @property
     def base_url(self) -> str | None:  # type: ignore[override]
         return self.inner.base_url
+
+    async def served_window(self) -> ServedWindow | None:
+        return await self.inner.served_window()
 
     async def complete(
         self,

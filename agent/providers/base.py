@@ -12,9 +12,12 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from nightowl_errors import NightowlError
+
+if TYPE_CHECKING:
+    from agent.served_window import ServedWindow
 
 ErrorKind = Literal["overflow", "rate_limit", "overloaded", "auth", "timeout", "network", "other"]
 
@@ -26,7 +29,9 @@ class ProviderError(NightowlError):
     """A provider call failed. ``kind`` is what callers branch on, never the message text.
 
     ``retry_after`` is set for rate limits when the server said how long to wait;
-    ``context_limit`` is set for overflows when the error stated the window (docs/design.md#overflow-errors).
+    ``context_limit`` is set for overflows when the error stated the window, and
+    ``prompt_tokens`` when it stated the prompt's size as the server counted it
+    (docs/design.md#overflow-errors).
     ``detail`` refines a kind where callers need it (see :mod:`agent.providers.errors`):
     ``stream_closed``, ``json_decode`` and ``empty_response`` (kind ``other``), ``quota``
     (kind ``auth``); empty otherwise.
@@ -41,6 +46,7 @@ class ProviderError(NightowlError):
         status: int | None = None,
         retry_after: float | None = None,
         context_limit: int | None = None,
+        prompt_tokens: int | None = None,
         provider: str = "",
         detail: str = "",
     ) -> None:
@@ -49,6 +55,7 @@ class ProviderError(NightowlError):
         self.status = status
         self.retry_after = retry_after
         self.context_limit = context_limit
+        self.prompt_tokens = prompt_tokens
         self.provider = provider
         self.detail = detail
 
@@ -147,6 +154,11 @@ class Provider(ABC):
         supports them (docs/design.md#prompt-caching); ``None`` sends no markers.
         Raises :class:`ProviderError` on any failure.
         """
+
+    async def served_window(self) -> ServedWindow | None:
+        """What the server says about this model's window (docs/design.md#served-window);
+        None where it cannot be asked (a hosted API: the static table knows it)."""
+        return None
 
     @property
     def route(self) -> str:

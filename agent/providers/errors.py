@@ -7,7 +7,8 @@ live in one place:
 
 - ``overflow``: OpenAI ``context_length_exceeded``, Anthropic "prompt is too long" and the
   wordings of OpenAI-compatible servers (vLLM, llama.cpp, Ollama, OpenRouter, TGI, LM
-  Studio, Mistral, Gemini); the stated window goes into ``context_limit``.
+  Studio, Mistral, Gemini); the stated window goes into ``context_limit`` and the prompt's
+  size as the server counted it into ``prompt_tokens``.
 - ``rate_limit`` (429, ``retry_after`` from the headers or "try again in Ns"),
   ``overloaded`` (529, ``overloaded_error``, 503 "overloaded"/"at capacity"),
   ``auth`` (401/403, and quota exhaustion with ``detail="quota"``), ``timeout``,
@@ -58,6 +59,10 @@ _OVERFLOW_PHRASES = (
     "context length of only",
     "request_too_large",
     "prompt too long",
+    "longer than the context length",  # Ollama without context shift
+    "greater than the context length",  # LM Studio 0.4
+    "reached context length of",  # LM Studio, mid-generation
+    "context size has been exceeded",  # LM Studio, MLX
 )
 
 # Ordered: the first pattern that matches states the window (group 1).
@@ -75,6 +80,29 @@ _LIMIT_PATTERNS = tuple(
         r"maximum number of tokens allowed \((\d+)\)",
         r"context length of only (\d+)",
         r"context (?:length|window|size) (?:of|is) (\d+)",
+        r"n_ctx: (\d+)",  # LM Studio 0.4
+    )
+)
+
+# Ordered: the first pattern that matches states the prompt's size as the server counted
+# it (group 1) — the truth nightowl's estimate is calibrated by (docs/design.md#calibration).
+_PROMPT_PATTERNS = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"\((\d+) in the messages",  # OpenAI, older vLLM
+        r"request has (\d+) input tokens",  # newer vLLM
+        r"messages resulted in (\d+) tokens",
+        r"prompt is too long: (\d+) tokens",  # Anthropic
+        r"exceed context limit: (\d+) \+",
+        r"prompt \((?:total )?length (\d+)\)",  # vLLM
+        r"request \((\d+) tokens\) exceeds",  # llama.cpp before the JSON fields
+        r"prompt contains (\d+) tokens",  # Mistral
+        r"given: (\d+) `inputs` tokens",  # TGI
+        r"input token count \((\d+)\)",  # Gemini
+        r"keep the first (\d+) tokens",  # LM Studio
+        r"input length \((\d+)\)",
+        r"prompt contains at least (\d+) input tokens",  # vLLM 2026
+        r"n_keep: (\d+)",  # LM Studio 0.4
     )
 )
 
@@ -109,6 +137,17 @@ def parse_context_limit(text: str, body: Any = None) -> int | None:
     if isinstance(body, Mapping) and isinstance(body.get("n_ctx"), int):
         return int(body["n_ctx"])  # llama.cpp puts it in the error object
     for pattern in _LIMIT_PATTERNS:
+        match = pattern.search(text or "")
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def parse_prompt_tokens(text: str, body: Any = None) -> int | None:
+    """The prompt's size an overflow error states, as the server counted it, if it does."""
+    if isinstance(body, Mapping) and isinstance(body.get("n_prompt_tokens"), int):
+        return int(body["n_prompt_tokens"])  # llama.cpp puts it in the error object
+    for pattern in _PROMPT_PATTERNS:
         match = pattern.search(text or "")
         if match:
             return int(match.group(1))
@@ -177,6 +216,7 @@ def classify_failure(
 ) -> ProviderError:
     """Build the :class:`ProviderError` for a failure the server described."""
     kind, detail = classify_kind(status, error_type, code, message)
+    overflow = kind == "overflow"
     label = " ".join(str(p) for p in (status if status != 200 else None, error_type) if p)
     text = redact(f"{label}: {message}" if label else message, secret)
     return ProviderError(
@@ -184,7 +224,8 @@ def classify_failure(
         text[:MAX_MESSAGE_CHARS],
         status=status,
         retry_after=parse_retry_after(headers, message) if kind == "rate_limit" else None,
-        context_limit=parse_context_limit(message, body) if kind == "overflow" else None,
+        context_limit=parse_context_limit(message, body) if overflow else None,
+        prompt_tokens=parse_prompt_tokens(message, body) if overflow else None,
         provider=provider,
         detail=detail,
     )

@@ -18,7 +18,11 @@ import openai
 from agent.prompt_caching import apply_anthropic_cache_control, caching_enabled
 from agent.providers.base import Completion, ProviderError, TextCallback, ToolCall, Usage
 from agent.providers.errors import EMPTY_RESPONSE, JSON_DECODE, classify_failure, local_failure
-from agent.providers.sdk import SDKProvider
+from agent.providers.sdk import PLACEHOLDER_KEY, SDKProvider
+from agent.served_window import ServedWindow, ask_served_window
+
+#: How long asking a server for its window may take (each endpoint tried).
+PROBE_TIMEOUT_SECONDS = 5.0
 
 #: Keys a message may carry on the wire; anything else (ids, timestamps, token counts
 #: from the store) would make strict servers reject the request.
@@ -187,6 +191,15 @@ class OpenAIProvider(SDKProvider):
     client_class = openai.AsyncOpenAI
     sdk_error = openai.OpenAIError
     default_host = "api.openai.com"
+
+    async def served_window(self) -> ServedWindow | None:
+        """Ask a self-hosted server (any base URL but OpenAI's own) what it serves."""
+        if not self.base_url or self.default_host in self.base_url:
+            return None
+        key = self._secret if self._secret and self._secret != PLACEHOLDER_KEY else None
+        return await ask_served_window(
+            self.base_url, self.model, api_key=key, timeout=PROBE_TIMEOUT_SECONDS
+        )
 
     @property
     def caches_prompts(self) -> bool:

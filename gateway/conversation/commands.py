@@ -79,7 +79,7 @@ class Commands:
         lanes: Lanes,
         reply: Reply,
         *,
-        configured_window: int | None = None,
+        window_note: Callable[[SessionRuntime], str] | None = None,
         pairing: Pairing | None = None,
         memory: MemoryCommands | None = None,
         models: ModelCommand | None = None,
@@ -89,8 +89,8 @@ class Commands:
         self.sessions = sessions
         self.lanes = lanes
         self.reply = reply
-        #: ``model.context_length``; /status says when the provider's smaller limit won.
-        self.configured_window = configured_window
+        #: Why a session's window is not the configured one ("" when it is): /status says.
+        self.window_note = window_note
         #: Answers /pair; None: pairing is not wired and /pair is no command.
         self.pairing = pairing
         self.background = BackgroundTasks("commands")
@@ -207,10 +207,8 @@ class Commands:
         }[reading.source]
         provider = runtime.agent.provider
         busy = " · a reply is being written" if self.lanes.busy(key) else ""
-        learned = ""
-        if self.configured_window and window < self.configured_window:
-            # Only a limit the provider stated (an overflow or a probe) gets below config.
-            learned = f" (learned from the provider; config says {self.configured_window:,})"
+        note = self.window_note(runtime) if self.window_note is not None else ""
+        learned = f" ({note})" if note else ""
         return "\n".join(
             [
                 f"Model: {provider.model} ({provider.name}) · window {window:,} tokens{learned}",

@@ -13,13 +13,19 @@ into an overflow, and nothing is deleted.
 
 from __future__ import annotations
 
-from agent.model_metadata import ContextLengthResolver
+import asyncio
+import logging
+
+from agent.model_metadata import ContextLengthResolver, ResolvedWindow
 from agent.providers import Provider
+from agent.served_window import ENLARGE_HINTS
 from gateway.config.models import DEFAULT_CHOICE, ModelChoice
 from gateway.conversation.hygiene import measure_tokens
 from gateway.conversation.lanes import Lanes
 from gateway.conversation.sessions import SessionRegistry
 from gateway.store import ConversationStore
+
+log = logging.getLogger(__name__)
 
 
 class ModelChoices:
@@ -54,13 +60,66 @@ class ModelChoices:
 
     def window(self, choice: ModelChoice) -> int:
         """The model's window now (docs/design.md#window-resolution)."""
+        return self.resolved(choice).tokens
+
+    def resolved(self, choice: ModelChoice) -> ResolvedWindow:
         route = choice.route
-        return self.windows.resolve(
+        return self.windows.resolve_with_source(
             route.name, route.provider, route.base_url, override=choice.context_length
         )
 
+    def window_note(self, choice: ModelChoice) -> str:
+        """What ``/status`` says after the window when it is not what the config says:
+        the server serves less (and what to change), or an overflow taught a smaller one."""
+        return window_note(self.resolved(choice), choice.context_length, _config_key(choice))
+
     def describe(self, choice: ModelChoice) -> str:
         return f"{choice.route.name} via {choice.route.provider}, {self.window(choice):,} tokens"
+
+    async def ask_servers(self, within: float) -> set[asyncio.Task[object]]:
+        """Ask every model's server what window it serves (docs/design.md#served-window),
+        waiting at most ``within`` seconds; the asks still under way are returned, to finish
+        in the background. A server that serves less than the config says is told to the
+        operator in the log, once, here."""
+        asks: dict[str, asyncio.Task[object]] = {}
+        for choice in self.choices.values():
+            provider, route = self.provider(choice), choice.route
+            key = f"{route.provider}|{route.base_url}|{route.name}"
+            if key not in asks:
+                asks[key] = asyncio.create_task(
+                    self.windows.ask_server(
+                        route.name, route.provider, route.base_url, provider.served_window
+                    )
+                )
+        if not asks:
+            return set()
+        _, pending = await asyncio.wait(asks.values(), timeout=within)
+        for choice in self.choices.values():
+            note = self.window_note(choice)
+            if note.startswith("the server serves"):
+                log.warning("%s (%s): %s", choice.route.name, choice.key, note)
+        return pending
+
+
+def _config_key(choice: ModelChoice) -> str:
+    return (
+        "model.context_length"
+        if choice.key == DEFAULT_CHOICE
+        else f"models.{choice.key}.context_length"
+    )
+
+
+def window_note(resolved: ResolvedWindow, configured: int | None, config_key: str) -> str:
+    """Why the window is not the configured one, or "" when it is (or none is configured)."""
+    if resolved.source != "confirmed" or not configured or resolved.tokens >= configured:
+        return ""
+    if resolved.how == "served":
+        hint = ENLARGE_HINTS.get(resolved.server or "", "give the server a larger window")
+        return (
+            f"the server serves {resolved.tokens:,} tokens, not {configured:,}: {hint}, "
+            f"or lower {config_key}"
+        )
+    return f"learned from the provider; config says {configured:,}"
 
 
 class ModelCommand:

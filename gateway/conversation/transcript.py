@@ -264,6 +264,7 @@ class SessionTranscript:
             covered=covered,
             fingerprint=stored.fingerprint,
             route=stored.route,
+            ratio=stored.ratio or 1.0,
         )
 
     async def store_observed(self) -> None:
@@ -332,6 +333,7 @@ class SessionTranscript:
             message_id,
             anchor.fingerprint,
             anchor.route,
+            anchor.ratio,
         )
 
 

@@ -138,7 +138,8 @@ class TurnRunner:
             await self.deliver(outbound, notice)
         if result.error is not None:
             self.events.emit("agent:error", self._payload(runtime, kind=result.error.kind))
-            await self.deliver(outbound, describe_provider_error(result.error))
+            # A draft streamed before the failure becomes the explanation.
+            await self.deliver(outbound, describe_provider_error(result.error), stream=stream)
         else:
             text = result.reply or EMPTY_ANSWER
             delivered = await self.deliver(outbound, text, stream=stream)
@@ -160,13 +161,20 @@ class TurnRunner:
         stream: Any,
         memory: MemoryBlock | None = None,
     ) -> TurnResult:
-        on_text = None
+        on_text = on_retract = None
         if stream is not None:
             parts: list[str] = []
 
             async def on_text(delta: str) -> None:
                 parts.append(delta)
                 await stream.update("".join(parts))
+
+            async def on_retract(chars: int) -> None:
+                # A reply the agent discarded (docs/design.md#silent-truncation): the
+                # draft shows what came before it, or a mark until the next text.
+                kept = "".join(parts)[:-chars] if chars else "".join(parts)
+                parts[:] = [kept]
+                await stream.update(kept or "…")
 
         return await runtime.agent.run_turn(
             transcript.messages,
@@ -176,6 +184,7 @@ class TurnRunner:
             on_text=on_text,
             cache_ttl=self.cache_ttl(context.source),
             memory=memory,
+            on_retract=on_retract,
         )
 
     async def send(self, message: OutboundMessage) -> bool:

@@ -26,6 +26,8 @@ class AnchorRecord:
     message_id: int
     fingerprint: str
     route: str
+    #: How the server counted against the estimate then (docs/design.md#calibration).
+    ratio: float | None = None
 
 
 @dataclass(frozen=True)

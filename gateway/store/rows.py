@@ -193,7 +193,7 @@ async def delete_inbox(db: aiosqlite.Connection, ids: Sequence[int]) -> None:
 
 _ANCHOR_SET = (
     "anchor_prompt_tokens = ?, anchor_completion_tokens = ?, anchor_message_id = ?,"
-    " anchor_fingerprint = ?, anchor_route = ?"
+    " anchor_fingerprint = ?, anchor_route = ?, anchor_ratio = ?"
 )
 _USAGE_SET = (
     "usage_prompt = usage_prompt + ?, usage_completion = usage_completion + ?,"
@@ -204,13 +204,14 @@ _USAGE_SET = (
 
 def _anchor_values(anchor: AnchorRecord | None) -> tuple[Any, ...]:
     if anchor is None:
-        return (None, None, None, None, None)
+        return (None, None, None, None, None, None)
     return (
         anchor.prompt_tokens,
         anchor.completion_tokens,
         anchor.message_id,
         anchor.fingerprint,
         anchor.route,
+        anchor.ratio,
     )
 
 
@@ -265,6 +266,7 @@ def anchor_at(anchor: AnchorRecord, ids: list[int]) -> AnchorRecord | None:
             ids[index],
             anchor.fingerprint,
             anchor.route,
+            anchor.ratio,
         )
     return None
 
@@ -318,6 +320,7 @@ def session_record(row: aiosqlite.Row) -> SessionRecord:
             message_id=row["anchor_message_id"],
             fingerprint=row["anchor_fingerprint"],
             route=row["anchor_route"],
+            ratio=row["anchor_ratio"],
         )
     return SessionRecord(
         id=row["id"],

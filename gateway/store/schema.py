@@ -276,6 +276,10 @@ CREATE TABLE compactions (
 CREATE INDEX compactions_session ON compactions(session_id, at);
 """
 
+# 11: the usage anchor keeps how the server counts against the estimate, the
+# calibration's ratio (docs/design.md#calibration), so it outlives a restart.
+_V11 = "ALTER TABLE sessions ADD COLUMN anchor_ratio DOUBLE PRECISION;"
+
 #: A migration is a script, or a coroutine function run inside the migration's transaction.
 Migration = str | Callable[[aiosqlite.Connection], Awaitable[None]]
 
@@ -290,5 +294,6 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (8, _V8),
     (9, DASHBOARD_TABLES),
     (10, _V10),
+    (11, _V11),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

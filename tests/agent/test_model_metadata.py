@@ -12,6 +12,7 @@ from agent.model_metadata import (
     ContextLengthResolver,
     static_context_length,
 )
+from agent.served_window import ServedWindow
 
 
 class Clock:
@@ -64,16 +65,46 @@ def test_a_smaller_learned_limit_beats_the_override_after_a_restart(tmp_path):
     assert fresh.resolve("qwen3:8b", "openai", "http://other/v1", override=4_096) == 4_096
 
 
-async def test_a_configured_window_is_not_probed_but_a_smaller_learned_one_wins(tmp_path):
-    ContextLengthResolver(tmp_path).learn_limit("m", "openai", "http://h/v1", 3_000)
+async def test_a_server_that_serves_less_than_configured_wins_and_says_how(tmp_path):
+    async def ask() -> ServedWindow:
+        return ServedWindow("ollama", 4_096, declared=40_960)
 
-    async def probe() -> int:
-        raise AssertionError("a configured window needs no probe")
-
-    window = await ContextLengthResolver(tmp_path).resolve_with_probe(
-        "m", "openai", "http://h/v1", probe, override=4_096
+    await ContextLengthResolver(tmp_path).ask_server("m", "openai", "http://h/v1", ask)
+    window = ContextLengthResolver(tmp_path).resolve_with_source(
+        "m", "openai", "http://h/v1", override=32_768
     )
-    assert (window.tokens, window.source) == (3_000, "confirmed")
+    assert (window.tokens, window.source, window.how, window.server) == (
+        4_096,
+        "confirmed",
+        "served",
+        "ollama",
+    )
+
+
+async def test_a_server_asked_again_replaces_what_an_overflow_taught(tmp_path):
+    resolver = ContextLengthResolver(tmp_path)
+    resolver.learn_limit("m", "openai", "http://h/v1", 3_000)
+
+    async def ask() -> ServedWindow:
+        return ServedWindow("llama.cpp", 8_192)
+
+    await resolver.ask_server("m", "openai", "http://h/v1", ask)
+    assert resolver.resolve("m", "openai", "http://h/v1") == 8_192  # larger: the server grew
+
+
+async def test_a_model_not_loaded_caps_the_window_at_what_it_declares_and_is_asked_again(
+    tmp_path,
+):
+    resolver = ContextLengthResolver(tmp_path)
+
+    async def ask() -> ServedWindow:
+        return ServedWindow("ollama", None, declared=40_960)
+
+    await resolver.ask_server("qwen3:8b", "openai", "http://h/v1", ask)
+    window = resolver.resolve_with_source("qwen3:8b", "openai", "http://h/v1")
+    assert (window.tokens, window.source) == (40_960, "declared")  # the table says 131,072
+    assert resolver.wants_asking("qwen3:8b", "openai", "http://h/v1")
+    assert not (tmp_path / CACHE_FILE_NAME).exists()  # an upper bound is not written down
 
 
 def test_learned_limit_is_authoritative_even_below_the_table(tmp_path):
@@ -112,37 +143,37 @@ def test_corrupt_cache_file_is_ignored_not_fatal(tmp_path):
     assert ContextLengthResolver(tmp_path).resolve("gpt-4o", "openai") == 128_000
 
 
-async def test_successful_probe_is_cached(tmp_path):
+async def test_a_served_window_is_cached(tmp_path):
     resolver = ContextLengthResolver(tmp_path)
 
-    async def probe() -> int:
-        return 24_576
+    async def ask() -> ServedWindow:
+        return ServedWindow("vllm", 24_576)
 
-    window = await resolver.resolve_with_probe("local-model", "openai", "http://h/v1", probe)
-    assert (window.tokens, window.source) == (24_576, "confirmed")
+    served = await resolver.ask_server("local-model", "openai", "http://h/v1", ask)
+    assert served is not None and served.tokens == 24_576
     assert ContextLengthResolver(tmp_path).resolve("local-model", "openai", "http://h/v1") == 24_576
 
 
-async def test_failed_probe_is_not_cached_and_pauses_five_minutes(tmp_path):
+async def test_failed_ask_is_not_cached_and_pauses_five_minutes(tmp_path):
     clock = Clock()
     resolver = ContextLengthResolver(tmp_path, clock=clock)
     calls = []
 
-    async def failing_probe() -> int:
+    async def failing() -> ServedWindow:
         calls.append(clock.now)
         raise ConnectionError("server down")
 
-    first = await resolver.resolve_with_probe("local-model", "openai", "http://h/v1", failing_probe)
-    assert first.source == "default"
+    assert await resolver.ask_server("local-model", "openai", "http://h/v1", failing) is None
+    assert resolver.resolve_with_source("local-model", "openai", "http://h/v1").source == "default"
     assert not (tmp_path / CACHE_FILE_NAME).exists()
     clock.now += PROBE_RETRY_PAUSE_SECONDS - 1
-    await resolver.resolve_with_probe("local-model", "openai", "http://h/v1", failing_probe)
+    await resolver.ask_server("local-model", "openai", "http://h/v1", failing)
     assert len(calls) == 1  # still paused
-    # The pause is per endpoint + model: another endpoint probes right away.
-    await resolver.resolve_with_probe("local-model", "openai", "http://other/v1", failing_probe)
+    # The pause is per endpoint + model: another endpoint is asked right away.
+    await resolver.ask_server("local-model", "openai", "http://other/v1", failing)
     assert len(calls) == 2
     clock.now += 1
-    await resolver.resolve_with_probe("local-model", "openai", "http://h/v1", failing_probe)
+    await resolver.ask_server("local-model", "openai", "http://h/v1", failing)
     assert len(calls) == 3
 
 
@@ -152,9 +183,7 @@ async def test_the_pause_lives_in_memory_only(tmp_path):
     async def no_answer() -> None:
         return None
 
-    await ContextLengthResolver(tmp_path, clock=clock).resolve_with_probe(
-        "m", "openai", None, no_answer
-    )
+    await ContextLengthResolver(tmp_path, clock=clock).ask_server("m", "openai", None, no_answer)
     assert ContextLengthResolver(tmp_path, clock=clock).probe_allowed("m", "openai")
 
 

@@ -143,6 +143,13 @@ class Recorded:
     body: dict[str, Any]
     headers: dict[str, str]
     prompt_tokens: int
+    #: The prompt's tokens as sent, when the server cut it (tests/fakes/local_servers.py):
+    #: then ``body`` is what the model saw and ``prompt_tokens`` what it reported.
+    sent_tokens: int | None = None
+
+    @property
+    def cut(self) -> bool:
+        return self.sent_tokens is not None
 
     @property
     def stream(self) -> bool:
@@ -257,6 +264,8 @@ class FakeLLM:
         self.record_limit = record_limit
         #: How many requests arrived in total, whatever ``record_limit`` kept.
         self.request_count = 0
+        #: How many were refused as too long for the window.
+        self.refusals = 0
         self.port = 0
         self._queue: list[Reply] = []
         self._ids = itertools.count(1)
@@ -298,6 +307,7 @@ class FakeLLM:
         app.router.add_post("/v1/messages", self._handle_anthropic)
         app.router.add_get("/v1/models", self._handle_models)
         self.transcriptions.install(app)
+        self.install(app)
         # A small shutdown_timeout so stop() never waits out a hanging or streaming reply.
         self._runner = web.AppRunner(
             app, shutdown_timeout=0.2, handler_cancellation=True, access_log=None
@@ -308,6 +318,14 @@ class FakeLLM:
         self.port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock).start()
         return self
+
+    def install(self, app: web.Application) -> None:
+        """More routes, for a fake of one particular server (tests/fakes/local_servers.py)."""
+
+    def admit(self, recorded: Recorded) -> Recorded:
+        """What the model sees of a request: here all of it; a server that cuts prompts
+        silently returns the cut one (tests/fakes/local_servers.py)."""
+        return recorded
 
     async def stop(self) -> None:
         self._stopping.set()
@@ -342,7 +360,7 @@ class FakeLLM:
     async def _handle(self, request: web.Request, api: str) -> web.StreamResponse:
         body = await request.json()
         headers = {k.lower(): v for k, v in request.headers.items()}
-        recorded = Recorded(api, body, headers, self.count_tokens(api, body))  # type: ignore[arg-type]
+        recorded = self.admit(Recorded(api, body, headers, self.count_tokens(api, body)))  # type: ignore[arg-type]
         async with self._arrived:
             self.requests.append(recorded)
             self.request_count += 1
@@ -354,6 +372,9 @@ class FakeLLM:
             return _error_response(api, Reply(status=401))
         overflow = self._overflow_reply(recorded)
         if overflow is not None:
+            self.refusals += 1
+            if overflow.raw_body is not None:  # another server's own error shape
+                return await self._respond(request, recorded, overflow)
             return _error_response(api, overflow)
         reply = await self._next_reply(recorded)
         if reply.delay:

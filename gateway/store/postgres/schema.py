@@ -218,11 +218,15 @@ CREATE TABLE chat_models (
 );
 """
 
+# 11: the usage anchor keeps the calibration's ratio (docs/design.md#calibration), as on SQLite.
+_V11 = "ALTER TABLE sessions ADD COLUMN anchor_ratio DOUBLE PRECISION;"
+
 MIGRATIONS: list[tuple[int, str]] = [
     (6, _BASE),
     (7, _V7),
     (8, _V8),
     (9, DASHBOARD_TABLES),
     (10, _V10),
+    (11, _V11),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

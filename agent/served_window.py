@@ -1,0 +1,191 @@
+"""Ask a model server what window it really serves (docs/design.md#served-window).
+
+Local servers serve a smaller window than the model declares, and say so only when asked:
+
+- **Ollama** ``GET /api/ps`` lists each loaded model with the ``context_length`` it was
+  loaded with (v0.10+); that is the window its OpenAI-compatible ``/v1`` serves, whatever a
+  request says (``/v1`` ignores ``num_ctx``). A model not loaded yet is asked of
+  ``POST /api/show``: a Modelfile's ``num_ctx`` in ``parameters`` is served, while
+  ``model_info["<arch>.context_length"]`` is only what the model declares — an upper
+  bound (the server's default, ``OLLAMA_CONTEXT_LENGTH``, is not visible to a client).
+- **llama.cpp** ``GET /props``: ``default_generation_settings.n_ctx`` is one slot's window
+  (``--ctx-size`` divided among ``--parallel`` slots); ``/v1/models``' ``meta.n_ctx_train``
+  is the training window, larger.
+- **LM Studio** ``GET /api/v0/models``: ``loaded_context_length`` of a loaded model,
+  ``max_context_length`` declared.
+- **vLLM** ``GET /v1/models``: ``max_model_len``; other OpenAI-compatible servers put
+  ``context_length`` (or ``context_window``) there.
+
+Each endpoint is tried in that order; a 404, a timeout or an odd body only moves on to
+the next. Nothing here is sent to OpenAI's or Anthropic's own API: their windows are in
+the static table.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx2
+
+log = logging.getLogger(__name__)
+
+Server = Literal["ollama", "llama.cpp", "lmstudio", "vllm", "openai-compatible"]
+
+#: What to change on each server for a larger window (the operator's fix).
+ENLARGE_HINTS: dict[str, str] = {
+    "ollama": "set OLLAMA_CONTEXT_LENGTH (or num_ctx in the model's Modelfile)",
+    "llama.cpp": "start llama-server with a larger --ctx-size (divided among --parallel slots)",
+    "lmstudio": "load the model with a larger context length in LM Studio",
+    "vllm": "start vLLM with a larger --max-model-len",
+}
+
+_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class ServedWindow:
+    """What a server said about one model's window."""
+
+    server: Server
+    #: The window it serves this model with; None when it did not say (not loaded yet).
+    tokens: int | None
+    #: What the model declares (its training window): an upper bound, never served more.
+    declared: int | None = None
+
+    @property
+    def cuts_silently(self) -> bool:
+        """Whether this server cuts a prompt longer than its window and answers anyway
+        (Ollama; docs/design.md#silent-truncation) rather than refusing it."""
+        return self.server == "ollama"
+
+    @property
+    def hint(self) -> str:
+        """How the operator gives this server a larger window."""
+        return ENLARGE_HINTS.get(self.server, "give the server a larger context window")
+
+
+def server_root(base_url: str) -> str:
+    """The server's root URL: ``base_url`` without a trailing ``/v1`` (Ollama's and llama.cpp's
+    own endpoints live beside their OpenAI-compatible ones)."""
+    root = base_url.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+async def ask_served_window(
+    base_url: str, model: str, *, api_key: str | None = None, timeout: float = 5.0
+) -> ServedWindow | None:
+    """What the server at ``base_url`` says about ``model``'s window; None when it says
+    nothing (no endpoint answers, or none knows the model)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    root = server_root(base_url)
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as client:
+        asker = _Asker(client)
+        for ask in (_ollama, _llama_cpp, _lmstudio, _openai_models):
+            answer = await ask(asker, root, base_url.rstrip("/"), model)
+            if answer is not None:
+                return answer
+    return None
+
+
+class _Asker:
+    """GET/POST JSON; any failure is None (the next endpoint is tried)."""
+
+    def __init__(self, client: httpx2.AsyncClient) -> None:
+        self.client = client
+
+    async def json(self, method: str, url: str, body: Any = None) -> Any:
+        try:
+            response = await self.client.request(method, url, json=body)
+        except httpx2.HTTPError as exc:
+            log.debug("window probe %s %s: %s", method, url, type(exc).__name__)
+            return None
+        if response.status_code != 200:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            return None
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _same_model(name: Any, model: str) -> bool:
+    """Ollama names carry a tag (``qwen3:8b``); a bare name means ``:latest``."""
+    if not isinstance(name, str):
+        return False
+    return name == model or name == f"{model}:latest" or f"{name}:latest" == model
+
+
+async def _ollama(asker: _Asker, root: str, base: str, model: str) -> ServedWindow | None:
+    listing = await asker.json("GET", f"{root}/api/ps")
+    if not isinstance(listing, Mapping) or not isinstance(listing.get("models"), list):
+        return None
+    for entry in listing["models"]:
+        if isinstance(entry, Mapping) and (
+            _same_model(entry.get("name"), model) or _same_model(entry.get("model"), model)
+        ):
+            served = _positive(entry.get("context_length"))
+            if served is not None:
+                return ServedWindow("ollama", served)
+    # Not loaded (or an Ollama older than 0.10): what the model's own files say.
+    shown = await asker.json("POST", f"{root}/api/show", {"model": model})
+    if not isinstance(shown, Mapping):
+        return ServedWindow("ollama", None)
+    parameters = shown.get("parameters")
+    match = _NUM_CTX.search(parameters) if isinstance(parameters, str) else None
+    info = shown.get("model_info")
+    declared = None
+    if isinstance(info, Mapping):
+        declared = next(
+            (_positive(v) for k, v in info.items() if str(k).endswith(".context_length")), None
+        )
+    return ServedWindow("ollama", int(match.group(1)) if match else None, declared)
+
+
+async def _llama_cpp(asker: _Asker, root: str, base: str, model: str) -> ServedWindow | None:
+    props = await asker.json("GET", f"{root}/props")
+    settings = props.get("default_generation_settings") if isinstance(props, Mapping) else None
+    served = _positive(settings.get("n_ctx")) if isinstance(settings, Mapping) else None
+    if served is None:
+        return None
+    return ServedWindow("llama.cpp", served)
+
+
+async def _lmstudio(asker: _Asker, root: str, base: str, model: str) -> ServedWindow | None:
+    listing = await asker.json("GET", f"{root}/api/v0/models")
+    data = listing.get("data") if isinstance(listing, Mapping) else None
+    for entry in data if isinstance(data, list) else []:
+        if isinstance(entry, Mapping) and entry.get("id") == model:
+            loaded = entry.get("state") == "loaded"
+            return ServedWindow(
+                "lmstudio",
+                _positive(entry.get("loaded_context_length")) if loaded else None,
+                _positive(entry.get("max_context_length")),
+            )
+    return None
+
+
+async def _openai_models(asker: _Asker, root: str, base: str, model: str) -> ServedWindow | None:
+    listing = await asker.json("GET", f"{base}/models")
+    data = listing.get("data") if isinstance(listing, Mapping) else None
+    for entry in data if isinstance(data, list) else []:
+        if not isinstance(entry, Mapping) or entry.get("id") != model:
+            continue
+        if entry.get("owned_by") == "vllm" or "max_model_len" in entry:
+            return ServedWindow("vllm", _positive(entry.get("max_model_len")))
+        meta = entry.get("meta")
+        if isinstance(meta, Mapping):  # llama.cpp without /props: only the training window
+            return ServedWindow(
+                "llama.cpp", _positive(meta.get("n_ctx")), _positive(meta.get("n_ctx_train"))
+            )
+        for key in ("context_length", "context_window", "max_context_length"):
+            served = _positive(entry.get(key))
+            if served is not None:
+                return ServedWindow("openai-compatible", served)
+    return None

@@ -1,0 +1,132 @@
+"""Asking a server what window it serves (docs/design.md#served-window), against fakes of
+Ollama, llama.cpp and vLLM that answer as the real ones do (tests/fakes/local_servers.py)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from agent.providers import ProviderSettings, make_provider
+from agent.providers.errors import classify_failure
+from agent.served_window import ServedWindow, ask_served_window, server_root
+from tests.fakes.llm_server import FakeLLM
+from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama, FakeVllm
+
+
+async def test_ollama_says_the_window_its_loaded_model_serves_not_the_declared_one() -> None:
+    async with FakeOllama(served=4_096, declared=40_960, loaded=True) as ollama:
+        served = await ask_served_window(ollama.openai_base_url, "qwen3:8b")
+    assert served == ServedWindow("ollama", 4_096)
+
+
+async def test_an_ollama_model_not_loaded_only_declares_its_length() -> None:
+    async with FakeOllama(served=4_096, declared=40_960) as ollama:
+        served = await ask_served_window(ollama.openai_base_url, "qwen3:8b")
+        assert served == ServedWindow("ollama", None, declared=40_960)
+        # A Modelfile's num_ctx is what /v1 serves, loaded or not.
+        ollama.modelfile_num_ctx = 8_192
+        served = await ask_served_window(ollama.openai_base_url, "qwen3:8b")
+    assert served == ServedWindow("ollama", 8_192, declared=40_960)
+
+
+async def test_a_bare_ollama_model_name_means_its_latest_tag() -> None:
+    async with FakeOllama(model="llama3.2:latest", served=2_048, loaded=True) as ollama:
+        served = await ask_served_window(ollama.openai_base_url, "llama3.2")
+    assert served is not None and served.tokens == 2_048
+
+
+async def test_llama_cpp_says_one_slots_window_not_the_training_one() -> None:
+    async with FakeLlamaCpp(served=4_096, declared=131_072, slots=2) as server:
+        served = await ask_served_window(server.openai_base_url, "qwen3:8b")
+    assert served == ServedWindow("llama.cpp", 4_096)
+    assert "--ctx-size" in served.hint
+
+
+async def test_vllm_says_max_model_len() -> None:
+    async with FakeVllm(served=8_192) as server:
+        served = await ask_served_window(server.openai_base_url, "qwen3:8b")
+    assert served == ServedWindow("vllm", 8_192)
+
+
+async def test_lm_studio_says_the_loaded_context_length() -> None:
+    async def models(request: web.Request) -> web.Response:
+        entry = {"id": "gemma-3-4b-it", "object": "model", "type": "llm", "state": "loaded"}
+        entry |= {"max_context_length": 131_072, "loaded_context_length": 4_096}
+        return web.json_response({"object": "list", "data": [entry]})
+
+    class FakeLmStudio(FakeLLM):
+        def install(self, app: web.Application) -> None:
+            app.router.add_get("/api/v0/models", models)
+
+    async with FakeLmStudio(models=("gemma-3-4b-it",)) as server:
+        served = await ask_served_window(server.openai_base_url, "gemma-3-4b-it")
+    assert served == ServedWindow("lmstudio", 4_096, declared=131_072)
+
+
+async def test_a_server_that_says_nothing_of_windows_gives_no_answer() -> None:
+    async with FakeLLM() as server:  # /v1/models lists ids only, as OpenAI's does
+        assert await ask_served_window(server.openai_base_url, "fake-model") is None
+
+
+async def test_an_unreachable_server_gives_no_answer_quickly() -> None:
+    async with FakeLLM() as server:
+        url = server.openai_base_url
+    assert await ask_served_window(url, "m", timeout=2.0) is None
+
+
+async def test_the_openai_provider_asks_only_self_hosted_servers() -> None:
+    async with FakeVllm(served=8_192) as server:
+        local = make_provider(
+            ProviderSettings("openai", "qwen3:8b", base_url=server.openai_base_url)
+        )
+        hosted = make_provider(ProviderSettings("openai", "gpt-4o", api_key="sk-test"))
+        try:
+            assert (await local.served_window()) == ServedWindow("vllm", 8_192)
+            assert await hosted.served_window() is None  # the table knows OpenAI's models
+        finally:
+            await local.aclose()
+            await hosted.aclose()
+        assert server.window_asks == 1
+
+
+def test_the_server_root_is_the_base_url_without_v1() -> None:
+    assert server_root("http://box:11434/v1/") == "http://box:11434"
+    assert server_root("http://box:8080") == "http://box:8080"
+
+
+def test_each_servers_overflow_wording_gives_the_window_and_the_prompt() -> None:
+    cases = [
+        # vLLM before and since v0.10.1, llama.cpp now, Ollama without context shift.
+        (
+            "This model's maximum context length is 4096 tokens. However, you requested "
+            "4200 tokens (3000 in the messages, 1200 in the completion). Please reduce the "
+            "length of the messages or completion.",
+            None,
+            (4096, 3000),
+        ),
+        (
+            "'max_tokens' or 'max_completion_tokens' is too large: 1200. This model's maximum "
+            "context length is 4096 tokens and your request has 3000 input tokens "
+            "(1200 > 4096 - 3000).",
+            None,
+            (4096, 3000),
+        ),
+        (
+            "request (4476 tokens) exceeds the available context size (4096 tokens), try "
+            "increasing it",
+            {"n_prompt_tokens": 4476, "n_ctx": 4096},
+            (4096, 4476),
+        ),
+        (
+            "the prompt is longer than the context length currently available to the model; "
+            "shorten the prompt, adjust the context length in settings, or use a model with "
+            "a longer context length",
+            None,
+            (None, None),
+        ),
+    ]
+    for message, body, (limit, prompt) in cases:
+        error = classify_failure(
+            "openai", status=400, error_type=None, code=None, message=message, body=body
+        )
+        assert error.kind == "overflow", message
+        assert (error.context_limit, error.prompt_tokens) == (limit, prompt), message

@@ -1,0 +1,149 @@
+"""A long chat with a small local model, through the real gateway: the scenario shared by
+tests/e2e/test_local_models.py (sampled) and bench/local_models.py (the whole matrix).
+
+A person plants facts early ("fact: ..."), talks on — English or Russian, messages of a
+few hundred characters, replies as long — and later asks for each fact back. The model
+(a fake local server, tests/fakes/local_servers.py) answers a recall question only from
+what it was shown: a fact the server cut from the prompt, or a summary that lost it, is
+not recalled. Summaries keep every "fact:" phrase they are given (tests/harness.py).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.llm_server import Recorded, Reply
+from tests.fakes.local_servers import _LocalServer
+from tests.harness import (
+    RecordingAdapter,
+    is_summary_request,
+    is_turn_request,
+    make_config,
+    running_gateway,
+    summarizing,
+)
+
+WORDS = {
+    "en": (
+        "the plan for next week is simple we move the meeting to thursday check the "
+        "numbers again and send the draft to the team before lunch because the client "
+        "wants a short answer about costs risks and the schedule"
+    ).split(),
+    "ru": (
+        "план на следующую неделю простой переносим встречу на четверг ещё раз проверяем "
+        "цифры и отправляем черновик команде до обеда потому что клиент хочет короткий "
+        "ответ о затратах рисках и сроках"
+    ).split(),
+}
+FACTS = {
+    "en": ["my sister is Anya", "the wifi password is owl-4471", "the boat is called Marlin"],
+    "ru": ["сестру зовут Аня", "пароль от wifi owl-4471", "лодка называется Марлин"],
+}
+RECALL = re.compile(r"recall (\d+)")
+FACT = re.compile(r"fact: #(\d+) ([^.\n\]]+)")
+ERRORS = ("too long for the model", "no longer fits", "went wrong", "returned an error")
+
+
+@dataclass
+class Outcome:
+    """What a run shows: answers, refusals, cuts, compactions, recall, fullness."""
+
+    turns: int = 0
+    answered: int = 0
+    errors: list[str] = field(default_factory=list)
+    refusals: int = 0
+    cuts: int = 0
+    compactions: int = 0
+    recalled: int = 0
+    asked: int = 0
+    max_fill: float = 0.0  # the largest prompt + max_tokens, by the server's count, / window
+    clipped: int = 0
+
+    @property
+    def recall(self) -> float:
+        return self.recalled / self.asked if self.asked else 1.0
+
+
+def text_of_length(rng: random.Random, language: str, chars: int) -> str:
+    words: list[str] = []
+    while sum(len(w) + 1 for w in words) < chars:
+        words.append(rng.choice(WORDS[language]))
+    return " ".join(words)
+
+
+def model_answer(language: str, rng: random.Random):
+    """Answers a turn: a recall question from what the request shows, else chatter."""
+
+    def answer(request: Recorded) -> Reply:
+        asked = RECALL.search(request.last_user_text)
+        if asked:
+            known = {n: fact.strip() for n, fact in FACT.findall(request.all_text)}
+            fact = known.get(asked.group(1))
+            return Reply(f"fact {asked.group(1)} is: {fact}" if fact else "I don't remember.")
+        return Reply(text_of_length(rng, language, rng.randint(150, 600)))
+
+    return answer
+
+
+async def run_chat(
+    tmp_path: Path,
+    server: _LocalServer,
+    *,
+    turns: int = 50,
+    language: str = "en",
+    context_length: int | None = None,
+    new_at: int | None = None,
+    seed: int = 7,
+    adapter: RecordingAdapter | None = None,
+) -> Outcome:
+    """``turns`` messages through an in-process gateway to ``server``; facts planted in the
+    first turns, asked back in the last ones (and ``/new`` sent before turn ``new_at``)."""
+    rng = random.Random(seed)
+    facts = FACTS[language]
+    server.responder = summarizing(model_answer(language, rng))
+    model: dict[str, Any] = {"name": server.model}
+    if context_length is not None:
+        model["context_length"] = context_length
+    config = make_config(tmp_path, server, model=model)
+    adapter = adapter or RecordingAdapter()
+    outcome = Outcome()
+    recall_from = turns - len(facts)
+    async with running_gateway(config, adapter):
+        sent = 0
+        for turn in range(turns):
+            if turn == new_at:
+                await adapter.say("/new")
+                sent += 1
+                await adapter.wait_sent(sent)
+            if turn < len(facts):
+                text = f"fact: #{turn} {facts[turn]}. " + text_of_length(rng, language, 200)
+            elif turn >= recall_from:
+                text = f"recall {turn - recall_from}"
+                outcome.asked += 1
+            else:
+                text = text_of_length(rng, language, rng.randint(150, 600))
+            await adapter.say(text)
+            sent += 1
+            reply = (await adapter.wait_sent(sent))[-1]
+            outcome.turns += 1
+            if any(marker in reply for marker in ERRORS):
+                outcome.errors.append(f"turn {turn}: {reply}")
+            else:
+                outcome.answered += 1
+            number = turn - recall_from
+            if turn >= recall_from and f"is: {facts[number]}" in reply:
+                outcome.recalled += 1
+    outcome.refusals = server.refusals
+    outcome.cuts = len(getattr(server, "cuts", []))
+    outcome.clipped = getattr(server, "clipped", 0)
+    outcome.compactions = sum(1 for r in server.requests if is_summary_request(r))
+    outcome.max_fill = max(
+        ((r.sent_tokens or r.prompt_tokens) + r.max_tokens) / server.served
+        for r in server.requests
+        if is_turn_request(r)
+    )
+    return outcome
