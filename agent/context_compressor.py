@@ -7,10 +7,9 @@ summary call follow docs/design.md#failure-ladder and pace themselves through a 
 the gateway persists on the session row (docs/design.md#cooldown). The engine never
 writes anywhere: it returns the new list and the caller commits it.
 
-Concurrency: one engine serves one session, and ``compress()`` never runs twice at once.
-A call that arrives while another is in flight does not wait: it returns at once with
-``commit_status="skipped"`` and ``failure_class="skipped:in_progress"``, because the list
-it holds is about to be replaced and compressing it again would be wasted work.
+Concurrency: one engine serves one session; a ``compress()`` that arrives while another is
+in flight returns at once (``skipped:in_progress``): the list it holds is about to be
+replaced, and compressing it again would be wasted work.
 """
 
 from __future__ import annotations
@@ -104,10 +103,10 @@ class ContextCompressor(ContextEngine):
         #: True until a response arrives after start, a model change or a compression (docs/design.md#gates).
         self.awaiting_real_usage = True
         self.threshold_ratio = self.settings.threshold
+        self.token_scale = 1.0  # server tokens per estimated one (docs/design.md#calibration)
         self._derive(self.model, context_length)
 
-    # -- thresholds and budgets (docs/design.md#threshold, #boundaries, #output-reserve) --------------------------------------------
-
+    # -- thresholds and budgets (docs/design.md#threshold, #boundaries, #output-reserve) ---
     def _derive(self, model: str, context_length: int) -> None:
         self.context_length = max(1, int(context_length))
         self.threshold_ratio = resolve_model_threshold(
@@ -124,8 +123,12 @@ class ContextCompressor(ContextEngine):
         self.threshold_tokens = max(1, threshold)
 
     @property
-    def window(self) -> Window:
-        return Window(self.context_length, self.settings.max_output_tokens)
+    def window(self) -> Window:  # rows in the server's tokens, as the budgets are
+        return Window(self.context_length, self.settings.max_output_tokens, self.token_scale)
+
+    def calibrate(self, ratio: float) -> None:
+        """Rows are measured in the server's tokens from now on (docs/design.md#calibration)."""
+        self.token_scale = max(1.0, float(ratio))
 
     @property
     def output_reserve(self) -> int:
@@ -266,14 +269,15 @@ class ContextCompressor(ContextEngine):
             # fits (docs/design.md#cooldown).
             fallback_only = True
         messages = attempt.messages
-        tokens = [estimate_message_tokens_rough(m) for m in messages]
+        window = self.window
+        tokens = [window.real(estimate_message_tokens_rough(m)) for m in messages]
         plan = boundaries.plan_boundaries(
             messages,
             tokens,
             budget=self.tail_token_budget,
             protect_last_n=self.settings.protect_last_n,
             min_tail_user_messages=self.settings.min_tail_user_messages,
-            hard_ceiling=self.window.row_cap,
+            hard_ceiling=window.real(window.row_cap),
         )
         if not plan.has_middle:
             return self._unchanged(attempt, "skipped", "too_few_messages")

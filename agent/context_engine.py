@@ -119,6 +119,11 @@ class ContextEngine(ABC):
     def update_from_response(self, usage: Usage) -> None:
         """Record the provider's usage for the response just received."""
 
+    def calibrate(self, ratio: float) -> None:  # noqa: B027 - optional: most engines need not
+        """The server counts ``ratio`` tokens per token of the rough estimate
+        (docs/design.md#calibration); an engine that measures rows by the estimate scales
+        them by it. Called whenever the ratio changes."""
+
     @abstractmethod
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
         """Whether the context is at or past the threshold.

@@ -13,80 +13,31 @@ context-pressure warning is ever put in the prompt (docs/design.md#nothing-leave
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from agent.calibration import Calibration, Calibrations
-from agent.context_engine import CompressionResult, ContextEngine
+from agent.context_engine import ContextEngine
 from agent.memory import TOOL_NAMES, MemoryBlock, with_block
-from agent.model_metadata import ContextLengthResolver, How
+from agent.model_metadata import ContextLengthResolver
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
-from agent.served_window import ServedWindow
-from agent.tokens import estimate_json_tokens_rough, token_floor
+from agent.silent_cut import Counted, cut_by_server, cut_error, least_count
+from agent.tokens import estimate_json_tokens_rough
 from agent.tools import ToolBox, ToolContext, ToolOutput
 from agent.transcript import Transcript
+from agent.turn_result import (
+    EMPTY_ANSWER,
+    CompressionExhausted,
+    RetractCallback,
+    TurnResult,
+    is_empty,
+)
 from agent.usage_anchor import UsageAnchor, anchored_tokens, build_anchor
 from agent.window import FittedRequest, Window, fit_request, represented_tokens
-from nightowl_errors import NightowlError
+from agent.window_lessons import WindowLessons
 
 log = logging.getLogger(__name__)
-
-#: Called with how many characters of streamed text to take back (a reply discarded).
-RetractCallback = Callable[[int], Awaitable[None]]
-
-#: ``ProviderError.detail`` of a response whose prompt the server cut (docs/design.md#silent-truncation).
-TRUNCATED = "truncated"
-#: A server that counts fewer than this share of the rough estimate may have cut the
-#: prompt (docs/design.md#silent-truncation)...
-TRUNCATION_SHARE = 0.6
-#: ...and did, when it counts fewer than this share of the words it was sent...
-FLOOR_SHARE = 0.9
-#: ...by at least this many tokens (small requests say more about the template).
-MIN_TRUNCATED_TOKENS = 256
-#: A retry with a smaller reply is worth it only with room for at least this many tokens.
-MIN_REPLY_TOKENS = 256
-
-
-@dataclass
-class TurnResult:
-    """What a turn produced. ``messages`` is the whole conversation after it."""
-
-    messages: list[dict[str, Any]]
-    reply: str | None = None
-    error: ProviderError | CompressionExhausted | None = None
-    anchor: UsageAnchor | None = None
-    usage: Usage = field(default_factory=Usage)
-    requests: int = 0
-    compressions: list[CompressionResult] = field(default_factory=list)
-
-    @property
-    def notices(self) -> list[str]:
-        return [c.notice for c in self.compressions if c.notice]
-
-
-#: What the user gets when the model answered nothing twice (docs/design.md#empty-answer).
-EMPTY_ANSWER = "The model returned an empty answer; please rephrase or try again."
-
-
-def is_empty(completion: Completion) -> bool:
-    """No text worth showing and no tool call."""
-    return not completion.tool_calls and not completion.text.strip()
-
-
-class CompressionExhausted(NightowlError):
-    """The window still overflows after every allowed compression attempt.
-
-    Not a provider's failure: the provider did what it should (said the prompt is too
-    long); nightowl could not make it fit. ``kind`` is what the ``agent:error`` event
-    reports.
-    """
-
-    kind = "context_exhausted"
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class Agent:
@@ -118,6 +69,7 @@ class Agent:
         self.calibration = calibration or (
             calibrations.prior(provider.route) if calibrations else Calibration()
         )
+        engine.calibrate(self.calibration.ratio)
 
     async def run_turn(
         self,
@@ -176,7 +128,10 @@ class Agent:
 
     def observe(self, estimate: int, reported: int) -> None:
         """A server counted ``reported`` tokens for a prompt estimated at ``estimate``."""
+        before = self.calibration.ratio
         self.calibration = self.calibration.observed(estimate, reported)
+        if self.calibration.ratio != before:
+            self.engine.calibrate(self.calibration.ratio)
         if self.calibrations is not None:
             self.calibrations.remember(self.provider.route, self.calibration)
 
@@ -206,10 +161,9 @@ class _Turn:
         self.on_retract: RetractCallback | None = None
         #: The request last sent: an overflow's numbers are about it.
         self.sent: FittedRequest | None = None
-        #: Estimated tokens beside the messages (schemas, memory) of the last request
-        #: answered, and of the one the anchor counts (None: an earlier turn's anchor).
+        self.lessons = WindowLessons(agent)
+        #: Estimated tokens beside the messages (schemas, memory) of the last request answered.
         self.overhead_sent = 0
-        self.anchor_overhead: int | None = None
         # Defer-to-real-usage (docs/design.md#gates): with no anchor, an estimate over the threshold waits
         # for one real response before it may trigger compression.
         self.may_defer = anchor is None
@@ -291,7 +245,7 @@ class _Turn:
                 return await self.call(tools=tools, retry=retry)
             except ProviderError as exc:
                 if exc.kind == "network":
-                    self.note_unreachable()
+                    self.lessons.note_unreachable()
                 if exc.kind != "overflow":
                     raise
                 attempts += 1
@@ -299,8 +253,8 @@ class _Turn:
                     raise CompressionExhausted(
                         "the conversation still exceeds the model's window", status=exc.status
                     ) from exc
-                learned = await self.learn_window(exc)
-                retry = self.smaller_reply(exc)
+                learned = await self.learn(exc)
+                retry = self.lessons.smaller_reply(exc, self.sent)
                 if retry is not None:
                     continue  # the prompt fits: a smaller reply does (docs/design.md#overflow-recovery)
                 before, _ = self.prompt_tokens()
@@ -314,6 +268,13 @@ class _Turn:
                         "compression made no progress", status=exc.status
                     ) from exc
 
+    async def learn(self, exc: ProviderError) -> bool:
+        window = self.engine.context_length
+        learned = await self.lessons.learn(exc, self.sent)
+        if self.engine.context_length != window:
+            self.anchor = None  # counts against the old window no longer decide anything
+        return learned
+
     async def call(self, *, tools: bool, retry: FittedRequest | None = None) -> Completion:
         """One provider call with a request that fits the window, whatever the rows hold
         (``retry``: the same messages again, with the smaller reply it asks for)."""
@@ -322,7 +283,8 @@ class _Turn:
         overhead = (self.schema_tokens if offered else 0) + (
             memory.tokens if memory is not None else 0
         )
-        request = retry or fit_request(self.messages, self.agent.window, overhead_tokens=overhead)
+        agent = self.agent
+        request = retry or fit_request(self.messages, agent.window, overhead_tokens=overhead)
         if request.excerpted or request.left_out:
             log.info(
                 "request fitted to the window: %d row(s) shown as excerpts, %d left out",
@@ -330,9 +292,12 @@ class _Turn:
                 request.left_out,
             )
         self.sent = request
-        at_least = self.expected_at_least(request, overhead)
-        streamed = _Counted(self.on_text)
-        completion = await self.agent.provider.complete(
+        route = agent.provider.route
+        at_least = least_count(
+            self.anchor, self.messages, route, request, agent.window, overhead, agent.represented
+        )
+        streamed = Counted(self.on_text)
+        completion = await agent.provider.complete(
             with_block(request.messages, memory.message if memory is not None else None),
             max_tokens=request.max_tokens,
             tools=offered,
@@ -340,51 +305,17 @@ class _Turn:
             cache_ttl=self.cache_ttl,
         )
         self.may_defer = False
-        served = await self.ask_server_if_due()
-        if cut_by_server(request, completion.usage, at_least) or (
-            served is not None
-            and served.cuts_silently
-            and request.prompt_tokens > (served.tokens or request.prompt_tokens)
+        await self.lessons.ask_if_due()
+        usage = completion.usage
+        if usage is not None and (
+            cut_by_server(request, usage, at_least) or self.lessons.cut_as_known(request, usage)
         ):
             await self.discard(completion, streamed.chars)
-            raise ProviderError(
-                "overflow",
-                f"the server counted {completion.usage.prompt_tokens:,} prompt tokens of about "  # type: ignore[union-attr]
-                f"{request.estimate:,} sent: it cut the prompt",
-                prompt_tokens=completion.usage.prompt_tokens,  # type: ignore[union-attr]
-                provider=self.agent.provider.name,
-                detail=TRUNCATED,
-            )
-        if completion.usage is not None:
-            self.agent.observe(request.estimate, completion.usage.prompt_tokens)
+            raise cut_error(agent.provider.name, request, usage)
+        if usage is not None:
+            agent.observe(request.estimate, usage.prompt_tokens)
         self.overhead_sent = overhead
         return completion
-
-    def expected_at_least(self, request: FittedRequest, overhead: int) -> int | None:
-        """The fewest prompt tokens the server can count for ``request`` without having
-        cut it: its own count of the anchored prefix, plus at least half the calibrated
-        estimate of the rows after it, corrected for what travels beside the messages
-        (tool schemas, the memory block: ``overhead`` now, as estimated) having changed.
-
-        None without an anchor, or when the prefix may be shown otherwise than it was
-        counted: a view cut to fit, or with excerpts (an excerpt's size depends on whether
-        its row is the newest)."""
-        anchor = self.anchor
-        if anchor is None or request.cut or request.excerpted:
-            return None
-        agent = self.agent
-        anchored = anchored_tokens(
-            anchor, self.messages, agent.provider.route, estimate=agent.represented
-        )
-        if anchored is None:
-            return None
-        added = anchored - anchor.total_tokens
-        window = agent.window
-        if self.anchor_overhead is not None:
-            shift = window.real(overhead) - window.real(self.anchor_overhead)
-        else:  # an anchor from an earlier turn: its memory block may have been larger
-            shift = -window.real(self.memory.tokens if self.memory is not None else 0)
-        return anchored + shift - added // 2 - MIN_TRUNCATED_TOKENS
 
     async def discard(self, completion: Completion, streamed_chars: int) -> None:
         """A reply to a prompt the server cut is never shown (docs/design.md#silent-truncation):
@@ -399,92 +330,6 @@ class _Turn:
         if streamed_chars and self.on_retract is not None:
             await self.on_retract(streamed_chars)
 
-    def smaller_reply(self, exc: ProviderError) -> FittedRequest | None:
-        """The request that failed, asking for a reply that fits beside the prompt as the
-        server counted it — when the server said so and the room is worth a reply."""
-        request = self.sent
-        if request is None or exc.prompt_tokens is None or exc.detail == TRUNCATED:
-            return None
-        window = self.engine.context_length
-        room = min(exc.context_limit or window, window) - exc.prompt_tokens
-        if room < min(MIN_REPLY_TOKENS, self.agent.window.output_reserve):
-            return None
-        return replace(request, prompt_tokens=exc.prompt_tokens, max_tokens=room)
-
-    async def learn_window(self, exc: ProviderError) -> bool:
-        """Learn what an overflow tells: the server's count of the prompt (calibration) and
-        its window — stated, asked of the server, or shown by the cut. Returns whether
-        anything the next request is fitted by changed."""
-        agent, request = self.agent, self.sent
-        before = (self.engine.context_length, agent.calibration.ratio)
-        if exc.prompt_tokens and request is not None and exc.detail != TRUNCATED:
-            agent.observe(request.estimate, exc.prompt_tokens)
-        if exc.detail == TRUNCATED:
-            await self.learn_cut(exc.prompt_tokens or 0)
-        else:
-            served = None if exc.context_limit else await self.ask_server()
-            limit = exc.context_limit or (served.tokens if served else None)
-            if limit:
-                self.learn_limit(limit, "overflow" if exc.context_limit else "served")
-        return (self.engine.context_length, agent.calibration.ratio) != before
-
-    async def learn_cut(self, kept: int) -> None:
-        """The server cut a prompt to ``kept`` tokens. Asked, it says what it serves; a
-        server that keeps less of a prompt than it serves (Ollama with context shift keeps
-        about half) gets a window whose input budget is what it kept."""
-        window = self.agent.window
-        answer = await self.ask_server()
-        served = answer.tokens if answer is not None else None
-        if served is None:
-            self.learn_limit(kept, "truncation")  # it holds at least that much
-            return
-        limit = kept + window.output_reserve + window.margin
-        if limit < served:
-            self.learn_limit(limit, "truncation", served)
-        else:
-            self.learn_limit(served, "served")
-
-    def learn_limit(self, limit: int, how: How, served: int | None = None) -> None:
-        if limit >= self.engine.context_length:
-            return
-        provider = self.agent.provider
-        windows = self.agent.windows
-        if windows is not None and how != "served":  # a served window is stored by the ask
-            if not windows.learn_limit(
-                provider.model, provider.name, provider.base_url, limit, how, served
-            ):
-                return  # implausible
-        self.engine.update_model(provider.model, limit, provider.name)
-        self.anchor = None  # counts against the old window no longer decide anything
-
-    async def ask_server(self) -> ServedWindow | None:
-        """Ask the server what window it serves now (docs/design.md#served-window)."""
-        windows, provider = self.agent.windows, self.agent.provider
-        if windows is None:
-            return None
-        return await windows.ask_server(
-            provider.model, provider.name, provider.base_url, provider.served_window
-        )
-
-    async def ask_server_if_due(self) -> ServedWindow | None:
-        """After an answer: ask again a server that was unreachable or had not loaded the
-        model yet when asked; a smaller window than assumed applies at once. Returns
-        what it said, when it was asked."""
-        windows, provider = self.agent.windows, self.agent.provider
-        if windows is None or not windows.wants_asking(
-            provider.model, provider.name, provider.base_url
-        ):
-            return None
-        served = await self.ask_server()
-        if served is not None and served.tokens:
-            self.learn_limit(served.tokens, "served")
-        return served
-
-    def note_unreachable(self) -> None:
-        windows, provider = self.agent.windows, self.agent.provider
-        if windows is not None:
-            windows.note_unreachable(provider.model, provider.name, provider.base_url)
-
     def record(self, completion: Completion) -> None:
         self.messages.append(completion.as_message())
         if completion.usage is None:
@@ -495,9 +340,12 @@ class _Turn:
         self.engine.update_from_response(usage)
         self.count_usage(usage)
         self.anchor = self.result.anchor = build_anchor(
-            usage, self.messages, self.agent.provider.route, self.agent.calibration.ratio
+            usage,
+            self.messages,
+            self.agent.provider.route,
+            self.agent.calibration.ratio,
+            self.overhead_sent,
         )
-        self.anchor_overhead = self.overhead_sent
 
     def count_usage(self, usage: Usage | None) -> None:
         """One more request in the turn's totals (its tokens, when reported)."""
@@ -530,39 +378,3 @@ class _Turn:
             self.messages.append(
                 {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
             )
-
-
-class _Counted:
-    """``on_text``, counting the characters it was given (to take them back if need be)."""
-
-    def __init__(self, on_text: TextCallback | None) -> None:
-        self.on_text = on_text
-        self.chars = 0
-
-    async def __call__(self, delta: str) -> None:
-        self.chars += len(delta)
-        if self.on_text is not None:
-            await self.on_text(delta)
-
-
-def cut_by_server(request: FittedRequest, usage: Usage | None, at_least: int | None) -> bool:
-    """Whether the server counted so few tokens for the request that it must have cut
-    the prompt (docs/design.md#silent-truncation).
-
-    With ``at_least`` (from the server's own count of the conversation so far,
-    :meth:`_Turn.expected_at_least`) the answer is a comparison. Without it, two tests, the
-    cheap one first: far below the rough estimate (which a run of one character or a line
-    of dashes can be, legitimately), then below the count every real tokenizer reaches at
-    least — one token per word (:func:`token_floor`, O(text), so only when the first test
-    failed). Requests with images are not judged that way: an image's estimate is a flat
-    guess. A server that reports cached tokens beside the prompt rather than in it is
-    given them back: only a count too small either way is a cut."""
-    if usage is None:
-        return False
-    reported = usage.prompt_tokens + usage.cache_read_tokens
-    if at_least is not None:
-        return reported < at_least
-    if request.images or reported >= request.estimate * TRUNCATION_SHARE:
-        return False
-    floor = token_floor(request.messages)
-    return reported < floor * FLOOR_SHARE and floor - reported >= MIN_TRUNCATED_TOKENS

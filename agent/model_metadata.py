@@ -12,7 +12,7 @@ Resolution, highest first:
    that counts;
 3. the static table of known model families (longest matching key wins) — capped by
    what the server says the model declares, when it said that much;
-4. :data:`DEFAULT_CONTEXT_LENGTH`.
+4. :data:`agent.window_table.DEFAULT_CONTEXT_LENGTH`.
 
 A failed ask is never written down; the same endpoint and model are asked again only
 after a five-minute pause kept in memory. The cache file is read once and written only
@@ -22,7 +22,6 @@ a dictionary lookup on the hot path.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import tempfile
@@ -31,12 +30,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import yaml
 
-if TYPE_CHECKING:
-    from agent.served_window import ServedWindow
+from agent.served_window import ServedWindow
+from agent.window_table import DEFAULT_CONTEXT_LENGTH, static_context_length
 
 log = logging.getLogger(__name__)
 
@@ -45,95 +44,6 @@ CACHE_FILE_NAME = "context_length_cache.yaml"
 PROBE_RETRY_PAUSE_SECONDS = 300.0
 #: Limits below this are not believed (a misparsed error message, a bogus probe answer).
 MIN_PLAUSIBLE_LIMIT = 512
-
-#: Window for a model nobody knows. Most unknown models are served by local or
-#: self-hosted servers (Ollama, llama.cpp, vLLM), which commonly run 8K-32K contexts.
-#: Underestimating only compresses earlier; overestimating sends requests the server
-#: rejects or, worse, silently truncates. 32K is the safer side.
-DEFAULT_CONTEXT_LENGTH = 32_768
-
-# Keys are matched as substrings of the lower-cased model name; the longest match wins,
-# so "gpt-4o-mini" beats "gpt-4o" beats "gpt-4". Values are the vendors' published
-# windows (total tokens, input + output).
-STATIC_CONTEXT_LENGTHS: dict[str, int] = {
-    # Anthropic
-    "claude": 200_000,
-    "claude-2": 100_000,
-    "claude-instant": 100_000,
-    # OpenAI
-    "gpt-3.5-turbo": 16_385,
-    "gpt-4": 8_192,
-    "gpt-4-32k": 32_768,
-    "gpt-4-turbo": 128_000,
-    "gpt-4-1106": 128_000,
-    "gpt-4-0125": 128_000,
-    "gpt-4o": 128_000,
-    "chatgpt-4o": 128_000,
-    "gpt-4.5": 128_000,
-    "gpt-4.1": 1_047_576,
-    "gpt-5": 400_000,
-    "gpt-5-chat": 128_000,
-    "o1": 200_000,
-    "o1-mini": 128_000,
-    "o1-preview": 128_000,
-    "o3": 200_000,
-    "o3-mini": 200_000,
-    "o4-mini": 200_000,
-    "gpt-oss": 131_072,
-    # Google
-    "gemini": 1_048_576,
-    "gemini-1.5-pro": 2_097_152,
-    "gemini-1.0": 32_768,
-    "gemini-pro": 32_768,
-    "gemma": 8_192,
-    "gemma-3": 131_072,
-    "gemma3": 131_072,
-    # Meta
-    "llama": 8_192,
-    "llama-2": 4_096,
-    "llama2": 4_096,
-    "llama-3": 8_192,
-    "llama3": 8_192,
-    "llama-3.1": 131_072,
-    "llama3.1": 131_072,
-    "llama-3.2": 131_072,
-    "llama3.2": 131_072,
-    "llama-3.3": 131_072,
-    "llama3.3": 131_072,
-    "llama-4": 1_048_576,
-    "llama4": 1_048_576,
-    # Alibaba
-    "qwen": 32_768,
-    "qwen2": 32_768,
-    "qwen2.5": 131_072,
-    "qwen-2.5": 131_072,
-    "qwen3": 131_072,
-    "qwen-3": 131_072,
-    "qwen3-coder": 262_144,
-    "qwq": 131_072,
-    "qwen-plus": 131_072,
-    "qwen-turbo": 1_000_000,
-    "qwen-max": 32_768,
-    # DeepSeek
-    "deepseek": 131_072,
-    "deepseek-chat": 131_072,
-    "deepseek-reasoner": 131_072,
-    "deepseek-coder": 16_384,
-    "deepseek-coder-v2": 131_072,
-    # Mistral
-    "mistral": 32_768,
-    "mistral-large": 131_072,
-    "mistral-medium": 131_072,
-    "mistral-small": 131_072,
-    "mistral-nemo": 131_072,
-    "ministral": 131_072,
-    "pixtral": 131_072,
-    "codestral": 262_144,
-    "devstral": 131_072,
-    "magistral": 40_000,
-    "mixtral": 32_768,
-    "mixtral-8x22b": 65_536,
-}
 
 Source = Literal["override", "confirmed", "declared", "table", "default"]
 #: How a confirmed window was learned: the server said so when asked, an overflow error
@@ -147,27 +57,6 @@ _HOWS: dict[str, How] = {
     "truncation": "truncation",
     "manual": "manual",
 }
-
-
-def _key_matches(key: str, name: str) -> bool:
-    # OpenAI's o-series keys ("o1", "o3-mini") are too short to match anywhere in a name:
-    # they only match the start of the bare model name ("openai/o3-mini" -> "o3-mini").
-    if key[0] == "o" and key[1:2].isdigit():
-        return name.rsplit("/", 1)[-1].startswith(key)
-    return key in name
-
-
-@functools.lru_cache(maxsize=256)
-def static_context_length(model: str) -> int | None:
-    """The window the static table gives ``model`` (longest matching key), or None.
-
-    Remembered: every turn asks, and the table never changes."""
-    name = model.strip().lower()
-    best: tuple[int, int] | None = None
-    for key, value in STATIC_CONTEXT_LENGTHS.items():
-        if _key_matches(key, name) and (best is None or len(key) > best[0]):
-            best = (len(key), value)
-    return best[1] if best else None
 
 
 @dataclass(frozen=True)
@@ -286,6 +175,15 @@ class ContextLengthResolver:
             self._ask_again.add(key)
         return served
 
+    def served(self, model: str, provider: str, base_url: str | None = None) -> ServedWindow | None:
+        """What the server last said it serves this model with, when it was asked (also
+        kept beside a window a cut prompt taught since)."""
+        entry = self._entries().get(_endpoint_key(model, provider, base_url))
+        if not entry or not entry.get("server"):
+            return None
+        tokens = entry.get("served") if entry.get("source") == "truncation" else entry.get("limit")
+        return ServedWindow(entry["server"], int(tokens) if tokens else None)
+
     def wants_asking(self, model: str, provider: str, base_url: str | None = None) -> bool:
         """Whether this endpoint should be asked again now (and may be)."""
         key = _endpoint_key(model, provider, base_url)
@@ -311,7 +209,11 @@ class ContextLengthResolver:
         (docs/design.md#overflow-errors, #silent-truncation) — ``served``: while the server
         said it serves that many (a server that cuts prompts to half its window). Returns
         whether it was stored."""
-        return self._store(model, provider, base_url, limit, how, served=served)
+        server = None
+        if served:  # the kind of server that said it serves ``served`` stays known
+            current = self._entries().get(_endpoint_key(model, provider, base_url)) or {}
+            server = current.get("server")
+        return self._store(model, provider, base_url, limit, how, server, served)
 
     def confirm(self, model: str, provider: str, base_url: str | None, limit: int) -> bool:
         """Remember a window the server serves (as if it had said so when asked)."""

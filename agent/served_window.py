@@ -62,6 +62,18 @@ class ServedWindow:
         (Ollama; docs/design.md#silent-truncation) rather than refusing it."""
         return self.server == "ollama"
 
+    def cut(self, sent: int, reported: int) -> bool:
+        """Whether this server cut a prompt of about ``sent`` tokens that it counted as
+        ``reported``: Ollama cuts anything longer than its window to fit it, and from
+        v0.30, with context shift, a prompt longer than about half its window to exactly
+        ``num_ctx - (num_ctx - 4) // 2`` tokens (``llm/llama_server.go``)."""
+        if not self.cuts_silently or not self.tokens:
+            return False
+        if sent > self.tokens and reported <= self.tokens:
+            return True
+        half = self.tokens - (self.tokens - 4) // 2
+        return reported == half and sent >= half
+
     @property
     def hint(self) -> str:
         """How the operator gives this server a larger window."""

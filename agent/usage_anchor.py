@@ -57,6 +57,10 @@ class UsageAnchor:
     #: The calibration's ratio when the anchor was taken: how this session's server counts
     #: against the estimate (docs/design.md#calibration), kept so it survives a restart.
     ratio: float = 1.0
+    #: Estimated tokens that travelled beside the messages in the counted request (tool
+    #: schemas, the memory block): a later request with other ones counts differently.
+    #: None: not known (an anchor stored before it was kept).
+    overhead: int | None = None
 
     @classmethod
     def from_response(
@@ -65,6 +69,7 @@ class UsageAnchor:
         messages: Sequence[Mapping[str, Any]],
         route: str,
         ratio: float = 1.0,
+        overhead: int | None = None,
     ) -> UsageAnchor | None:
         """Anchor a response whose reply is already the last item of ``messages``.
 
@@ -82,6 +87,7 @@ class UsageAnchor:
             fingerprint=boundary_fingerprint(messages, covered),
             route=route,
             ratio=ratio,
+            overhead=overhead,
         )
 
     @property
@@ -105,16 +111,21 @@ class UsageAnchor:
                 fingerprint=str(data["fingerprint"]),
                 route=str(data["route"]),
                 ratio=float(data.get("ratio") or 1.0),
+                overhead=None if data.get("overhead") is None else int(data["overhead"]),
             )
         except (KeyError, TypeError, ValueError):
             return None
 
 
 def build_anchor(
-    usage: Usage | None, messages: Sequence[Mapping[str, Any]], route: str, ratio: float = 1.0
+    usage: Usage | None,
+    messages: Sequence[Mapping[str, Any]],
+    route: str,
+    ratio: float = 1.0,
+    overhead: int | None = None,
 ) -> UsageAnchor | None:
     """Same as :meth:`UsageAnchor.from_response`."""
-    return UsageAnchor.from_response(usage, messages, route, ratio)
+    return UsageAnchor.from_response(usage, messages, route, ratio, overhead)
 
 
 def anchor_matches(anchor: UsageAnchor, messages: Sequence[Mapping[str, Any]], route: str) -> bool:

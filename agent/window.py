@@ -125,11 +125,18 @@ def newest_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
 
 
 def row_caps(messages: Sequence[Mapping[str, Any]], window: Window) -> list[int]:
-    """The most tokens each row is shown with (rule 1 and 2)."""
+    """The most tokens each row is shown with (rule 1 and 2). A compaction summary is shown
+    like the newest user message: it carries everything before it, and the compressor
+    bounds its size (docs/design.md#summary-budget)."""
     caps = [window.row_cap] * len(messages)
     newest = newest_user_index(messages)
     if newest is not None:
         caps[newest] = window.newest_cap
+    head = 0  # a summary follows the system rows (docs/design.md#assembly)
+    while head < len(messages) and messages[head].get("role") == "system":
+        head += 1
+    if head < len(messages) and is_summary_message(messages[head]):
+        caps[head] = window.newest_cap
     return caps
 
 

@@ -6,9 +6,9 @@ import pytest
 
 from adapters.base import DeliveryError
 from adapters.telegram.adapter import TelegramStartError
-from agent.loop import CompressionExhausted
 from agent.providers import ProviderError
 from agent.tools import ToolInputError
+from agent.turn_result import CompressionExhausted
 from gateway.config import ConfigError
 from gateway.store import DataDirInUse, SessionEnded, StoreError
 from nightowl_errors import NightowlError

@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from agent.context_engine import CompressionResult
-from agent.loop import TurnResult
 from agent.tokens import TokenCounter
 from agent.transcript import DocumentPart, SearchResult
+from agent.turn_result import TurnResult
 from agent.usage_anchor import UsageAnchor
 from agent.window import represented_tokens
 from gateway.conversation.chat_documents import ChatDocuments
@@ -265,6 +265,7 @@ class SessionTranscript:
             fingerprint=stored.fingerprint,
             route=stored.route,
             ratio=stored.ratio or 1.0,
+            overhead=stored.overhead,
         )
 
     async def store_observed(self) -> None:
@@ -334,6 +335,7 @@ class SessionTranscript:
             anchor.fingerprint,
             anchor.route,
             anchor.ratio,
+            anchor.overhead,
         )
 
 

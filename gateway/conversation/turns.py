@@ -14,10 +14,10 @@ from contextlib import nullcontext
 from typing import Any
 
 from adapters.base import Adapter, DeliveryError, OutboundMessage
-from agent.loop import EMPTY_ANSWER, CompressionExhausted, TurnResult
 from agent.memory import MemoryBlock
 from agent.providers.base import ProviderError
 from agent.tools import ToolContext
+from agent.turn_result import EMPTY_ANSWER, CompressionExhausted, TurnResult
 from agent.usage_anchor import UsageAnchor
 from gateway.conversation.hygiene import HygieneOutcome
 from gateway.conversation.runtime import SessionRuntime

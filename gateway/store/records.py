@@ -26,8 +26,10 @@ class AnchorRecord:
     message_id: int
     fingerprint: str
     route: str
-    #: How the server counted against the estimate then (docs/design.md#calibration).
+    #: How the server counted against the estimate then (docs/design.md#calibration), and
+    #: the estimated tokens beside the messages it counted (tool schemas, memory).
     ratio: float | None = None
+    overhead: int | None = None
 
 
 @dataclass(frozen=True)

@@ -193,7 +193,7 @@ async def delete_inbox(db: aiosqlite.Connection, ids: Sequence[int]) -> None:
 
 _ANCHOR_SET = (
     "anchor_prompt_tokens = ?, anchor_completion_tokens = ?, anchor_message_id = ?,"
-    " anchor_fingerprint = ?, anchor_route = ?, anchor_ratio = ?"
+    " anchor_fingerprint = ?, anchor_route = ?, anchor_ratio = ?, anchor_overhead = ?"
 )
 _USAGE_SET = (
     "usage_prompt = usage_prompt + ?, usage_completion = usage_completion + ?,"
@@ -204,7 +204,7 @@ _USAGE_SET = (
 
 def _anchor_values(anchor: AnchorRecord | None) -> tuple[Any, ...]:
     if anchor is None:
-        return (None, None, None, None, None, None)
+        return (None, None, None, None, None, None, None)
     return (
         anchor.prompt_tokens,
         anchor.completion_tokens,
@@ -212,6 +212,7 @@ def _anchor_values(anchor: AnchorRecord | None) -> tuple[Any, ...]:
         anchor.fingerprint,
         anchor.route,
         anchor.ratio,
+        anchor.overhead,
     )
 
 
@@ -267,6 +268,7 @@ def anchor_at(anchor: AnchorRecord, ids: list[int]) -> AnchorRecord | None:
             anchor.fingerprint,
             anchor.route,
             anchor.ratio,
+            anchor.overhead,
         )
     return None
 
@@ -321,6 +323,7 @@ def session_record(row: aiosqlite.Row) -> SessionRecord:
             fingerprint=row["anchor_fingerprint"],
             route=row["anchor_route"],
             ratio=row["anchor_ratio"],
+            overhead=row["anchor_overhead"],
         )
     return SessionRecord(
         id=row["id"],

@@ -276,9 +276,13 @@ CREATE TABLE compactions (
 CREATE INDEX compactions_session ON compactions(session_id, at);
 """
 
-# 11: the usage anchor keeps how the server counts against the estimate, the
-# calibration's ratio (docs/design.md#calibration), so it outlives a restart.
-_V11 = "ALTER TABLE sessions ADD COLUMN anchor_ratio DOUBLE PRECISION;"
+# 11: the usage anchor keeps how the server counts against the estimate (the
+# calibration's ratio, docs/design.md#calibration) and what travelled beside the messages
+# it counts (docs/design.md#silent-truncation), so both outlive a restart.
+_V11 = """
+ALTER TABLE sessions ADD COLUMN anchor_ratio DOUBLE PRECISION;
+ALTER TABLE sessions ADD COLUMN anchor_overhead BIGINT;
+"""
 
 #: A migration is a script, or a coroutine function run inside the migration's transaction.
 Migration = str | Callable[[aiosqlite.Connection], Awaitable[None]]

@@ -10,12 +10,13 @@ import pytest
 
 from agent.context_compressor import CompressionSettings, ContextCompressor
 from agent.context_engine import CompressionResult
-from agent.loop import Agent, CompressionExhausted
+from agent.loop import Agent
 from agent.model_metadata import ContextLengthResolver
 from agent.providers import ProviderError, ProviderSettings, make_provider
 from agent.tokens import estimate_messages_tokens_rough
 from agent.tools import BUILTIN_TOOLS, ToolBox
 from agent.transcript import SearchResult
+from agent.turn_result import CompressionExhausted
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.harness import is_summary_request, summarizing
 

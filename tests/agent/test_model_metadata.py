@@ -5,14 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from agent.model_metadata import (
-    CACHE_FILE_NAME,
-    DEFAULT_CONTEXT_LENGTH,
-    PROBE_RETRY_PAUSE_SECONDS,
-    ContextLengthResolver,
-    static_context_length,
-)
+from agent.model_metadata import CACHE_FILE_NAME, PROBE_RETRY_PAUSE_SECONDS, ContextLengthResolver
 from agent.served_window import ServedWindow
+from agent.window_table import DEFAULT_CONTEXT_LENGTH, static_context_length
 
 
 class Clock:

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import random
 import re
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from gateway.app import Gateway
+from gateway.config.schema import Config
 from tests.fakes.llm_server import Recorded, Reply
 from tests.fakes.local_servers import _LocalServer
 from tests.harness import (
@@ -25,6 +28,7 @@ from tests.harness import (
     make_config,
     running_gateway,
     summarizing,
+    turns_done,
 )
 
 WORDS = {
@@ -60,7 +64,9 @@ class Outcome:
     compactions: int = 0
     recalled: int = 0
     asked: int = 0
-    max_fill: float = 0.0  # the largest prompt + max_tokens, by the server's count, / window
+    #: The largest prompt as sent, and prompt + max_tokens, by the server's count / window.
+    max_prompt: float = 0.0
+    max_fill: float = 0.0
     clipped: int = 0
 
     @property
@@ -89,6 +95,34 @@ def model_answer(language: str, rng: random.Random):
     return answer
 
 
+class Chat(Protocol):
+    """Where the person talks: a recording platform, or Telegram through its fake."""
+
+    def gateway(self, config: Config) -> AbstractAsyncContextManager[Gateway]: ...
+    async def say(self, text: str) -> None: ...
+    async def wait_sent(self, count: int) -> None: ...
+    def shown(self) -> list[str]:
+        """Every message the bot sent so far, as it shows now."""
+        ...
+
+
+class RecordingChat:
+    def __init__(self) -> None:
+        self.adapter = RecordingAdapter()
+
+    def gateway(self, config: Config) -> AbstractAsyncContextManager[Gateway]:
+        return running_gateway(config, self.adapter)
+
+    async def say(self, text: str) -> None:
+        await self.adapter.say(text)
+
+    async def wait_sent(self, count: int) -> None:
+        await self.adapter.wait_sent(count)
+
+    def shown(self) -> list[str]:
+        return self.adapter.texts()
+
+
 async def run_chat(
     tmp_path: Path,
     server: _LocalServer,
@@ -98,27 +132,35 @@ async def run_chat(
     context_length: int | None = None,
     new_at: int | None = None,
     seed: int = 7,
-    adapter: RecordingAdapter | None = None,
+    chat: Chat | None = None,
+    model: dict[str, Any] | None = None,
 ) -> Outcome:
-    """``turns`` messages through an in-process gateway to ``server``; facts planted in the
-    first turns, asked back in the last ones (and ``/new`` sent before turn ``new_at``)."""
+    """``turns`` messages through a gateway to ``server``; facts planted in the first
+    turns, asked back in the last ones (and ``/new`` sent before turn ``new_at``);
+    ``model`` adds keys to the config's ``model:``."""
     rng = random.Random(seed)
     facts = FACTS[language]
     server.responder = summarizing(model_answer(language, rng))
-    model: dict[str, Any] = {"name": server.model}
+    settings: dict[str, Any] = {"name": server.model, **(model or {})}
     if context_length is not None:
-        model["context_length"] = context_length
-    config = make_config(tmp_path, server, model=model)
-    adapter = adapter or RecordingAdapter()
+        settings["context_length"] = context_length
+    chat = chat or RecordingChat()
+    config = make_config(tmp_path, server, model=settings)
     outcome = Outcome()
     recall_from = turns - len(facts)
-    async with running_gateway(config, adapter):
-        sent = 0
+    async with chat.gateway(config) as gateway:
+
+        async def exchange(text: str) -> list[str]:
+            """Say ``text``; what the bot sent back once it is done with it."""
+            before = len(chat.shown())
+            await chat.say(text)
+            await chat.wait_sent(before + 1)
+            await turns_done(gateway)
+            return chat.shown()[before:]
+
         for turn in range(turns):
             if turn == new_at:
-                await adapter.say("/new")
-                sent += 1
-                await adapter.wait_sent(sent)
+                await exchange("/new")
             if turn < len(facts):
                 text = f"fact: #{turn} {facts[turn]}. " + text_of_length(rng, language, 200)
             elif turn >= recall_from:
@@ -126,24 +168,21 @@ async def run_chat(
                 outcome.asked += 1
             else:
                 text = text_of_length(rng, language, rng.randint(150, 600))
-            await adapter.say(text)
-            sent += 1
-            reply = (await adapter.wait_sent(sent))[-1]
+            replies = await exchange(text)
             outcome.turns += 1
-            if any(marker in reply for marker in ERRORS):
-                outcome.errors.append(f"turn {turn}: {reply}")
-            else:
-                outcome.answered += 1
+            failed = [r for r in replies if any(marker in r for marker in ERRORS)]
+            outcome.errors += [f"turn {turn}: {r}" for r in failed]
+            outcome.answered += not failed
             number = turn - recall_from
-            if turn >= recall_from and f"is: {facts[number]}" in reply:
+            if turn >= recall_from and f"is: {facts[number]}" in replies[-1]:
                 outcome.recalled += 1
     outcome.refusals = server.refusals
     outcome.cuts = len(getattr(server, "cuts", []))
     outcome.clipped = getattr(server, "clipped", 0)
     outcome.compactions = sum(1 for r in server.requests if is_summary_request(r))
+    answers = [r for r in server.requests if is_turn_request(r)]
+    outcome.max_prompt = max((r.sent_tokens or r.prompt_tokens) / server.served for r in answers)
     outcome.max_fill = max(
-        ((r.sent_tokens or r.prompt_tokens) + r.max_tokens) / server.served
-        for r in server.requests
-        if is_turn_request(r)
+        ((r.sent_tokens or r.prompt_tokens) + r.max_tokens) / server.served for r in answers
     )
     return outcome

@@ -305,6 +305,10 @@ class FakeTelegram:
         await self.wait_for(lambda: len(self.sent) >= count, within)
         return self.sent
 
+    def shown(self, message: SentMessage) -> str:
+        """What ``message`` shows now: its text after every edit."""
+        return self._texts.get((str(message.chat_id), message.message_id), (message.text,))[0]
+
     def method_calls(self, method: str) -> list[dict]:
         return [request.params for request in self.requests if request.method == method]
 

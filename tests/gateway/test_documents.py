@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import Attachment
-from agent.loop import EMPTY_ANSWER
+from agent.turn_result import EMPTY_ANSWER
 from gateway.config.media import TranscriptionConfig, transcription_route
 from gateway.config.routes import ModelRoute
 from gateway.media.documents import extract_document

@@ -218,8 +218,11 @@ CREATE TABLE chat_models (
 );
 """
 
-# 11: the usage anchor keeps the calibration's ratio (docs/design.md#calibration), as on SQLite.
-_V11 = "ALTER TABLE sessions ADD COLUMN anchor_ratio DOUBLE PRECISION;"
+# 11: the usage anchor's ratio and overhead (docs/design.md#calibration), as on SQLite.
+_V11 = """
+ALTER TABLE sessions ADD COLUMN anchor_ratio DOUBLE PRECISION;
+ALTER TABLE sessions ADD COLUMN anchor_overhead BIGINT;
+"""
 
 MIGRATIONS: list[tuple[int, str]] = [
     (6, _BASE),

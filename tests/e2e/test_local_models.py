@@ -1,0 +1,166 @@
+"""Long chats with small local models, through the real gateway: every message answered,
+facts recalled, no request refused when the window is known (docs/design.md#served-window,
+#output-reserve, #calibration, #silent-truncation). A sample of bench/local_models.py's
+matrix; the fakes behave as the real servers do (tests/fakes/local_servers.py)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.child_process import nightowl, write_config
+from tests.e2e.local_models import (
+    ERRORS,
+    FACTS,
+    Outcome,
+    model_answer,
+    run_chat,
+    text_of_length,
+)
+from tests.fakes.llm_server import Recorded, Reply
+from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama, FakeVllm
+from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing
+
+
+def all_answered(outcome: Outcome) -> None:
+    assert outcome.errors == []
+    assert outcome.answered == outcome.turns
+    assert outcome.recall == 1.0
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+async def test_ollama_without_a_configured_window_is_asked_and_nothing_is_cut(
+    tmp_path: Path, language: str
+) -> None:
+    # The model is not loaded at start: Ollama only says what it declares (40,960) until
+    # the first request loads it; /v1 serves 4,096 whatever the request says.
+    async with FakeOllama(served=4_096, declared=40_960) as ollama:
+        outcome = await run_chat(tmp_path, ollama, turns=50, language=language)
+    all_answered(outcome)
+    assert outcome.cuts == 0 and outcome.refusals == 0
+    assert outcome.max_prompt <= 1.0
+
+
+async def test_a_configured_window_larger_than_ollama_serves_loses_and_the_operator_is_told(
+    tmp_path: Path,
+) -> None:
+    async with FakeOllama(served=4_096, loaded=True) as ollama:
+        adapter = RecordingAdapter()
+        config = make_config(
+            tmp_path, ollama, model={"name": ollama.model, "context_length": 32_768}
+        )
+        ollama.responder = summarizing()
+        async with running_gateway(config, adapter):
+            await adapter.say("hello")
+            await adapter.wait_sent(1)
+            await adapter.say("/status")
+            status = (await adapter.wait_sent(2))[-1]
+    assert (
+        "window 4,096 tokens (the server serves 4,096 tokens, not 32,768: set "
+        "OLLAMA_CONTEXT_LENGTH (or num_ctx in the model's Modelfile), or lower "
+        "model.context_length)" in status
+    )
+
+
+@pytest.mark.parametrize(
+    ("server", "context_length"),
+    [
+        (FakeVllm(served=4_096), 4_096),  # right
+        (FakeVllm(served=4_096, wording="2024"), None),  # asked
+        (FakeVllm(served=4_096), 8_192),  # wrong, and corrected by asking
+        (FakeLlamaCpp(served=4_096), 32_768),
+        (FakeLlamaCpp(served=8_192), None),
+    ],
+    ids=["vllm-right", "vllm-none", "vllm-wrong", "llama.cpp-wrong", "llama.cpp-none"],
+)
+async def test_servers_that_refuse_are_never_refused_when_they_can_be_asked(
+    tmp_path: Path, server: FakeVllm | FakeLlamaCpp, context_length: int | None
+) -> None:
+    async with server:
+        outcome = await run_chat(
+            tmp_path, server, turns=50, language="ru", context_length=context_length
+        )
+    all_answered(outcome)
+    assert outcome.refusals == 0
+    assert outcome.max_fill <= 1.0  # prompt + max_tokens, by the server's own count
+    assert outcome.clipped == 0  # no reply stopped by a full slot
+
+
+async def test_a_wrong_window_on_a_server_that_cannot_be_asked_costs_one_refusal(
+    tmp_path: Path,
+) -> None:
+    # Behind a proxy: /v1/models lists ids only. The config claims twice the window.
+    async with FakeVllm(served=4_096, listed=False) as vllm:
+        outcome = await run_chat(tmp_path, vllm, turns=60, language="ru", context_length=8_192)
+    all_answered(outcome)
+    assert outcome.refusals == 1  # learned from the server's own numbers, then none
+
+
+async def test_a_two_thousand_token_window_answers_every_message_and_the_first_after_new(
+    tmp_path: Path,
+) -> None:
+    async with FakeVllm(served=2_048) as vllm:
+        outcome = await run_chat(
+            tmp_path, vllm, turns=40, language="ru", context_length=2_048, new_at=20
+        )
+    assert outcome.errors == [] and outcome.refusals == 0
+
+
+async def test_ollama_that_keeps_half_its_window_of_a_prompt_is_learned_once(
+    tmp_path: Path,
+) -> None:
+    # Ollama 0.30+ with context shift keeps about num_ctx / 2 of a longer prompt; with a
+    # small reply reserve the prompt may pass that half: the first cut teaches it.
+    async with FakeOllama(served=4_096, version="0.30", loaded=True) as ollama:
+        outcome = await run_chat(tmp_path, ollama, turns=50, model={"max_output_tokens": 512})
+    all_answered(outcome)
+    assert outcome.cuts == 1
+
+
+async def test_a_restarted_ollama_with_a_smaller_window_cuts_nothing_it_answers(
+    tmp_path: Path,
+) -> None:
+    """The operator restarts Ollama with the default window under a long conversation: the
+    one request it cuts is not answered from, and the draft of it is taken back."""
+    async with FakeOllama(served=32_768, loaded=True) as ollama:
+        await run_chat(tmp_path, ollama, turns=30)  # about 8,000 tokens of conversation
+        ollama.served, ollama.loaded = 4_096, False
+        cut_reply = "AN ANSWER TO A CUT PROMPT"
+        answer_whole = model_answer("en", random.Random(1))
+
+        def answer(request: Recorded) -> Reply:
+            return Reply(cut_reply) if request.cut else answer_whole(request)
+
+        adapter = RecordingAdapter()
+        config = make_config(tmp_path, ollama, model={"name": ollama.model})
+        ollama.responder = summarizing(answer)
+        async with running_gateway(config, adapter):
+            await adapter.say("recall 0")
+            replies = await adapter.wait_sent(1)
+    assert len(ollama.cuts) == 1
+    assert cut_reply not in replies[-1]
+    assert f"is: {FACTS['en'][0]}" in replies[-1]
+
+
+async def test_nightowl_chat_in_russian_against_ollama(tmp_path: Path) -> None:
+    """The README's path: `nightowl chat` with a local model and no context_length."""
+    async with FakeOllama(served=4_096) as ollama:
+        ollama.responder = summarizing(model_answer("ru", random.Random(3)))
+        config = write_config(tmp_path, ollama, name=ollama.model)
+        rng = random.Random(5)
+        lines = [f"fact: #0 {FACTS['ru'][0]}. " + text_of_length(rng, "ru", 200)]
+        lines += [text_of_length(rng, "ru", rng.randint(150, 600)) for _ in range(38)]
+        lines.append("recall 0")
+        code, out, err = await nightowl(
+            "chat", "-c", str(config), stdin="\n".join(lines) + "\n", cwd=tmp_path
+        )
+    assert code == 0, err
+    # Lines that arrive while a reply is written are answered together, in order.
+    answers = [line for line in out.splitlines() if line.startswith("owl › ")]
+    assert answers and not any(marker in out for marker in ERRORS)
+    assert f"is: {FACTS['ru'][0]}" in answers[-1]
+    seen = "\n".join(r.all_text for r in ollama.requests)
+    assert all(line[:60] in seen for line in lines)  # every line reached the model
+    assert ollama.cuts == [] and ollama.refusals == 0
