@@ -4,8 +4,8 @@ Ollama answers a prompt longer than its window with 200 OK: it drops old message
 then tokens from the front, the system prompt first, and reports the count it kept in
 ``usage.prompt_tokens``. An answer to such a prompt is never shown. Three ways tell it:
 
-- the server's own count of the conversation so far (the usage anchor) and the least the
-  rows since can count (:func:`least_count`): the count after them cannot be smaller;
+- the server's own count of the last prompt (the usage anchor) and the least the rows
+  since can count (:func:`least_count`): the count after them cannot be smaller;
 - without an anchor, a count far below the rough estimate *and* below one token per word
   of the text (:func:`agent.tokens.token_floor`; a line of dashes is one long token, so
   the estimate alone would cry wolf);
@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.providers.base import ProviderError, TextCallback, Usage
 from agent.tokens import token_floor
-from agent.usage_anchor import UsageAnchor, anchored_tokens
+from agent.usage_anchor import UsageAnchor, anchor_matches
 from agent.window import FittedRequest, Window
 
 #: ``ProviderError.detail`` of a response whose prompt the server cut.
@@ -44,9 +44,9 @@ def least_count(
     represent: Callable[[Sequence[Mapping[str, Any]]], int],
 ) -> int | None:
     """The fewest prompt tokens the server can count for ``request`` without having cut
-    it: its own count of the anchored prefix, plus the least the rows after it can count,
-    corrected for what travels beside the messages (tool schemas, the memory block:
-    ``overhead`` now, estimated) having changed since.
+    it: its own count of the prompt it last answered, plus the least the rows after that
+    prompt can count, corrected for what travels beside the messages (tool schemas, the
+    memory block: ``overhead`` now, estimated) having changed since.
 
     None without an anchor (or one stored before it said what travelled beside the
     messages), or when the prefix may be shown otherwise than it was counted: a view cut
@@ -54,14 +54,16 @@ def least_count(
     """
     if anchor is None or anchor.overhead is None or request.cut or request.excerpted:
         return None
-    anchored = anchored_tokens(anchor, messages, route, estimate=represent)
-    if anchored is None:
+    if not anchor_matches(anchor, messages, route):
         return None
-    # The rows since: three quarters of their calibrated estimate, or one token per word,
-    # whichever is less.
-    added = min((anchored - anchor.total_tokens) * 3 // 4, token_floor(messages[anchor.covered :]))
+    # The reply it counted as output comes back as prompt, and so do the rows since; the
+    # reply is counted again rather than taken from its output count, which holds
+    # reasoning a thinking model is not shown again. Each counts at least three quarters
+    # of its calibrated estimate or one token per word, whichever is less.
+    rows = messages[anchor.covered - 1 :]
+    added = min(represent(rows) * 3 // 4, token_floor(rows))
     shift = window.real(overhead) - window.real(anchor.overhead)
-    return anchor.total_tokens + shift + added - CUT_SLACK_TOKENS
+    return anchor.prompt_tokens + shift + added - CUT_SLACK_TOKENS
 
 
 def cut_by_server(request: FittedRequest, usage: Usage | None, at_least: int | None) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 
 from agent.compression.assembly import repair_tool_pairs
 from agent.compression.markers import is_real_user_message, is_summary_message
+from agent.compression.settings import summary_token_cap
 from agent.tokens import (
     IMAGE_TOKENS,
     count_images,
@@ -126,8 +127,8 @@ def newest_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
 
 def row_caps(messages: Sequence[Mapping[str, Any]], window: Window) -> list[int]:
     """The most tokens each row is shown with (rule 1 and 2). A compaction summary is shown
-    like the newest user message: it carries everything before it, and the compressor
-    bounds its size (docs/design.md#summary-budget)."""
+    whole up to what the compressor lets it take (docs/design.md#summary-budget), within
+    the newest message's share: it carries everything before it."""
     caps = [window.row_cap] * len(messages)
     newest = newest_user_index(messages)
     if newest is not None:
@@ -136,7 +137,8 @@ def row_caps(messages: Sequence[Mapping[str, Any]], window: Window) -> list[int]
     while head < len(messages) and messages[head].get("role") == "system":
         head += 1
     if head < len(messages) and is_summary_message(messages[head]):
-        caps[head] = window.newest_cap
+        budget = int(summary_token_cap(window.context_length) / max(1.0, window.scale))
+        caps[head] = max(window.row_cap, min(window.newest_cap, budget))
     return caps
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.providers import ProviderError, ProviderSettings, make_provider
-from gateway.config.routes import KEY_VARIABLES, NO_KEY_NEEDED, OFFICIAL_HOSTS
+from gateway.config.routes import KEY_VARIABLES, NO_KEY_NEEDED, OFFICIAL_HOSTS, ModelRoute
 from gateway.config.schema import Config, main_model_route, resolve_api_key, summary_model_route
 
 
@@ -33,16 +33,58 @@ class Check:
 
 
 async def check_providers(config: Config, timeout: float) -> list[Check]:
+    """The provider check for the main model (then its window, when the server says) and
+    the summary model's."""
     routes = [("provider", main_model_route(config))]
     summary = summary_model_route(config)
     if summary is not None:
         routes.append(("summary model", summary))
-    return [
-        await check_provider(
+    checks = []
+    for label, route in routes:
+        check = await check_provider(
             label, route.provider, route.name, route.base_url, route.api_key, timeout
         )
-        for label, route in routes
-    ]
+        checks.append(check)
+        if check.ok and label == "provider":
+            window = await check_window(route, config.model.context_length, timeout)
+            checks += [window] if window is not None else []
+    return checks
+
+
+async def check_window(route: ModelRoute, configured: int | None, timeout: float) -> Check | None:
+    """What the server says it serves the model with (docs/design.md#served-window),
+    against ``model.context_length``; None when it does not say (a hosted API)."""
+    key = resolve_api_key(route.provider, route.api_key, route.base_url)
+    provider = make_provider(
+        ProviderSettings(route.provider, route.name, api_key=key, base_url=route.base_url)
+    )
+    try:
+        async with asyncio.timeout(timeout):
+            served = await provider.served_window()
+    except TimeoutError:
+        served = None
+    finally:
+        await provider.aclose()
+    if served is None:
+        return None
+    if served.tokens is None:
+        declared = f" (it declares {served.declared:,})" if served.declared else ""
+        return Check(
+            "window",
+            True,
+            f"{served.server} has not loaded {route.name} yet: its window is asked again "
+            f"after the first message{declared}",
+        )
+    if configured and served.tokens < configured:
+        return Check(
+            "window",
+            False,
+            f"the server serves {served.tokens:,} tokens, not {configured:,}",
+            f"{served.hint}, or lower model.context_length",
+        )
+    return Check(
+        "window", True, f"{served.server} serves {route.name} with {served.tokens:,} tokens"
+    )
 
 
 async def check_provider(

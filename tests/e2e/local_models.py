@@ -19,8 +19,10 @@ from typing import Any, Protocol
 
 from gateway.app import Gateway
 from gateway.config.schema import Config
+from tests.e2e.telegram_helpers import telegram_gateway, visible
 from tests.fakes.llm_server import Recorded, Reply
 from tests.fakes.local_servers import _LocalServer
+from tests.fakes.telegram_server import FakeTelegram
 from tests.harness import (
     RecordingAdapter,
     is_summary_request,
@@ -98,6 +100,9 @@ def model_answer(language: str, rng: random.Random):
 class Chat(Protocol):
     """Where the person talks: a recording platform, or Telegram through its fake."""
 
+    #: What the chat adds to the config (its platform).
+    sections: dict[str, Any]
+
     def gateway(self, config: Config) -> AbstractAsyncContextManager[Gateway]: ...
     async def say(self, text: str) -> None: ...
     async def wait_sent(self, count: int) -> None: ...
@@ -109,6 +114,7 @@ class Chat(Protocol):
 class RecordingChat:
     def __init__(self) -> None:
         self.adapter = RecordingAdapter()
+        self.sections: dict[str, Any] = {}
 
     def gateway(self, config: Config) -> AbstractAsyncContextManager[Gateway]:
         return running_gateway(config, self.adapter)
@@ -121,6 +127,38 @@ class RecordingChat:
 
     def shown(self) -> list[str]:
         return self.adapter.texts()
+
+
+class TelegramChat:
+    """A private Telegram chat through the fake Bot API and the real adapter."""
+
+    def __init__(self, server: FakeTelegram, user_id: int = 42, **settings: Any) -> None:
+        self.server = server
+        self.user_id = user_id
+        self.settings = settings
+
+    @property
+    def sections(self) -> dict[str, Any]:
+        platform = {
+            "enabled": True,
+            "token": self.server.token,
+            "base_url": self.server.base_url,
+            "allowed_users": [self.user_id],
+            **self.settings,
+        }
+        return {"platforms": {"telegram": platform}}
+
+    def gateway(self, config: Config) -> AbstractAsyncContextManager[Gateway]:
+        return telegram_gateway(config)
+
+    async def say(self, text: str) -> None:
+        self.server.push_text(self.user_id, text)
+
+    async def wait_sent(self, count: int) -> None:
+        await self.server.wait_sent(count)
+
+    def shown(self) -> list[str]:
+        return [visible(self.server.shown(message)) for message in self.server.sent]
 
 
 async def run_chat(
@@ -145,7 +183,7 @@ async def run_chat(
     if context_length is not None:
         settings["context_length"] = context_length
     chat = chat or RecordingChat()
-    config = make_config(tmp_path, server, model=settings)
+    config = make_config(tmp_path, server, model=settings, **chat.sections)
     outcome = Outcome()
     recall_from = turns - len(facts)
     async with chat.gateway(config) as gateway:

@@ -15,13 +15,15 @@ from tests.e2e.local_models import (
     ERRORS,
     FACTS,
     Outcome,
+    TelegramChat,
     model_answer,
     run_chat,
     text_of_length,
 )
 from tests.fakes.llm_server import Recorded, Reply
 from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama, FakeVllm
-from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing
+from tests.fakes.telegram_server import FakeTelegram
+from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing, turns_done
 
 
 def all_answered(outcome: Outcome) -> None:
@@ -164,3 +166,44 @@ async def test_nightowl_chat_in_russian_against_ollama(tmp_path: Path) -> None:
     seen = "\n".join(r.all_text for r in ollama.requests)
     assert all(line[:60] in seen for line in lines)  # every line reached the model
     assert ollama.cuts == [] and ollama.refusals == 0
+
+
+async def test_telegram_against_llama_cpp_with_a_wrong_window(tmp_path: Path) -> None:
+    async with FakeTelegram() as telegram, FakeLlamaCpp(served=4_096) as server:
+        outcome = await run_chat(
+            tmp_path,
+            server,
+            turns=40,
+            language="ru",
+            context_length=16_384,
+            chat=TelegramChat(telegram),
+        )
+    all_answered(outcome)
+    assert outcome.refusals == 0 and outcome.clipped == 0
+
+
+async def test_a_streamed_answer_to_a_cut_prompt_is_taken_back_in_telegram(
+    tmp_path: Path,
+) -> None:
+    """Ollama restarted with its default window under a long conversation: the reply to
+    the prompt it cut was already streaming into the chat; it is replaced, not kept."""
+    cut_reply = "AN ANSWER TO A CUT PROMPT " * 20
+    async with FakeTelegram() as telegram, FakeOllama(served=32_768, loaded=True) as ollama:
+        chat = TelegramChat(telegram, stream=True)
+        await run_chat(tmp_path, ollama, turns=30, chat=chat)
+        ollama.served, ollama.loaded = 4_096, False
+        answer_whole = model_answer("en", random.Random(1))
+        ollama.responder = summarizing(
+            lambda request: Reply(cut_reply) if request.cut else answer_whole(request)
+        )
+        config = make_config(tmp_path, ollama, model={"name": ollama.model}, **chat.sections)
+        async with chat.gateway(config) as gateway:
+            before = len(telegram.sent)
+            await chat.say("recall 0")
+            await chat.wait_sent(before + 1)
+            await turns_done(gateway)
+    assert len(ollama.cuts) == 1
+    assert any("AN ANSWER TO A CUT" in edit.text for edit in telegram.edits + telegram.sent)
+    shown = chat.shown()[before:]
+    assert not any("AN ANSWER TO A CUT" in text for text in shown)
+    assert f"is: {FACTS['en'][0]}" in shown[-1]

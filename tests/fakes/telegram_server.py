@@ -142,6 +142,13 @@ class FakeTelegram:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    async def __aenter__(self) -> FakeTelegram:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/bot"

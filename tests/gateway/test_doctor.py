@@ -19,6 +19,7 @@ from tests import db
 from tests.child_process import nightowl, without_root_privileges
 from tests.fakes.discord_server import running_fake_discord
 from tests.fakes.llm_server import FakeLLM
+from tests.fakes.local_servers import FakeOllama
 from tests.fakes.telegram_server import FakeTelegram
 
 KEY = "sk-doctor-test-0123456789abcdef"
@@ -140,6 +141,35 @@ async def test_a_model_the_server_does_not_serve_is_reported(
     assert code == 1
     assert "does not list the model fake-model" in line(lines, "provider")
     assert "llama3.1:8b" in line(lines, "provider")
+
+
+async def test_a_configured_window_larger_than_the_server_serves_is_reported(
+    tmp_path: Path,
+) -> None:
+    async with FakeOllama(served=4_096, loaded=True, model="fake-model") as ollama:
+        config = write_config(tmp_path, ollama.openai_base_url)
+        raw = yaml.safe_load(config.read_text())
+        raw["model"]["context_length"] = 32_768
+        config.write_text(yaml.safe_dump(raw))
+        code, lines = await doctor(config)
+        assert code == 1
+        assert line(lines, "window") == (
+            "✗ window: the server serves 4,096 tokens, not 32,768 — set OLLAMA_CONTEXT_LENGTH "
+            "(or num_ctx in the model's Modelfile), or lower model.context_length"
+        )
+        raw["model"]["context_length"] = 4_096
+        config.write_text(yaml.safe_dump(raw))
+        code, lines = await doctor(config)
+    assert line(lines, "window") == "✓ window: ollama serves fake-model with 4,096 tokens"
+
+
+async def test_the_one_token_request_loads_an_ollama_model_so_its_window_is_known(
+    tmp_path: Path,
+) -> None:
+    async with FakeOllama(served=2_048, model="fake-model", loaded=False) as ollama:
+        code, lines = await doctor(write_config(tmp_path, ollama.openai_base_url))
+    assert code == 0
+    assert line(lines, "window") == "✓ window: ollama serves fake-model with 2,048 tokens"
 
 
 async def test_a_world_readable_database_fails_until_fixed(
