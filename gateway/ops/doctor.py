@@ -2,7 +2,7 @@
 
 Checks, in order: the config parses; the secrets it needs resolve; the model provider
 lists the model and answers a 1-token request (and the summary model, when one is
-configured); the Telegram bot token works (getMe) and the Discord one logs in, when those
+configured), and a self-hosted server says what window it serves (docs/design.md#served-window); the Telegram bot token works (getMe) and the Discord one logs in, when those
 platforms are enabled (those network checks live in :mod:`gateway.reachability`); the database opens read-only, passes ``PRAGMA integrity_check`` and has a known
 schema; the config, its ``.env``, the data dir and the files nightowl keeps there
 (database and WAL files, chat.log, the context-length cache, the webhook secret) are open
