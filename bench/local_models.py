@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.e2e.local_models import Outcome, run_chat  # noqa: E402
-from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama, FakeVllm  # noqa: E402
+from tests.e2e.local_models import Outcome, run_chat
+from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama, FakeVllm
 
 SERVERS = {
     "ollama": lambda window: FakeOllama(served=window),
@@ -61,9 +61,7 @@ async def main() -> None:
     )
     totals = Outcome()
     started = time.perf_counter()
-    for server, window, config, language in itertools.product(
-        SERVERS, windows, CONFIGS, LANGUAGES
-    ):
+    for server, window, config, language in itertools.product(SERVERS, windows, CONFIGS, LANGUAGES):
         o = await one(server, window, config, language, args.turns)
         totals.turns += o.turns
         totals.answered += o.answered
