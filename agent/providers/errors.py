@@ -134,20 +134,20 @@ def looks_like_overflow(*texts: str | None) -> bool:
 
 def parse_context_limit(text: str, body: Any = None) -> int | None:
     """The window an overflow error states, e.g. "... 210000 tokens > 200000 maximum"."""
-    if isinstance(body, Mapping) and isinstance(body.get("n_ctx"), int):
-        return int(body["n_ctx"])  # llama.cpp puts it in the error object
-    for pattern in _LIMIT_PATTERNS:
-        match = pattern.search(text or "")
-        if match:
-            return int(match.group(1))
-    return None
+    return _stated(text, body, "n_ctx", _LIMIT_PATTERNS)
 
 
 def parse_prompt_tokens(text: str, body: Any = None) -> int | None:
     """The prompt's size an overflow error states, as the server counted it, if it does."""
-    if isinstance(body, Mapping) and isinstance(body.get("n_prompt_tokens"), int):
-        return int(body["n_prompt_tokens"])  # llama.cpp puts it in the error object
-    for pattern in _PROMPT_PATTERNS:
+    return _stated(text, body, "n_prompt_tokens", _PROMPT_PATTERNS)
+
+
+def _stated(text: str, body: Any, field: str, patterns: tuple[re.Pattern[str], ...]) -> int | None:
+    """A number the error object carries as ``field`` (llama.cpp's way), or the first of
+    ``patterns`` finds in the text."""
+    if isinstance(body, Mapping) and isinstance(body.get(field), int):
+        return int(body[field])
+    for pattern in patterns:
         match = pattern.search(text or "")
         if match:
             return int(match.group(1))
