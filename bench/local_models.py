@@ -4,7 +4,8 @@
     python bench/local_models.py [--turns 50] [--quick]
 
 Servers (tests/fakes/local_servers.py): Ollama (cuts a long prompt silently), Ollama 0.30+
-(keeps about half its window of a long prompt), llama.cpp (refuses a prompt over its slot,
+(keeps about half its window of a long prompt), Ollama without context shift (refuses a
+long prompt, naming no window), llama.cpp (refuses a prompt over its slot,
 stops a reply at the window's end), vLLM (refuses prompt + max_tokens over the window) —
 each with a tokenizer that counts Russian 1.6 times the estimate. The config's
 ``context_length`` is right, twice the served window ("wrong"), or absent ("none").
@@ -32,6 +33,7 @@ from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama, FakeVllm
 SERVERS = {
     "ollama": lambda window: FakeOllama(served=window),
     "ollama-0.30": lambda window: FakeOllama(served=window, version="0.30"),
+    "ollama-noshift": lambda window: FakeOllama(served=window, shift=False),
     "llama.cpp": lambda window: FakeLlamaCpp(served=window),
     "vllm": lambda window: FakeVllm(served=window),
 }

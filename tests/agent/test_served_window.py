@@ -3,6 +3,7 @@ Ollama, llama.cpp and vLLM that answer as the real ones do (tests/fakes/local_se
 
 from __future__ import annotations
 
+import httpx2
 from aiohttp import web
 
 from agent.providers import ProviderSettings, make_provider
@@ -130,3 +131,26 @@ def test_each_servers_overflow_wording_gives_the_window_and_the_prompt() -> None
         )
         assert error.kind == "overflow", message
         assert (error.context_limit, error.prompt_tokens) == (limit, prompt), message
+
+
+async def test_the_ollama_fake_honours_num_ctx_only_natively_as_ollama_does() -> None:
+    """Why nightowl asks Ollama instead of telling it (docs/design.md#served-window): the
+    OpenAI-compatible endpoint it talks to ignores ``num_ctx`` and cuts to the server's
+    window; only the native ``/api/chat`` takes it."""
+    long = [{"role": "user", "content": "word " * 8_000}]
+    options = {"num_ctx": 16_384}
+    async with FakeOllama(served=4_096) as ollama, httpx2.AsyncClient() as client:
+        root = server_root(ollama.openai_base_url)
+        native = await client.post(
+            f"{root}/api/chat",
+            json={"model": "qwen3:8b", "messages": long, "stream": False, "options": options},
+        )
+        compatible = await client.post(
+            f"{ollama.openai_base_url}/chat/completions",
+            json={"model": "qwen3:8b", "messages": long, "options": options},
+        )
+        missing = await client.post(f"{root}/api/chat", json={"model": "nope", "messages": long})
+    assert native.json()["prompt_eval_count"] > 4_096 and native.json()["done_reason"] == "stop"
+    assert compatible.status_code == 200  # silently cut, not refused
+    assert compatible.json()["usage"]["prompt_tokens"] == 4_096
+    assert (missing.status_code, missing.json()) == (404, {"error": "model 'nope' not found"})

@@ -146,6 +146,24 @@ async def test_a_restarted_ollama_with_a_smaller_window_cuts_nothing_it_answers(
     assert f"is: {FACTS['en'][0]}" in replies[-1]
 
 
+async def test_ollama_refusing_a_long_prompt_without_numbers_is_asked_and_costs_one_refusal(
+    tmp_path: Path,
+) -> None:
+    # Without context shift (a deepseek2 model, or "shift": false) Ollama refuses instead
+    # of cutting, and its error names no window: nightowl asks what it serves.
+    async with FakeOllama(served=32_768, loaded=True, shift=False) as ollama:
+        await run_chat(tmp_path, ollama, turns=30)
+        ollama.served, ollama.loaded = 4_096, False
+        adapter = RecordingAdapter()
+        config = make_config(tmp_path, ollama, model={"name": ollama.model})
+        ollama.responder = summarizing(model_answer("en", random.Random(1)))
+        async with running_gateway(config, adapter):
+            await adapter.say("recall 0")
+            (reply,) = await adapter.wait_sent(1)
+    assert ollama.refusals == 1
+    assert f"is: {FACTS['en'][0]}" in reply
+
+
 async def test_nightowl_chat_in_russian_against_ollama(tmp_path: Path) -> None:
     """The README's path: `nightowl chat` with a local model and no context_length."""
     async with FakeOllama(served=4_096) as ollama:
