@@ -90,6 +90,7 @@ class Agent:
         takes back text ``on_text`` streamed of a reply that is then discarded (its
         prompt was cut by the server, docs/design.md#silent-truncation).
         """
+        await self.prepare()
         turn = _Turn(self, list(messages), transcript, anchor, on_text, cache_ttl)
         turn.on_retract = on_retract
         turn.memory = memory
@@ -125,6 +126,12 @@ class Agent:
         """Server tokens of ``messages`` as a request shows them (oversized rows as
         excerpts), by the calibrated estimate."""
         return represented_tokens(messages, self.window)
+
+    async def prepare(self) -> None:
+        """Before the first request to a server whose window is not known yet (a model it
+        has not loaded): have it load the model and say what it serves, so no request is
+        sized for a window it does not serve (docs/design.md#served-window)."""
+        await WindowLessons(self).ask_if_due(load=True)
 
     def observe(self, estimate: int, reported: int) -> None:
         """A server counted ``reported`` tokens for a prompt estimated at ``estimate``."""

@@ -4,10 +4,11 @@ Local servers serve a smaller window than the model declares, and say so only wh
 
 - **Ollama** ``GET /api/ps`` lists each loaded model with the ``context_length`` it was
   loaded with (v0.10+); that is the window its OpenAI-compatible ``/v1`` serves, whatever a
-  request says (``/v1`` ignores ``num_ctx``). A model not loaded yet is asked of
-  ``POST /api/show``: a Modelfile's ``num_ctx`` in ``parameters`` is served, while
-  ``model_info["<arch>.context_length"]`` is only what the model declares — an upper
-  bound (the server's default, ``OLLAMA_CONTEXT_LENGTH``, is not visible to a client).
+  request says (``/v1`` ignores ``num_ctx``). ``POST /api/show`` gives a Modelfile's
+  ``num_ctx`` in ``parameters`` (served, loaded or not) and
+  ``model_info["<arch>.context_length"]``, only what the model declares — an upper bound
+  (the server's default, ``OLLAMA_CONTEXT_LENGTH``, is not visible to a client). A model
+  not loaded yet can be loaded by an empty ``POST /api/generate`` and asked again.
 - **llama.cpp** ``GET /props``: ``default_generation_settings.n_ctx`` is one slot's window
   (``--ctx-size`` divided among ``--parallel`` slots); ``/v1/models``' ``meta.n_ctx_train``
   is the training window, larger.
@@ -64,13 +65,14 @@ class ServedWindow:
 
     def cut(self, sent: int, reported: int) -> bool:
         """Whether this server cut a prompt of about ``sent`` tokens that it counted as
-        ``reported``: Ollama cuts anything longer than its window to fit it, and from
-        v0.30, with context shift, a prompt longer than about half its window to exactly
+        ``reported``: Ollama cuts anything longer than its window to fit it (to exactly
+        ``num_ctx`` when dropping old messages was not enough), and from v0.30, with context
+        shift, a prompt longer than about half its window to exactly
         ``num_ctx - (num_ctx - 4) // 2`` tokens (``llm/llama_server.go``)."""
         if not self.cuts_silently or not self.tokens:
             return False
-        if sent > self.tokens and reported <= self.tokens:
-            return True
+        if (sent > self.tokens and reported <= self.tokens) or reported == self.tokens:
+            return True  # a prompt that fills the whole window leaves no room to answer
         half = self.tokens - (self.tokens - 4) // 2
         return reported == half and sent >= half
 
@@ -88,14 +90,22 @@ def server_root(base_url: str) -> str:
 
 
 async def ask_served_window(
-    base_url: str, model: str, *, api_key: str | None = None, timeout: float = 5.0
+    base_url: str,
+    model: str,
+    *,
+    api_key: str | None = None,
+    timeout: float = 5.0,
+    load_timeout: float | None = None,
 ) -> ServedWindow | None:
     """What the server at ``base_url`` says about ``model``'s window; None when it says
-    nothing (no endpoint answers, or none knows the model)."""
+    nothing (no endpoint answers, or none knows the model).
+
+    With ``load_timeout``, an Ollama that has not loaded the model yet is asked to load it
+    (as the next request would) and then says the window it loaded it with."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     root = server_root(base_url)
     async with httpx2.AsyncClient(headers=headers, timeout=timeout) as client:
-        asker = _Asker(client)
+        asker = _Asker(client, load_timeout)
         for ask in (_ollama, _llama_cpp, _lmstudio, _openai_models):
             answer = await ask(asker, root, base_url.rstrip("/"), model)
             if answer is not None:
@@ -106,12 +116,21 @@ async def ask_served_window(
 class _Asker:
     """GET/POST JSON; any failure is None (the next endpoint is tried)."""
 
-    def __init__(self, client: httpx2.AsyncClient) -> None:
+    def __init__(self, client: httpx2.AsyncClient, load_timeout: float | None = None) -> None:
         self.client = client
+        #: How long a model may take to load; None: never ask for it.
+        self.load_timeout = load_timeout
 
-    async def json(self, method: str, url: str, body: Any = None) -> Any:
+    async def json(
+        self, method: str, url: str, body: Any = None, timeout: float | None = None
+    ) -> Any:
         try:
-            response = await self.client.request(method, url, json=body)
+            response = await self.client.request(
+                method,
+                url,
+                json=body,
+                timeout=self.client.timeout if timeout is None else httpx2.Timeout(timeout),
+            )
         except httpx2.HTTPError as exc:
             log.debug("window probe %s %s: %s", method, url, type(exc).__name__)
             return None
@@ -138,26 +157,39 @@ async def _ollama(asker: _Asker, root: str, base: str, model: str) -> ServedWind
     listing = await asker.json("GET", f"{root}/api/ps")
     if not isinstance(listing, Mapping) or not isinstance(listing.get("models"), list):
         return None
-    for entry in listing["models"]:
+    # What the model's own files say: its declared length, and a Modelfile's num_ctx
+    # (served whether it is loaded or not).
+    shown = await asker.json("POST", f"{root}/api/show", {"model": model})
+    declared = num_ctx = None
+    if isinstance(shown, Mapping):
+        parameters = shown.get("parameters")
+        match = _NUM_CTX.search(parameters) if isinstance(parameters, str) else None
+        num_ctx = int(match.group(1)) if match else None
+        info = shown.get("model_info")
+        if isinstance(info, Mapping):
+            declared = next(
+                (_positive(v) for k, v in info.items() if str(k).endswith(".context_length")),
+                None,
+            )
+    loaded = _loaded_context(listing, model)
+    if loaded is None and asker.load_timeout is not None:
+        # An empty generate loads the model, with the window the server gives it
+        # (docs/api.md: "If an empty prompt is provided, the model will be loaded").
+        body = {"model": model, "stream": False}
+        await asker.json("POST", f"{root}/api/generate", body, timeout=asker.load_timeout)
+        loaded = _loaded_context(await asker.json("GET", f"{root}/api/ps"), model)
+    return ServedWindow("ollama", loaded or num_ctx, declared)
+
+
+def _loaded_context(listing: Any, model: str) -> int | None:
+    """The ``context_length`` /api/ps gives ``model`` (v0.10+), if it is loaded."""
+    models = listing.get("models") if isinstance(listing, Mapping) else None
+    for entry in models if isinstance(models, list) else []:
         if isinstance(entry, Mapping) and (
             _same_model(entry.get("name"), model) or _same_model(entry.get("model"), model)
         ):
-            served = _positive(entry.get("context_length"))
-            if served is not None:
-                return ServedWindow("ollama", served)
-    # Not loaded (or an Ollama older than 0.10): what the model's own files say.
-    shown = await asker.json("POST", f"{root}/api/show", {"model": model})
-    if not isinstance(shown, Mapping):
-        return ServedWindow("ollama", None)
-    parameters = shown.get("parameters")
-    match = _NUM_CTX.search(parameters) if isinstance(parameters, str) else None
-    info = shown.get("model_info")
-    declared = None
-    if isinstance(info, Mapping):
-        declared = next(
-            (_positive(v) for k, v in info.items() if str(k).endswith(".context_length")), None
-        )
-    return ServedWindow("ollama", int(match.group(1)) if match else None, declared)
+            return _positive(entry.get("context_length"))
+    return None
 
 
 async def _llama_cpp(asker: _Asker, root: str, base: str, model: str) -> ServedWindow | None:

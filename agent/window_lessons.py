@@ -8,6 +8,7 @@ goes into the resolver (kept across restarts) and the session's engine at once.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Protocol
 
@@ -43,24 +44,29 @@ class WindowLessons:
     def __init__(self, agent: Learner) -> None:
         self.agent = agent
 
-    async def ask(self) -> ServedWindow | None:
-        """Ask the server what window it serves now (docs/design.md#served-window)."""
+    async def ask(self, *, load: bool = False) -> ServedWindow | None:
+        """Ask the server what window it serves now (docs/design.md#served-window);
+        ``load``: have it load the model first, if that is how it would say."""
         windows, provider = self.agent.windows, self.agent.provider
         if windows is None:
             return None
         return await windows.ask_server(
-            provider.model, provider.name, provider.base_url, provider.served_window
+            provider.model,
+            provider.name,
+            provider.base_url,
+            functools.partial(provider.served_window, load=load),
         )
 
-    async def ask_if_due(self) -> None:
-        """After an answer: ask again a server that was unreachable or had not loaded the
-        model yet when asked; a smaller window than assumed applies at once."""
+    async def ask_if_due(self, *, load: bool = False) -> None:
+        """Ask again a server that was unreachable or had not loaded the model yet when
+        asked — before a request (``load``: the request would load it anyway), or after an
+        answer; a smaller window than assumed applies at once."""
         windows, provider = self.agent.windows, self.agent.provider
         if windows is None or not windows.wants_asking(
             provider.model, provider.name, provider.base_url
         ):
             return
-        served = await self.ask()
+        served = await self.ask(load=load)
         if served is not None and served.tokens:
             self.learn_limit(served.tokens, "served")
 

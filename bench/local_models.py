@@ -32,7 +32,7 @@ from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama, FakeVllm
 
 SERVERS = {
     "ollama": lambda window: FakeOllama(served=window),
-    "ollama-0.30": lambda window: FakeOllama(served=window, version="0.30"),
+    "ollama-0.30": lambda window: FakeOllama(served=window, version=(0, 30)),
     "ollama-noshift": lambda window: FakeOllama(served=window, shift=False),
     "llama.cpp": lambda window: FakeLlamaCpp(served=window),
     "vllm": lambda window: FakeVllm(served=window),

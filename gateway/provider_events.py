@@ -42,8 +42,8 @@ class ReportedProvider(Provider):
     def base_url(self) -> str | None:  # type: ignore[override]
         return self.inner.base_url
 
-    async def served_window(self) -> ServedWindow | None:
-        return await self.inner.served_window()
+    async def served_window(self, *, load: bool = False) -> ServedWindow | None:
+        return await self.inner.served_window(load=load)
 
     async def complete(
         self,

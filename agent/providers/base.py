@@ -155,9 +155,10 @@ class Provider(ABC):
         Raises :class:`ProviderError` on any failure.
         """
 
-    async def served_window(self) -> ServedWindow | None:
+    async def served_window(self, *, load: bool = False) -> ServedWindow | None:
         """What the server says about this model's window (docs/design.md#served-window);
-        None where it cannot be asked (a hosted API: the static table knows it)."""
+        None where it cannot be asked (a hosted API: the static table knows it). ``load``:
+        a server that loads models on demand loads it first, to say what it serves."""
         return None
 
     @property

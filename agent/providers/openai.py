@@ -192,13 +192,17 @@ class OpenAIProvider(SDKProvider):
     sdk_error = openai.OpenAIError
     default_host = "api.openai.com"
 
-    async def served_window(self) -> ServedWindow | None:
+    async def served_window(self, *, load: bool = False) -> ServedWindow | None:
         """Ask a self-hosted server (any base URL but OpenAI's own) what it serves."""
         if not self.base_url or self.default_host in self.base_url:
             return None
         key = self._secret if self._secret and self._secret != PLACEHOLDER_KEY else None
         return await ask_served_window(
-            self.base_url, self.model, api_key=key, timeout=PROBE_TIMEOUT_SECONDS
+            self.base_url,
+            self.model,
+            api_key=key,
+            timeout=PROBE_TIMEOUT_SECONDS,
+            load_timeout=self.timeout if load else None,
         )
 
     @property

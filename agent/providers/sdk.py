@@ -46,6 +46,8 @@ class SDKProvider(Provider):
     def __init__(self, settings: ProviderSettings) -> None:
         self.model = settings.model
         self.base_url = settings.base_url
+        #: Seconds a request may take (a model that loads on demand may need them).
+        self.timeout = settings.timeout
         self._secret = settings.api_key
         # JSON errors too: a malformed body or stream event raises them from inside the SDK.
         self._failures: tuple[type[BaseException], ...] = (self.sdk_error, json.JSONDecodeError)

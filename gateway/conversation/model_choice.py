@@ -69,8 +69,8 @@ class ModelChoices:
         )
 
     def window_note(self, choice: ModelChoice) -> str:
-        """What ``/status`` says after the window when it is not what the config says:
-        the server serves less (and what to change), or an overflow taught a smaller one."""
+        """Where the window came from, as ``/status`` says it after the window — and when
+        the server serves less than the config says, what to change."""
         return window_note(self.resolved(choice), choice.context_length, _config_key(choice))
 
     def describe(self, choice: ModelChoice) -> str:
@@ -97,7 +97,7 @@ class ModelChoices:
         for choice in self.choices.values():
             note = self.window_note(choice)
             if note.startswith("the server serves"):
-                log.warning("%s (%s): %s", choice.route.name, choice.key, note)
+                log.warning("%s: %s", _config_key(choice).rsplit(".", 1)[0], note)
         return pending
 
 
@@ -110,16 +110,27 @@ def _config_key(choice: ModelChoice) -> str:
 
 
 def window_note(resolved: ResolvedWindow, configured: int | None, config_key: str) -> str:
-    """Why the window is not the configured one, or "" when it is (or none is configured)."""
-    if resolved.source != "confirmed" or not configured or resolved.tokens >= configured:
-        return ""
-    if resolved.how == "served":
-        hint = ENLARGE_HINTS.get(resolved.server or "", "give the server a larger window")
-        return (
-            f"the server serves {resolved.tokens:,} tokens, not {configured:,}: {hint}, "
-            f"or lower {config_key}"
-        )
-    return f"learned from the provider; config says {configured:,}"
+    """Where the window came from (docs/design.md#window-resolution), in a few words; when
+    the server confirmed less than ``configured``, that and what to change."""
+    if resolved.source == "confirmed":
+        smaller = bool(configured) and resolved.tokens < (configured or 0)
+        if resolved.how == "served" and smaller:
+            hint = ENLARGE_HINTS.get(resolved.server or "", "give the server a larger window")
+            return (
+                f"the server serves {resolved.tokens:,} tokens, not {configured:,}: {hint}, "
+                f"or lower {config_key}"
+            )
+        if resolved.how == "served":
+            return f"what {resolved.server or 'the server'} says it serves"
+        if smaller:
+            return f"learned from the provider; config says {configured:,}"
+        return "learned from the provider"
+    return {
+        "override": config_key,
+        "declared": "what the model declares; the server has not said what it serves yet",
+        "table": "the table of known models",
+        "default": f"a cautious guess: set {config_key}",
+    }[resolved.source]
 
 
 class ModelCommand:

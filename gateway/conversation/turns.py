@@ -94,6 +94,8 @@ class TurnRunner:
                 memory = None
             else:
                 transcript.memory, transcript.memory_tokens = memory, block.tokens
+        # The window the server really serves, before hygiene sizes a summary for it.
+        await runtime.agent.prepare()
         if self.hygiene is not None:
             outcome = await self.hygiene(runtime, transcript, anchor)
             anchor = outcome.anchor

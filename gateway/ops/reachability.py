@@ -82,9 +82,11 @@ async def check_window(route: ModelRoute, configured: int | None, timeout: float
             f"the server serves {served.tokens:,} tokens, not {configured:,}",
             f"{served.hint}, or lower model.context_length",
         )
-    return Check(
-        "window", True, f"{served.server} serves {route.name} with {served.tokens:,} tokens"
-    )
+    more = ""
+    if served.declared and served.declared > served.tokens:
+        more = f" (the model declares {served.declared:,}: to give it more, {served.hint})"
+    detail = f"{served.server} serves {route.name} with {served.tokens:,} tokens{more}"
+    return Check("window", True, detail)
 
 
 async def check_provider(

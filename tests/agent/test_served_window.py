@@ -16,7 +16,7 @@ from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama, FakeVllm
 async def test_ollama_says_the_window_its_loaded_model_serves_not_the_declared_one() -> None:
     async with FakeOllama(served=4_096, declared=40_960, loaded=True) as ollama:
         served = await ask_served_window(ollama.openai_base_url, "qwen3:8b")
-    assert served == ServedWindow("ollama", 4_096)
+    assert served == ServedWindow("ollama", 4_096, declared=40_960)
 
 
 async def test_an_ollama_model_not_loaded_only_declares_its_length() -> None:
@@ -27,6 +27,13 @@ async def test_an_ollama_model_not_loaded_only_declares_its_length() -> None:
         ollama.modelfile_num_ctx = 8_192
         served = await ask_served_window(ollama.openai_base_url, "qwen3:8b")
     assert served == ServedWindow("ollama", 8_192, declared=40_960)
+
+
+async def test_ollama_loads_a_model_to_say_its_window_when_asked_to() -> None:
+    async with FakeOllama(served=4_096, declared=40_960) as ollama:
+        served = await ask_served_window(ollama.openai_base_url, "qwen3:8b", load_timeout=30)
+    assert served == ServedWindow("ollama", 4_096, declared=40_960)
+    assert ollama.loads == 1
 
 
 async def test_a_bare_ollama_model_name_means_its_latest_tag() -> None:

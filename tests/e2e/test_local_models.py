@@ -115,7 +115,7 @@ async def test_ollama_that_keeps_half_its_window_of_a_prompt_is_learned_once(
 ) -> None:
     # Ollama 0.30+ with context shift keeps about num_ctx / 2 of a longer prompt; with a
     # small reply reserve the prompt may pass that half: the first cut teaches it.
-    async with FakeOllama(served=4_096, version="0.30", loaded=True) as ollama:
+    async with FakeOllama(served=4_096, version=(0, 30), loaded=True) as ollama:
         outcome = await run_chat(tmp_path, ollama, turns=50, model={"max_output_tokens": 512})
     all_answered(outcome)
     assert outcome.cuts == 1
@@ -124,9 +124,10 @@ async def test_ollama_that_keeps_half_its_window_of_a_prompt_is_learned_once(
 async def test_a_restarted_ollama_with_a_smaller_window_cuts_nothing_it_answers(
     tmp_path: Path,
 ) -> None:
-    """The operator restarts Ollama with the default window under a long conversation: the
-    one request it cuts is not answered from, and the draft of it is taken back."""
-    async with FakeOllama(served=32_768, loaded=True) as ollama:
+    """The operator restarts an Ollama older than 0.10 (its /api/ps names no window) with
+    the default window under a long conversation: the one request it cuts is not
+    answered from."""
+    async with FakeOllama(served=32_768, loaded=True, version=(0, 9)) as ollama:
         await run_chat(tmp_path, ollama, turns=30)  # about 8,000 tokens of conversation
         ollama.served, ollama.loaded = 4_096, False
         cut_reply = "AN ANSWER TO A CUT PROMPT"
@@ -146,13 +147,16 @@ async def test_a_restarted_ollama_with_a_smaller_window_cuts_nothing_it_answers(
     assert f"is: {FACTS['en'][0]}" in replies[-1]
 
 
-async def test_ollama_refusing_a_long_prompt_without_numbers_is_asked_and_costs_one_refusal(
-    tmp_path: Path,
+@pytest.mark.parametrize("shift", [True, False], ids=["cutting", "refusing"])
+async def test_a_restarted_ollama_is_asked_before_the_first_request_nothing_cut_or_refused(
+    tmp_path: Path, shift: bool
 ) -> None:
-    # Without context shift (a deepseek2 model, or "shift": false) Ollama refuses instead
-    # of cutting, and its error names no window: nightowl asks what it serves.
-    async with FakeOllama(served=32_768, loaded=True, shift=False) as ollama:
-        await run_chat(tmp_path, ollama, turns=30)
+    """The operator restarts Ollama with its default window under a long conversation;
+    the model is not loaded yet. Before hygiene sizes anything, nightowl has it load the
+    model and asks what it serves: no request is cut (or, without context shift, refused),
+    no summary is written from a cut prompt."""
+    async with FakeOllama(served=32_768, loaded=True, shift=shift) as ollama:
+        await run_chat(tmp_path, ollama, turns=30)  # about 8,000 tokens of conversation
         ollama.served, ollama.loaded = 4_096, False
         adapter = RecordingAdapter()
         config = make_config(tmp_path, ollama, model={"name": ollama.model})
@@ -160,7 +164,7 @@ async def test_ollama_refusing_a_long_prompt_without_numbers_is_asked_and_costs_
         async with running_gateway(config, adapter):
             await adapter.say("recall 0")
             (reply,) = await adapter.wait_sent(1)
-    assert ollama.refusals == 1
+    assert ollama.cuts == [] and ollama.refusals == 0 and ollama.loads == 1
     assert f"is: {FACTS['en'][0]}" in reply
 
 
@@ -203,10 +207,12 @@ async def test_telegram_against_llama_cpp_with_a_wrong_window(tmp_path: Path) ->
 async def test_a_streamed_answer_to_a_cut_prompt_is_taken_back_in_telegram(
     tmp_path: Path,
 ) -> None:
-    """Ollama restarted with its default window under a long conversation: the reply to
-    the prompt it cut was already streaming into the chat; it is replaced, not kept."""
+    """An Ollama that cannot say its window restarted with its default one under a long
+    conversation: the reply to the prompt it cut was already streaming into the chat; it
+    is replaced, not kept."""
     cut_reply = "AN ANSWER TO A CUT PROMPT " * 20
-    async with FakeTelegram() as telegram, FakeOllama(served=32_768, loaded=True) as ollama:
+    ollama = FakeOllama(served=32_768, loaded=True, version=(0, 9))  # /api/ps names no window
+    async with FakeTelegram() as telegram, ollama:
         chat = TelegramChat(telegram, stream=True)
         await run_chat(tmp_path, ollama, turns=30, chat=chat)
         ollama.served, ollama.loaded = 4_096, False

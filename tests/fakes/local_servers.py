@@ -28,7 +28,7 @@ is the truth, as with the real ones.
   v0.30 (llama-server inside) the runner keeps only ``num_ctx - (num_ctx - keep) / 2``
   tokens, about half the window (``llm/llama_server.go`` ``contextShiftPromptLimit``;
   ollama/ollama#17427, Stirling-PDF#7770 "clipped to exactly 2,050"):
-  ``version="0.30"``. ``usage.prompt_tokens`` is the count after the cut (ollama#6026);
+  ``version=(0, 30)``. ``usage.prompt_tokens`` is the count after the cut (ollama#6026);
   nothing in the response says a cut happened (feature requests ollama#8386, #3839).
 - With context shift off (``"shift": false``, the deepseek2 family, v0.30.9+) a prompt
   at least as long as the window is refused instead: 400 ``the prompt is longer than the
@@ -36,10 +36,12 @@ is the truth, as with the real ones.
   length in settings, or use a model with a longer context length`` (``shift=False``).
   That wording names no number, whatever is said of it elsewhere.
 - ``GET /api/ps`` lists loaded models with the ``context_length`` they were loaded with
-  (v0.10.0+, PR #11331); a model is loaded by its first request. ``POST /api/show``
+  (v0.10.0+, PR #11331; ``version=(0, 9)`` leaves it out); a model is loaded by its first
+  request. ``POST /api/show``
   (``{"model": ...}``) gives ``model_info["<arch>.context_length"]``, the *declared*
   length, and a Modelfile's ``num_ctx`` in the ``parameters`` string
-  (``"num_ctx                        8192"``); 404 ``model 'x' not found``.
+  (``"num_ctx                        8192"``); 404 ``model 'x' not found``. An empty
+  ``POST /api/generate`` loads a model (``done_reason: "load"``; docs/api.md).
   ``GET /api/tags`` lists models; ``/v1/models`` has ``owned_by: "library"`` and no window.
 - ``POST /api/chat`` (native) honours ``options.num_ctx``, streams NDJSON by default and
   reports ``prompt_eval_count``, ``eval_count`` and ``done_reason``; tool-call arguments
@@ -161,7 +163,7 @@ class FakeOllama(_LocalServer):
         self,
         *,
         served: int = 4_096,
-        version: str = "0.12",
+        version: tuple[int, int] = (0, 12),
         shift: bool = True,
         modelfile_num_ctx: int | None = None,
         loaded: bool = False,
@@ -175,6 +177,8 @@ class FakeOllama(_LocalServer):
         self.loaded = loaded
         #: How many prompts were cut, and by how much (tokens sent, tokens kept).
         self.cuts: list[tuple[int, int]] = []
+        #: How many times a client asked it to load the model (an empty /api/generate).
+        self.loads = 0
 
     @property
     def num_ctx(self) -> int:
@@ -184,6 +188,7 @@ class FakeOllama(_LocalServer):
         app.router.add_get("/api/ps", self._ps)
         app.router.add_post("/api/show", self._show)
         app.router.add_get("/api/tags", self._tags)
+        app.router.add_post("/api/generate", self._generate)
         app.router.add_post("/api/chat", self._native_chat)
 
     async def _handle_models(self, request: web.Request) -> web.StreamResponse:
@@ -216,9 +221,10 @@ class FakeOllama(_LocalServer):
                     "details": self._details(),
                     "expires_at": "2026-12-06T12:00:00Z",
                     "size_vram": 6_654_289_920,
-                    "context_length": self.num_ctx,
                 }
             )
+            if self.version >= (0, 10):  # PR #11331
+                models[-1]["context_length"] = self.num_ctx
         return self._json({"models": models})
 
     async def _show(self, request: web.Request) -> web.Response:
@@ -249,6 +255,25 @@ class FakeOllama(_LocalServer):
             }
         )
 
+    async def _generate(self, request: web.Request) -> web.Response:
+        """Only what nightowl uses: an empty prompt loads the model (``done_reason: "load"``)."""
+        body = await request.json()
+        if not self._known(body.get("model")):
+            return self._json({"error": f"model '{body.get('model')}' not found"}, 404)
+        if body.get("prompt"):
+            return self._json({"error": "this fake generates only to load a model"}, 501)
+        self.loaded = True
+        self.loads += 1
+        return self._json(
+            {
+                "model": self.model,
+                "created_at": "2026-12-06T12:00:00Z",
+                "response": "",
+                "done": True,
+                "done_reason": "load",
+            }
+        )
+
     async def _tags(self, request: web.Request) -> web.Response:
         model = {"name": self.model, "model": self.model, "modified_at": "2026-11-01T10:00:00Z"}
         return self._json({"models": [model | {"size": 5_225_388_164, "details": self._details()}]})
@@ -261,7 +286,7 @@ class FakeOllama(_LocalServer):
         limit = self.num_ctx
         body, kept = _drop_old_messages(recorded.body, limit, self.tokens)
         runner_limit = limit
-        if self.version >= "0.30":  # llama-server with context shift keeps about half
+        if self.version >= (0, 30):  # llama-server with context shift keeps about half
             runner_limit = limit - max((limit - 4) // 2, 1)
         if kept > runner_limit:
             body, kept = _keep_head_and_tail(body, runner_limit, self.tokens)

@@ -160,13 +160,16 @@ async def test_a_configured_window_larger_than_the_server_serves_is_reported(
         raw["model"]["context_length"] = 4_096
         config.write_text(yaml.safe_dump(raw))
         code, lines = await doctor(config)
-    assert line(lines, "window") == "✓ window: ollama serves fake-model with 4,096 tokens"
+    assert line(lines, "window") == (
+        "✓ window: ollama serves fake-model with 4,096 tokens (the model declares 40,960: to "
+        "give it more, set OLLAMA_CONTEXT_LENGTH (or num_ctx in the model's Modelfile))"
+    )
 
 
 async def test_the_one_token_request_loads_an_ollama_model_so_its_window_is_known(
     tmp_path: Path,
 ) -> None:
-    async with FakeOllama(served=2_048, model="fake-model", loaded=False) as ollama:
+    async with FakeOllama(served=2_048, declared=2_048, model="fake-model") as ollama:
         code, lines = await doctor(write_config(tmp_path, ollama.openai_base_url))
     assert code == 0
     assert line(lines, "window") == "✓ window: ollama serves fake-model with 2,048 tokens"

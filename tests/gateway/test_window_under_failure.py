@@ -114,5 +114,5 @@ async def test_a_length_cut_summary_and_its_cooldown_never_let_a_prompt_pass_the
     assert summaries[0].max_tokens >= 800  # a 4K window gets a budget that can hold one
     # The cooldown paces the summary model, but the safety line still compacts.
     assert any(c["method"] == "deterministic_fallback" for c in compressions)
-    share = int(status.split("tokens (")[1].split("%")[0])
+    share = int(status.split("Context: ")[1].split("tokens (")[1].split("%")[0])
     assert share < 100
