@@ -8,10 +8,11 @@ response gives one sample of it beside the estimate of the same request.
 
 A :class:`Calibration` turns the samples into two numbers:
 
-- ``ratio``: server tokens per estimated token. It rises at once to a heavier sample and
-  comes down slowly (a tenth of the way per sample), so one English turn in a Russian chat
-  does not make the next Russian request overflow. Never below 1: counting lighter than
-  the estimate only ever costs an earlier summary, never a refused request.
+- ``ratio``: server tokens per estimated token (less a flat allowance for the template,
+  which the margin holds). It rises at once to a heavier sample and comes down a quarter of
+  the way per lighter one, so one English turn in a Russian chat does not make the next
+  Russian request overflow. Never below 1: counting lighter than the estimate only ever
+  costs an earlier summary, never a refused request.
 - ``error``: how far the last predictions missed, as a share of the prompt; it widens at
   once and narrows slowly. :meth:`Calibration.margin` keeps that share of the input budget
   free beside prompt and reply, plus a flat allowance for the chat template, so prompt +
@@ -31,14 +32,14 @@ MIN_RATIO = 1.0
 #: ...nor more than this much heavier (a misreported count must not empty the window).
 MAX_RATIO = 4.0
 #: Requests estimated below this say more about the template than about the text.
-MIN_SAMPLE_TOKENS = 64
+MIN_SAMPLE_TOKENS = 256
 #: Server tokens a request always carries beyond its messages (BOS, the reply's header).
 TEMPLATE_TOKENS = 32
 #: The margin's share of the input budget, at least and at most.
 MIN_ERROR_SHARE = 0.03
 MAX_ERROR_SHARE = 0.25
 #: How much of the old ratio (and error) a new, lighter sample keeps.
-DECAY = 0.9
+DECAY = 0.75
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,11 @@ class Calibration:
     def observed(self, estimate: int, reported: int) -> Calibration:
         """This calibration after a response counted ``reported`` tokens for a request
         estimated at ``estimate`` (too small a request changes nothing)."""
-        if estimate < MIN_SAMPLE_TOKENS or reported <= 0:
+        if estimate < MIN_SAMPLE_TOKENS or reported <= TEMPLATE_TOKENS:
             return self
-        sample = reported / estimate
+        # The flat template allowance is the margin's, not the ratio's: a short request
+        # would otherwise make every estimate after it heavier.
+        sample = (reported - TEMPLATE_TOKENS) / estimate
         error = self.error
         if self.samples:  # the first sample has no prediction to have missed
             miss = abs(sample - self.ratio) / self.ratio

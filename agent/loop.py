@@ -22,7 +22,7 @@ from agent.context_engine import ContextEngine
 from agent.memory import TOOL_NAMES, MemoryBlock, with_block
 from agent.model_metadata import ContextLengthResolver
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
-from agent.silent_cut import Counted, cut_by_server, cut_error, least_count
+from agent.silent_cut import StreamedChars, cut_by_server, cut_error, least_count
 from agent.tokens import estimate_json_tokens_rough
 from agent.tools import ToolBox, ToolContext, ToolOutput
 from agent.transcript import Transcript
@@ -261,9 +261,11 @@ class _Turn:
                         "the conversation still exceeds the model's window", status=exc.status
                     ) from exc
                 learned = await self.learn(exc)
-                retry = self.lessons.smaller_reply(exc, self.sent)
+                # Once per request: the prompt fits, a smaller reply does
+                # (docs/design.md#overflow-recovery); a second refusal compresses.
+                retry = None if retry is not None else self.lessons.smaller_reply(exc, self.sent)
                 if retry is not None:
-                    continue  # the prompt fits: a smaller reply does (docs/design.md#overflow-recovery)
+                    continue
                 before, _ = self.prompt_tokens()
                 if not await self.compress("overflow"):
                     if learned:
@@ -303,7 +305,7 @@ class _Turn:
         at_least = least_count(
             self.anchor, self.messages, route, request, agent.window, overhead, agent.represented
         )
-        streamed = Counted(self.on_text)
+        streamed = StreamedChars(self.on_text)
         completion = await agent.provider.complete(
             with_block(request.messages, memory.message if memory is not None else None),
             max_tokens=request.max_tokens,
@@ -314,15 +316,30 @@ class _Turn:
         self.may_defer = False
         await self.lessons.ask_if_due()
         usage = completion.usage
-        if usage is not None and (
-            cut_by_server(request, usage, at_least) or self.lessons.cut_as_known(request, usage)
-        ):
+        if usage is not None and await self.was_cut(request, usage, at_least):
             await self.discard(completion, streamed.chars)
             raise cut_error(agent.provider.name, request, usage)
-        if usage is not None:
+        if usage is not None and not request.images:  # an image's estimate is a flat guess
             agent.observe(request.estimate, usage.prompt_tokens)
         self.overhead_sent = overhead
         return completion
+
+    async def was_cut(self, request: FittedRequest, usage: Usage, at_least: int | None) -> bool:
+        """Whether the server answered a prompt it cut (docs/design.md#silent-truncation).
+        Only servers that may do it are judged (OpenAI's and Anthropic's own APIs refuse
+        instead): by the rule of the server, when it said what it serves; else by the
+        counts — confirmed by asking the server, when it can be asked."""
+        if not self.agent.provider.may_cut_prompts:
+            return False
+        known = self.lessons.served()
+        if known is not None and known.has_cut(request.prompt_tokens, usage.prompt_tokens):
+            return True
+        if not cut_by_server(request, usage, at_least):
+            return False
+        served = await self.lessons.ask()
+        if served is None or not served.tokens:
+            return True  # it cannot say: the counts decide
+        return served.confirms_cut(request.prompt_tokens, usage.prompt_tokens)
 
     async def discard(self, completion: Completion, streamed_chars: int) -> None:
         """A reply to a prompt the server cut is never shown (docs/design.md#silent-truncation):

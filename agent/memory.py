@@ -98,7 +98,8 @@ def block_budget(max_tokens: int, window: Window | None = None) -> int:
     0 when that share is under :data:`MIN_BLOCK_TOKENS`: the window cannot afford memory."""
     if window is None:
         return max_tokens
-    share = int(window.input_budget * WINDOW_SHARE)
+    # The budget is the server's tokens; the block is measured by the estimate.
+    share = int(window.input_budget * WINDOW_SHARE / max(1.0, window.scale))
     return min(max_tokens, share) if share >= MIN_BLOCK_TOKENS else 0
 
 

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import yaml
 
-from agent.served_window import ServedWindow
+from agent.served_window import SERVERS, ServedWindow, Server
 from agent.window_table import DEFAULT_CONTEXT_LENGTH, static_context_length
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,8 @@ _HOWS: dict[str, How] = {
     "truncation": "truncation",
     "manual": "manual",
 }
+#: Seconds before a server that had not loaded the model is asked again (it may never).
+NOT_LOADED_PAUSE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,37 @@ class ResolvedWindow:
     source: Source
     #: For a confirmed window: how it was learned, and which kind of server said so.
     how: How | None = None
-    server: str | None = None
+    server: Server | None = None
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """A window the provider confirmed for one endpoint and model, as the file keeps it."""
+
+    limit: int
+    how: How
+    server: Server | None = None
+    learned_at: int = 0
+
+    def to_yaml(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"limit": self.limit, "source": self.how}
+        if self.server:
+            entry["server"] = self.server
+        return entry | {"learned_at": self.learned_at}
+
+    @classmethod
+    def from_yaml(cls, value: Any) -> Confirmed | None:
+        if isinstance(value, int):  # a bare number from a hand edit
+            return cls(value, "manual")
+        if not isinstance(value, dict) or not isinstance(value.get("limit"), int):
+            return None
+        server = value.get("server")
+        return cls(
+            int(value["limit"]),
+            _HOWS.get(str(value.get("source")), "manual"),
+            server if server in SERVERS else None,
+            int(value.get("learned_at") or 0),
+        )
 
 
 def _endpoint_key(model: str, provider: str, base_url: str | None) -> str:
@@ -78,7 +110,9 @@ class ContextLengthResolver:
     """Resolves context windows and remembers the ones providers confirm.
 
     One instance per process (it caches the YAML file in memory). ``clock`` is a
-    monotonic-style clock for the in-memory probe pause; it never touches the file.
+    monotonic-style clock for the in-memory probe pause; it never touches the file. A
+    window only a cut prompt showed (no server said it) stays in memory: such a lesson
+    is the least certain, and a restart should be able to undo it.
     """
 
     def __init__(
@@ -90,13 +124,16 @@ class ContextLengthResolver:
         self.path = Path(data_dir).expanduser() / CACHE_FILE_NAME
         self.default = default
         self._clock = clock
-        self._confirmed: dict[str, dict[str, Any]] | None = None
+        self._confirmed: dict[str, Confirmed] | None = None
+        #: Windows cut prompts showed, in this process only (docs/design.md#silent-truncation).
+        self._cuts: dict[str, Confirmed] = {}
         self._paused_until: dict[str, float] = {}
         #: What a server said its model declares (an upper bound), in memory only.
         self._declared: dict[str, int] = {}
-        #: Endpoints to ask again at the next chance (never asked, unreachable since, or
-        #: the model was not loaded yet when asked).
+        #: Endpoints to ask again at the next chance (unreachable since, or the model was
+        #: not loaded yet when asked).
         self._ask_again: set[str] = set()
+        self._not_loaded_until: dict[str, float] = {}
         self._lock = threading.Lock()
 
     # -- resolution ----------------------------------------------------------------------
@@ -112,12 +149,9 @@ class ContextLengthResolver:
     ) -> ResolvedWindow:
         """Like :meth:`resolve`, and says which rule decided."""
         key = _endpoint_key(model, provider, base_url)
-        entry = self._entries().get(key)
-        if entry is not None:
-            confirmed = int(entry["limit"])
-            if not override or confirmed < override:
-                how = _HOWS.get(str(entry.get("source")))
-                return ResolvedWindow(confirmed, "confirmed", how, entry.get("server"))
+        entry = self._entry(key)
+        if entry is not None and (not override or entry.limit < override):
+            return ResolvedWindow(entry.limit, "confirmed", entry.how, entry.server)
         if override:
             resolved = ResolvedWindow(int(override), "override")
         else:
@@ -132,8 +166,15 @@ class ContextLengthResolver:
 
     def confirmed_limit(self, model: str, provider: str, base_url: str | None = None) -> int | None:
         """The provider-confirmed window for this endpoint and model, if one was learned."""
-        entry = self._entries().get(_endpoint_key(model, provider, base_url))
-        return int(entry["limit"]) if entry else None
+        entry = self._entry(_endpoint_key(model, provider, base_url))
+        return entry.limit if entry else None
+
+    def _entry(self, key: str) -> Confirmed | None:
+        """The smaller of what the file says and what a cut showed in this process."""
+        stored, cut = self._entries().get(key), self._cuts.get(key)
+        if stored is None or (cut is not None and cut.limit < stored.limit):
+            return cut
+        return stored
 
     # -- asking the server (docs/design.md#served-window) ----------------------------------
 
@@ -145,12 +186,13 @@ class ContextLengthResolver:
         ask: Callable[[], Awaitable[ServedWindow | None]],
     ) -> ServedWindow | None:
         """Ask the server what it serves (``ask``, e.g. ``Provider.served_window``) unless a
-        failed ask of this endpoint paused it; remember the answer.
+        recent ask of this endpoint paused it; remember the answer.
 
         A window the server serves is written down, larger or smaller than what was known:
-        the server is the one that counts. A model it declares but does not say it serves
-        (an Ollama model not loaded yet) only caps the window, in memory, and the endpoint
-        is asked again at the next chance. No answer pauses asking for five minutes.
+        the server is the one that counts (what a cut showed is forgotten). A model it
+        declares but does not say it serves (an Ollama model not loaded yet) only caps the
+        window, in memory, and the endpoint is asked again after a minute. No answer
+        pauses asking for five minutes.
         """
         key = _endpoint_key(model, provider, base_url)
         if not self.probe_allowed(model, provider, base_url):
@@ -166,28 +208,31 @@ class ContextLengthResolver:
             return None
         if served.declared:
             self._declared[key] = served.declared
-        entry = self._entries().get(key)
-        if entry and entry.get("source") == "truncation" and entry.get("served") == served.tokens:
-            pass  # it serves what it did when it cut a prompt shorter than that: keep the cut
-        elif served.tokens:
+        if served.tokens:
+            self._cuts.pop(key, None)
             self._store(model, provider, base_url, served.tokens, "served", served.server)
         else:
             self._ask_again.add(key)
+            self._not_loaded_until[key] = self._clock() + NOT_LOADED_PAUSE_SECONDS
         return served
 
     def served(self, model: str, provider: str, base_url: str | None = None) -> ServedWindow | None:
-        """What the server last said it serves this model with, when it was asked (also
-        kept beside a window a cut prompt taught since)."""
+        """What the server last said it serves this model with, if it said."""
         entry = self._entries().get(_endpoint_key(model, provider, base_url))
-        if not entry or not entry.get("server"):
+        if entry is None or entry.how != "served" or entry.server is None:
             return None
-        tokens = entry.get("served") if entry.get("source") == "truncation" else entry.get("limit")
-        return ServedWindow(entry["server"], int(tokens) if tokens else None)
+        return ServedWindow(entry.server, entry.limit)
 
-    def wants_asking(self, model: str, provider: str, base_url: str | None = None) -> bool:
-        """Whether this endpoint should be asked again now (and may be)."""
+    def wants_asking(
+        self, model: str, provider: str, base_url: str | None = None, *, load: bool = False
+    ) -> bool:
+        """Whether this endpoint should be asked again now (and may be). A server that had
+        not loaded the model is asked again after a minute — at once when the ask will
+        have it load the model (``load``)."""
         key = _endpoint_key(model, provider, base_url)
-        return key in self._ask_again and self.probe_allowed(model, provider, base_url)
+        if key not in self._ask_again or not self.probe_allowed(model, provider, base_url):
+            return False
+        return load or self._clock() >= self._not_loaded_until.get(key, 0.0)
 
     def note_unreachable(self, model: str, provider: str, base_url: str | None = None) -> None:
         """The endpoint could not be reached: ask it again once it answers (a restarted
@@ -197,23 +242,20 @@ class ContextLengthResolver:
     # -- learning ------------------------------------------------------------------------
 
     def learn_limit(
-        self,
-        model: str,
-        provider: str,
-        base_url: str | None,
-        limit: int,
-        how: How = "overflow",
-        served: int | None = None,
+        self, model: str, provider: str, base_url: str | None, limit: int, how: How = "overflow"
     ) -> bool:
         """Remember the window an overflow error stated, or a cut prompt showed
-        (docs/design.md#overflow-errors, #silent-truncation) — ``served``: while the server
-        said it serves that many (a server that cuts prompts to half its window). Returns
-        whether it was stored."""
-        server = None
-        if served:  # the kind of server that said it serves ``served`` stays known
-            current = self._entries().get(_endpoint_key(model, provider, base_url)) or {}
-            server = current.get("server")
-        return self._store(model, provider, base_url, limit, how, server, served)
+        (docs/design.md#overflow-errors, #silent-truncation; the latter in this process
+        only). Returns whether it was taken."""
+        if how != "truncation":
+            return self._store(model, provider, base_url, limit, how)
+        if limit < MIN_PLAUSIBLE_LIMIT:
+            return False
+        self._cuts[_endpoint_key(model, provider, base_url)] = Confirmed(limit, how)
+        log.info(
+            "context length of %s via %s is %d for now (from a cut prompt)", model, provider, limit
+        )
+        return True
 
     def confirm(self, model: str, provider: str, base_url: str | None, limit: int) -> bool:
         """Remember a window the server serves (as if it had said so when asked)."""
@@ -234,6 +276,7 @@ class ContextLengthResolver:
         key = _endpoint_key(model, provider, base_url)
         self._paused_until.pop(key, None)
         self._declared.pop(key, None)
+        self._cuts.pop(key, None)
         with self._lock:
             entries = self._entries()
             if entries.pop(key, None) is not None:
@@ -248,8 +291,7 @@ class ContextLengthResolver:
         base_url: str | None,
         limit: int,
         how: How,
-        server: str | None = None,
-        served: int | None = None,
+        server: Server | None = None,
     ) -> bool:
         try:
             limit = int(limit)
@@ -260,26 +302,27 @@ class ContextLengthResolver:
             return False
         key = _endpoint_key(model, provider, base_url)
         self._paused_until.pop(key, None)
+        entry = Confirmed(limit, how, server, int(time.time()))
         with self._lock:
             entries = self._entries()
             current = entries.get(key)
-            if current and int(current.get("limit", 0)) == limit:
+            if current is not None and (current.limit, current.how, current.server) == (
+                limit,
+                how,
+                server,
+            ):
                 return True
-            entries[key] = {"limit": limit, "source": how, "learned_at": int(time.time())}
-            if server:
-                entries[key]["server"] = server
-            if served:
-                entries[key]["served"] = served
+            entries[key] = entry
             self._write(entries)
         log.info("context length of %s via %s is %d (from %s)", model, provider, limit, how)
         return True
 
-    def _entries(self) -> dict[str, dict[str, Any]]:
+    def _entries(self) -> dict[str, Confirmed]:
         if self._confirmed is None:
             self._confirmed = self._read()
         return self._confirmed
 
-    def _read(self) -> dict[str, dict[str, Any]]:
+    def _read(self) -> dict[str, Confirmed]:
         try:
             raw = yaml.safe_load(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -288,16 +331,16 @@ class ContextLengthResolver:
             log.warning("ignoring unreadable %s: %s", self.path, exc)
             return {}
         section = raw.get("context_lengths") if isinstance(raw, dict) else None
-        entries: dict[str, dict[str, Any]] = {}
+        entries: dict[str, Confirmed] = {}
         for key, value in (section or {}).items():
-            if isinstance(value, dict) and isinstance(value.get("limit"), int):
-                entries[str(key)] = dict(value)
-            elif isinstance(value, int):  # a bare number from a hand edit
-                entries[str(key)] = {"limit": value, "source": "manual"}
+            entry = Confirmed.from_yaml(value)
+            if entry is not None:
+                entries[str(key)] = entry
         return entries
 
-    def _write(self, entries: dict[str, dict[str, Any]]) -> None:
-        text = yaml.safe_dump({"version": 1, "context_lengths": entries}, sort_keys=True)
+    def _write(self, entries: dict[str, Confirmed]) -> None:
+        table = {key: entry.to_yaml() for key, entry in entries.items()}
+        text = yaml.safe_dump({"version": 1, "context_lengths": table}, sort_keys=True)
         try:
             # The data dir is private (0700), and mkstemp's 0600 is the cache's mode from
             # its first byte (docs/design.md#private-files).

@@ -35,9 +35,10 @@ import httpx2
 log = logging.getLogger(__name__)
 
 Server = Literal["ollama", "llama.cpp", "lmstudio", "vllm", "openai-compatible"]
+SERVERS: tuple[Server, ...] = ("ollama", "llama.cpp", "lmstudio", "vllm", "openai-compatible")
 
 #: What to change on each server for a larger window (the operator's fix).
-ENLARGE_HINTS: dict[str, str] = {
+ENLARGE_HINTS: dict[Server, str] = {
     "ollama": "set OLLAMA_CONTEXT_LENGTH (or num_ctx in the model's Modelfile)",
     "llama.cpp": "start llama-server with a larger --ctx-size (divided among --parallel slots)",
     "lmstudio": "load the model with a larger context length in LM Studio",
@@ -63,18 +64,30 @@ class ServedWindow:
         (Ollama; docs/design.md#silent-truncation) rather than refusing it."""
         return self.server == "ollama"
 
-    def cut(self, sent: int, reported: int) -> bool:
+    def has_cut(self, sent: int, reported: int) -> bool:
         """Whether this server cut a prompt of about ``sent`` tokens that it counted as
-        ``reported``: Ollama cuts anything longer than its window to fit it (to exactly
-        ``num_ctx`` when dropping old messages was not enough), and from v0.30, with context
-        shift, a prompt longer than about half its window to exactly
-        ``num_ctx - (num_ctx - 4) // 2`` tokens (``llm/llama_server.go``)."""
+        ``reported``. Ollama cuts only a prompt that fills its window: it drops old
+        messages until the rest fits, then cuts tokens from the front to exactly
+        ``num_ctx`` — or, from v0.30 with context shift, to ``num_ctx - (num_ctx - keep)
+        // 2`` (``keep`` is 4, 5 with a BOS token; ``llm/llama_server.go``)."""
         if not self.cuts_silently or not self.tokens:
             return False
-        if (sent > self.tokens and reported <= self.tokens) or reported == self.tokens:
+        window = self.tokens
+        if sent > window and reported <= window:
+            return True  # sized for a larger window than it serves
+        if reported == window:
             return True  # a prompt that fills the whole window leaves no room to answer
-        half = self.tokens - (self.tokens - 4) // 2
-        return reported == half and sent >= half
+        halves = {window - (window - keep) // 2 for keep in (4, 5)}
+        return reported in halves and sent >= min(halves)
+
+    def confirms_cut(self, sent: int, reported: int) -> bool:
+        """Whether a cut the counts suggest can be this server's: it cuts silently, and it
+        kept at least about half its window (Ollama never keeps less), or it serves less
+        than was sent. A count below that is of what its cache did not hold (Ollama
+        0.30.x before ollama/ollama#16428), not of a cut."""
+        if not self.cuts_silently or not self.tokens:
+            return False
+        return sent > self.tokens or reported >= self.tokens // 2
 
     @property
     def hint(self) -> str:
@@ -105,7 +118,7 @@ async def ask_served_window(
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     root = server_root(base_url)
     async with httpx2.AsyncClient(headers=headers, timeout=timeout) as client:
-        asker = _Asker(client, load_timeout)
+        asker = _Http(client, load_timeout)
         for ask in (_ollama, _llama_cpp, _lmstudio, _openai_models):
             answer = await ask(asker, root, base_url.rstrip("/"), model)
             if answer is not None:
@@ -113,7 +126,7 @@ async def ask_served_window(
     return None
 
 
-class _Asker:
+class _Http:
     """GET/POST JSON; any failure is None (the next endpoint is tried)."""
 
     def __init__(self, client: httpx2.AsyncClient, load_timeout: float | None = None) -> None:
@@ -131,7 +144,7 @@ class _Asker:
                 json=body,
                 timeout=self.client.timeout if timeout is None else httpx2.Timeout(timeout),
             )
-        except httpx2.HTTPError as exc:
+        except Exception as exc:  # asking is best effort: a bad URL, a reset, a timeout...
             log.debug("window probe %s %s: %s", method, url, type(exc).__name__)
             return None
         if response.status_code != 200:
@@ -153,7 +166,7 @@ def _same_model(name: Any, model: str) -> bool:
     return name == model or name == f"{model}:latest" or f"{name}:latest" == model
 
 
-async def _ollama(asker: _Asker, root: str, base: str, model: str) -> ServedWindow | None:
+async def _ollama(asker: _Http, root: str, base: str, model: str) -> ServedWindow | None:
     listing = await asker.json("GET", f"{root}/api/ps")
     if not isinstance(listing, Mapping) or not isinstance(listing.get("models"), list):
         return None
@@ -192,7 +205,7 @@ def _loaded_context(listing: Any, model: str) -> int | None:
     return None
 
 
-async def _llama_cpp(asker: _Asker, root: str, base: str, model: str) -> ServedWindow | None:
+async def _llama_cpp(asker: _Http, root: str, base: str, model: str) -> ServedWindow | None:
     props = await asker.json("GET", f"{root}/props")
     settings = props.get("default_generation_settings") if isinstance(props, Mapping) else None
     served = _positive(settings.get("n_ctx")) if isinstance(settings, Mapping) else None
@@ -201,7 +214,7 @@ async def _llama_cpp(asker: _Asker, root: str, base: str, model: str) -> ServedW
     return ServedWindow("llama.cpp", served)
 
 
-async def _lmstudio(asker: _Asker, root: str, base: str, model: str) -> ServedWindow | None:
+async def _lmstudio(asker: _Http, root: str, base: str, model: str) -> ServedWindow | None:
     listing = await asker.json("GET", f"{root}/api/v0/models")
     data = listing.get("data") if isinstance(listing, Mapping) else None
     for entry in data if isinstance(data, list) else []:
@@ -215,7 +228,7 @@ async def _lmstudio(asker: _Asker, root: str, base: str, model: str) -> ServedWi
     return None
 
 
-async def _openai_models(asker: _Asker, root: str, base: str, model: str) -> ServedWindow | None:
+async def _openai_models(asker: _Http, root: str, base: str, model: str) -> ServedWindow | None:
     listing = await asker.json("GET", f"{base}/models")
     data = listing.get("data") if isinstance(listing, Mapping) else None
     for entry in data if isinstance(data, list) else []:

@@ -44,23 +44,24 @@ def least_count(
     represent: Callable[[Sequence[Mapping[str, Any]]], int],
 ) -> int | None:
     """The fewest prompt tokens the server can count for ``request`` without having cut
-    it: its own count of the prompt it last answered, plus the least the rows after that
-    prompt can count, corrected for what travels beside the messages (tool schemas, the
-    memory block: ``overhead`` now, estimated) having changed since.
+    it: its own count of the prompt it last answered, plus the least the rows since can
+    count, plus what travels beside the messages (tool schemas, the memory block:
+    ``overhead`` now, estimated) beyond what travelled then.
 
-    None without an anchor (or one stored before it said what travelled beside the
-    messages), or when the prefix may be shown otherwise than it was counted: a view cut
-    to fit, or with excerpts (an excerpt's size depends on whether its row is the newest).
+    None — no judgement — without an anchor (or one stored before it said what travelled
+    beside the messages); when less travels beside the messages than then (the server
+    drops a tool template's preamble with the tools, which no estimate knows); or when the
+    prefix may be shown otherwise than it was counted: a view cut to fit, or with
+    excerpts (an excerpt's size depends on whether its row is the newest).
     """
     if anchor is None or anchor.overhead is None or request.cut or request.excerpted:
         return None
-    if not anchor_matches(anchor, messages, route):
+    if overhead < anchor.overhead or not anchor_matches(anchor, messages, route):
         return None
-    # The reply it counted as output comes back as prompt, and so do the rows since; the
-    # reply is counted again rather than taken from its output count, which holds
-    # reasoning a thinking model is not shown again. Each counts at least three quarters
-    # of its calibrated estimate or one token per word, whichever is less.
-    rows = messages[anchor.covered - 1 :]
+    # The rows since the reply: each counts at least three quarters of its calibrated
+    # estimate or one token per word, whichever is less. The reply itself is left out:
+    # a thinking model's template drops the reasoning a stored reply may carry.
+    rows = messages[anchor.covered :]
     added = min(represent(rows) * 3 // 4, token_floor(rows))
     shift = window.real(overhead) - window.real(anchor.overhead)
     return anchor.prompt_tokens + shift + added - CUT_SLACK_TOKENS
@@ -72,11 +73,10 @@ def cut_by_server(request: FittedRequest, usage: Usage | None, at_least: int | N
     With ``at_least`` (:func:`least_count`) the answer is a comparison; without it, the
     two tests of the module docstring, the cheap one first (:func:`token_floor` is
     O(text)). Requests with images are not judged that way: an image's estimate is a flat
-    guess. A server that reports cached tokens beside the prompt rather than in it is
-    given them back: only a count too small either way is a cut."""
+    guess."""
     if usage is None:
         return False
-    reported = usage.prompt_tokens + usage.cache_read_tokens
+    reported = usage.prompt_tokens
     if at_least is not None:
         return reported < at_least
     if request.images or reported >= request.estimate * TRUNCATION_SHARE:
@@ -97,8 +97,8 @@ def cut_error(provider: str, request: FittedRequest, usage: Usage) -> ProviderEr
     )
 
 
-class Counted:
-    """``on_text``, counting the characters it was given (to take them back if need be)."""
+class StreamedChars:
+    """``on_text``, counting the characters streamed (to take them back if need be)."""
 
     def __init__(self, on_text: TextCallback | None) -> None:
         self.on_text = on_text

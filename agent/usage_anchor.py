@@ -3,9 +3,9 @@
 After each response the provider says how many prompt and completion tokens it saw. The
 anchor keeps those numbers together with how many messages they account for (the reply
 included) and a fingerprint of the message at that boundary. The next gate then needs
-only a rough estimate of the messages appended since (docs/design.md#usage-anchor, #token-source):
+only an estimate of the reply and the messages appended since (docs/design.md#usage-anchor, #token-source):
 
-    anchored = prompt_tokens + completion_tokens + rough(messages[covered:])
+    anchored = prompt_tokens + estimate(messages[covered - 1:])
 
 The check is O(rows appended since), not O(history). It fails closed — returns None, so
 the caller falls back to an estimate — when the model route changed, the list is shorter
@@ -90,10 +90,6 @@ class UsageAnchor:
             overhead=overhead,
         )
 
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form for the session row."""
         return asdict(self)
@@ -144,10 +140,13 @@ def anchored_tokens(
     *,
     estimate: Callable[[Sequence[Mapping[str, Any]]], int] = estimate_messages_tokens_rough,
 ) -> int | None:
-    """Real tokens of the anchored prefix + an ``estimate`` of only the rows after it.
+    """The server's count of the prompt it answered + an ``estimate`` of only the rows
+    after it: its reply, and what came since. The reply is estimated, not taken from the
+    output count, which holds the reasoning of a thinking model (Qwen3, DeepSeek-R1, the o
+    series) that the next prompt does not carry.
 
     None (fail closed) when there is no anchor or it no longer matches ``messages``.
     """
     if anchor is None or not anchor_matches(anchor, messages, route):
         return None
-    return anchor.total_tokens + estimate(messages[anchor.covered :])
+    return anchor.prompt_tokens + estimate(messages[anchor.covered - 1 :])

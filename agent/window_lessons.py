@@ -15,7 +15,7 @@ from typing import Protocol
 from agent.calibration import Calibration
 from agent.context_engine import ContextEngine
 from agent.model_metadata import ContextLengthResolver, How
-from agent.providers.base import Provider, ProviderError, Usage
+from agent.providers.base import Provider, ProviderError
 from agent.served_window import ServedWindow
 from agent.silent_cut import TRUNCATED
 from agent.window import FittedRequest, Window
@@ -63,7 +63,7 @@ class WindowLessons:
         answer; a smaller window than assumed applies at once."""
         windows, provider = self.agent.windows, self.agent.provider
         if windows is None or not windows.wants_asking(
-            provider.model, provider.name, provider.base_url
+            provider.model, provider.name, provider.base_url, load=load
         ):
             return
         served = await self.ask(load=load)
@@ -75,14 +75,12 @@ class WindowLessons:
         if windows is not None:
             windows.note_unreachable(provider.model, provider.name, provider.base_url)
 
-    def cut_as_known(self, request: FittedRequest, usage: Usage | None) -> bool:
-        """Whether a server known to cut prompts silently did it to this one, by its own
-        rule (:meth:`ServedWindow.cut`)."""
+    def served(self) -> ServedWindow | None:
+        """What the server last said it serves, if it said."""
         windows, provider = self.agent.windows, self.agent.provider
-        if usage is None or windows is None:
-            return False
-        served = windows.served(provider.model, provider.name, provider.base_url)
-        return served is not None and served.cut(request.prompt_tokens, usage.prompt_tokens)
+        if windows is None:
+            return None
+        return windows.served(provider.model, provider.name, provider.base_url)
 
     async def learn(self, exc: ProviderError, sent: FittedRequest | None) -> bool:
         """Learn what an overflow of ``sent`` tells: the server's count of the prompt
@@ -91,7 +89,7 @@ class WindowLessons:
         agent = self.agent
         before = (agent.engine.context_length, agent.calibration.ratio)
         if exc.detail == TRUNCATED:
-            await self.learn_cut(exc.prompt_tokens or 0)
+            await self.learn_cut(exc.prompt_tokens or 0, sent)
         else:
             if exc.prompt_tokens and sent is not None:
                 agent.observe(sent.estimate, exc.prompt_tokens)
@@ -101,21 +99,23 @@ class WindowLessons:
                 self.learn_limit(limit, "overflow" if exc.context_limit else "served")
         return (agent.engine.context_length, agent.calibration.ratio) != before
 
-    async def learn_cut(self, kept: int) -> None:
-        """The server cut a prompt to ``kept`` tokens. Asked, it says what it serves; a
-        server that keeps less of a prompt than it serves (Ollama with context shift keeps
-        about half) gets a window whose input budget is what it kept."""
-        reserve = self.agent.window.output_reserve
+    async def learn_cut(self, kept: int, sent: FittedRequest | None) -> None:
+        """The server cut a prompt to ``kept`` tokens. Asked, it says what it serves: a
+        smaller window than assumed applies; the window assumed, and the prompt was
+        heavier than the estimate said — it counted at least that window (Ollama cuts only
+        a prompt that fills its window), so the calibration rises. A server that cannot
+        say holds at least what it kept: this process goes by that, and nothing is written
+        down (docs/design.md#silent-truncation)."""
         answer = await self.ask()
         served = answer.tokens if answer is not None else None
         if served is None:
-            self.learn_limit(kept, "truncation")  # it holds at least that much
-        elif kept + reserve < served:
-            self.learn_limit(kept + reserve, "truncation", served)
-        else:
+            self.learn_limit(kept, "truncation")
+        elif served < self.agent.engine.context_length:
             self.learn_limit(served, "served")
+        elif sent is not None:
+            self.agent.observe(sent.estimate, served)
 
-    def learn_limit(self, limit: int, how: How, served: int | None = None) -> None:
+    def learn_limit(self, limit: int, how: How) -> None:
         """A smaller window applies to this session now, and is remembered (a window the
         server said it serves is stored by the ask already)."""
         engine, provider, windows = self.agent.engine, self.agent.provider, self.agent.windows
@@ -123,19 +123,20 @@ class WindowLessons:
             return
         if windows is not None and how != "served":
             if not windows.learn_limit(
-                provider.model, provider.name, provider.base_url, limit, how, served
+                provider.model, provider.name, provider.base_url, limit, how
             ):
                 return  # implausible
         engine.update_model(provider.model, limit, provider.name)
 
     def smaller_reply(self, exc: ProviderError, sent: FittedRequest | None) -> FittedRequest | None:
-        """``sent`` again, asking for a reply that fits beside the prompt as the server
-        counted it — when the server said so and the room is worth a reply
-        (docs/design.md#overflow-recovery)."""
+        """``sent`` again, asking for a smaller reply that fits beside the prompt as the
+        server counted it — when the server said so and the room is worth a reply
+        (docs/design.md#overflow-recovery). Never more than was asked, nor the reserve."""
         if sent is None or exc.prompt_tokens is None or exc.detail == TRUNCATED:
             return None
         window = self.agent.engine.context_length
         room = min(exc.context_limit or window, window) - exc.prompt_tokens
-        if room < min(MIN_REPLY_TOKENS, self.agent.window.output_reserve):
+        smaller = min(room, sent.max_tokens - 1, self.agent.window.output_reserve)
+        if smaller < min(MIN_REPLY_TOKENS, self.agent.window.output_reserve):
             return None
-        return replace(sent, prompt_tokens=exc.prompt_tokens, max_tokens=room)
+        return replace(sent, prompt_tokens=exc.prompt_tokens, max_tokens=smaller)

@@ -19,6 +19,7 @@ from agent.loop import Agent
 from agent.memory_tools import MEMORY_TOOLS
 from agent.model_metadata import ContextLengthResolver
 from agent.prompt_caching import caching_enabled, caching_log_line, resolve_cache_ttl
+from agent.providers import Provider
 from agent.tokens import TokenCounter
 from agent.tools import BUILTIN_TOOLS, Tool, ToolBox, ToolSource
 from gateway.build import (
@@ -87,7 +88,7 @@ class Gateway:
         self.windows = ContextLengthResolver(config.data_dir)
         #: How each model's server counts against the estimate (docs/design.md#calibration).
         self.calibrations = Calibrations()
-        self._asking: set[asyncio.Task[object]] = set()
+        self._asking: set[asyncio.Task[None]] = set()
         self.counter = TokenCounter.for_model(config.model.name)
         self.toolbox = ToolBox.of(
             BUILTIN_TOOLS + (READ_DOCUMENT,) + extra_tools,
@@ -226,8 +227,8 @@ class Gateway:
         return self.models.window(self.models.get(runtime.model_choice))
 
     def window_note(self, runtime: SessionRuntime) -> str:
-        """Why ``runtime``'s window is not what its model's config says ("" if it is)."""
-        return self.models.window_note(self.models.get(runtime.model_choice))
+        """Where ``runtime``'s window came from (docs/design.md#window-resolution)."""
+        return self.models.window_note(self.models.get(runtime.model_choice)).text
 
     def _build_runtime(self, record: SessionRecord, choice_key: str | None) -> SessionRuntime:
         choice = self.models.get(choice_key)
@@ -252,12 +253,21 @@ class Gateway:
             max_compression_attempts=self.config.compression.max_compression_attempts,
             windows=self.windows,
             # The session's own, kept with its usage anchor, when it has one.
-            calibration=Calibration.from_ratio(record.anchor.ratio) if record.anchor else None,
+            calibration=self._calibration(record, provider),
             calibrations=self.calibrations,
         )
         runtime = SessionRuntime(record.session_key, record, engine, agent)
         runtime.model_choice = choice.key
         return runtime
+
+    @staticmethod
+    def _calibration(record: SessionRecord, provider: Provider) -> Calibration | None:
+        """The session's own calibration, kept with its anchor — if it was taken on the
+        model the session uses now."""
+        anchor = record.anchor
+        if anchor is None or anchor.route != provider.route:
+            return None
+        return Calibration.from_ratio(anchor.ratio)
 
     def _mcp_tools(self, key: str, *, vision: bool) -> list[ToolSource]:
         if self.mcp is None:
@@ -356,6 +366,7 @@ class Gateway:
             await _quietly(self.mcp.stop(), "stopping the MCP servers")
         for ask in self._asking:  # a server that never answered the start's question
             ask.cancel()
+        await asyncio.gather(*self._asking, return_exceptions=True)
         await self.providers.aclose()
         if self.media.transcriber is not None:
             await self.media.transcriber.aclose()

@@ -42,6 +42,10 @@ class ReportedProvider(Provider):
     def base_url(self) -> str | None:  # type: ignore[override]
         return self.inner.base_url
 
+    @property
+    def may_cut_prompts(self) -> bool:
+        return self.inner.may_cut_prompts
+
     async def served_window(self, *, load: bool = False) -> ServedWindow | None:
         return await self.inner.served_window(load=load)
 

@@ -155,6 +155,12 @@ class Provider(ABC):
         Raises :class:`ProviderError` on any failure.
         """
 
+    @property
+    def may_cut_prompts(self) -> bool:
+        """Whether this server might cut a prompt too long for it and answer anyway
+        (docs/design.md#silent-truncation); hosted APIs refuse instead."""
+        return False
+
     async def served_window(self, *, load: bool = False) -> ServedWindow | None:
         """What the server says about this model's window (docs/design.md#served-window);
         None where it cannot be asked (a hosted API: the static table knows it). ``load``:

@@ -192,9 +192,15 @@ class OpenAIProvider(SDKProvider):
     sdk_error = openai.OpenAIError
     default_host = "api.openai.com"
 
+    @property
+    def may_cut_prompts(self) -> bool:
+        """Any server but OpenAI's own: Ollama cuts silently, and who knows what a proxy
+        in front of a model does."""
+        return bool(self.base_url) and self.default_host not in (self.base_url or "")
+
     async def served_window(self, *, load: bool = False) -> ServedWindow | None:
         """Ask a self-hosted server (any base URL but OpenAI's own) what it serves."""
-        if not self.base_url or self.default_host in self.base_url:
+        if not self.may_cut_prompts or self.base_url is None:
             return None
         key = self._secret if self._secret and self._secret != PLACEHOLDER_KEY else None
         return await ask_served_window(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from agent.model_metadata import ContextLengthResolver, ResolvedWindow
 from agent.providers import Provider
@@ -68,7 +69,7 @@ class ModelChoices:
             route.name, route.provider, route.base_url, override=choice.context_length
         )
 
-    def window_note(self, choice: ModelChoice) -> str:
+    def window_note(self, choice: ModelChoice) -> WindowNote:
         """Where the window came from, as ``/status`` says it after the window — and when
         the server serves less than the config says, what to change."""
         return window_note(self.resolved(choice), choice.context_length, _config_key(choice))
@@ -76,29 +77,31 @@ class ModelChoices:
     def describe(self, choice: ModelChoice) -> str:
         return f"{choice.route.name} via {choice.route.provider}, {self.window(choice):,} tokens"
 
-    async def ask_servers(self, within: float) -> set[asyncio.Task[object]]:
+    async def ask_servers(self, within: float) -> set[asyncio.Task[None]]:
         """Ask every model's server what window it serves (docs/design.md#served-window),
         waiting at most ``within`` seconds; the asks still under way are returned, to finish
         in the background. A server that serves less than the config says is told to the
-        operator in the log, once, here."""
-        asks: dict[str, asyncio.Task[object]] = {}
+        operator in the log, once, when it answers."""
+        asks: dict[str, asyncio.Task[None]] = {}
         for choice in self.choices.values():
-            provider, route = self.provider(choice), choice.route
+            route = choice.route
             key = f"{route.provider}|{route.base_url}|{route.name}"
             if key not in asks:
-                asks[key] = asyncio.create_task(
-                    self.windows.ask_server(
-                        route.name, route.provider, route.base_url, provider.served_window
-                    )
-                )
+                asks[key] = asyncio.create_task(self._ask(choice))
         if not asks:
             return set()
         _, pending = await asyncio.wait(asks.values(), timeout=within)
-        for choice in self.choices.values():
-            note = self.window_note(choice)
-            if note.startswith("the server serves"):
-                log.warning("%s: %s", _config_key(choice).rsplit(".", 1)[0], note)
         return pending
+
+    async def _ask(self, asked: ModelChoice) -> None:
+        route = asked.route
+        await self.windows.ask_server(
+            route.name, route.provider, route.base_url, self.provider(asked).served_window
+        )
+        for choice in self.choices.values():  # every choice on that endpoint and model
+            note = self.window_note(choice)
+            if choice.route == route and note.served_less:
+                log.warning("%s: %s", _config_key(choice).rsplit(".", 1)[0], note.text)
 
 
 def _config_key(choice: ModelChoice) -> str:
@@ -109,28 +112,44 @@ def _config_key(choice: ModelChoice) -> str:
     )
 
 
-def window_note(resolved: ResolvedWindow, configured: int | None, config_key: str) -> str:
-    """Where the window came from (docs/design.md#window-resolution), in a few words; when
-    the server confirmed less than ``configured``, that and what to change."""
-    if resolved.source == "confirmed":
-        smaller = bool(configured) and resolved.tokens < (configured or 0)
-        if resolved.how == "served" and smaller:
-            hint = ENLARGE_HINTS.get(resolved.server or "", "give the server a larger window")
-            return (
+@dataclass(frozen=True)
+class WindowNote:
+    """Where a window came from, in a few words; ``served_less``: the server serves less
+    than the config says (the operator is told what to change)."""
+
+    text: str
+    served_less: bool = False
+
+
+def window_note(resolved: ResolvedWindow, configured: int | None, config_key: str) -> WindowNote:
+    """Where the window came from (docs/design.md#window-resolution); when the server
+    confirmed less than ``configured``, that and what to change."""
+    smaller = bool(configured) and resolved.tokens < (configured or 0)
+    if resolved.source == "confirmed" and resolved.how == "served":
+        if smaller:
+            hint = (
+                ENLARGE_HINTS.get(resolved.server, "give the server a larger window")
+                if resolved.server
+                else "give the server a larger window"
+            )
+            text = (
                 f"the server serves {resolved.tokens:,} tokens, not {configured:,}: {hint}, "
                 f"or lower {config_key}"
             )
-        if resolved.how == "served":
-            return f"what {resolved.server or 'the server'} says it serves"
+            return WindowNote(text, served_less=True)
+        return WindowNote(f"what {resolved.server or 'the server'} says it serves")
+    if resolved.source == "confirmed":
         if smaller:
-            return f"learned from the provider; config says {configured:,}"
-        return "learned from the provider"
-    return {
-        "override": config_key,
-        "declared": "what the model declares; the server has not said what it serves yet",
-        "table": "the table of known models",
-        "default": f"a cautious guess: set {config_key}",
-    }[resolved.source]
+            return WindowNote(f"learned from the provider; config says {configured:,}")
+        return WindowNote("learned from the provider")
+    return WindowNote(
+        {
+            "override": config_key,
+            "declared": "what the model declares; the server has not said what it serves yet",
+            "table": "the table of known models",
+            "default": f"a cautious guess: set {config_key}",
+        }[resolved.source]
+    )
 
 
 class ModelCommand:

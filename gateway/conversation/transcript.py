@@ -247,7 +247,7 @@ class SessionTranscript:
         re-tokenizing, docs/design.md#token-source): a row too big to show whole counts as its excerpt."""
         counts = [self.count(m) for m in self.messages]
         window = self.runtime.agent.window
-        return represented_tokens(self.messages, window, counts) + self.memory_tokens
+        return represented_tokens(self.messages, window, counts) + window.real(self.memory_tokens)
 
     def restore_anchor(self) -> UsageAnchor | None:
         """The persisted usage anchor, if the row it ends at is still active (docs/design.md#usage-anchor)."""

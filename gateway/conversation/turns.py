@@ -18,7 +18,7 @@ from agent.memory import MemoryBlock
 from agent.providers.base import ProviderError
 from agent.tools import ToolContext
 from agent.turn_result import EMPTY_ANSWER, CompressionExhausted, TurnResult
-from agent.usage_anchor import UsageAnchor
+from agent.usage_anchor import UsageAnchor, anchored_tokens
 from gateway.conversation.hygiene import HygieneOutcome
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
@@ -131,10 +131,13 @@ class TurnRunner:
         runtime.turns += 1
         for attempt in result.compressions:  # the agent's own, in its loop
             report_failed_compression(self.events, runtime, attempt)
-        if (
-            result.anchor is not None
-        ):  # the context's size now, reply included (docs/design.md#token-source)
-            runtime.last_prompt_tokens = result.anchor.total_tokens
+        # The context's size now, reply included (docs/design.md#token-source).
+        agent = runtime.agent
+        size = anchored_tokens(
+            result.anchor, result.messages, agent.provider.route, estimate=agent.represented
+        )
+        if result.anchor is not None and size is not None:
+            runtime.last_prompt_tokens = size
             runtime.last_prompt_rows = result.anchor.covered
         for notice in notices + result.notices:
             await self.deliver(outbound, notice)

@@ -17,22 +17,23 @@ from agent.window import Window, fit_request
 
 
 def test_a_heavier_count_is_believed_at_once_and_a_lighter_one_slowly() -> None:
-    russian = Calibration().observed(1_000, 1_600)
+    # The flat template allowance is the margin's: the ratio is of the rest.
+    russian = Calibration().observed(1_000, 1_600 + TEMPLATE_TOKENS)
     assert russian.ratio == pytest.approx(1.6)
-    english = russian.observed(1_000, 1_050)
-    assert 1.5 < english.ratio < 1.6  # one English turn in a Russian chat moves it a tenth
+    english = russian.observed(1_000, 1_000 + TEMPLATE_TOKENS)
+    assert english.ratio == pytest.approx(1.45)  # a quarter of the way down, not all of it
     assert english.error > MIN_ERROR_SHARE  # and the miss widens the margin
 
 
 def test_the_ratio_never_goes_below_one_or_believes_a_wild_count() -> None:
     assert Calibration().observed(1_000, 400).ratio == 1.0
     assert Calibration().observed(1_000, 90_000).ratio == 4.0
-    assert Calibration().observed(20, 200) == Calibration()  # too small to say anything
+    assert Calibration().observed(200, 2_000) == Calibration()  # too small to say anything
 
 
 def test_the_margin_is_the_template_plus_the_recent_miss_share_of_the_budget() -> None:
     assert Calibration().margin(2_000) == TEMPLATE_TOKENS + 60
-    wild = Calibration().observed(1_000, 1_000).observed(1_000, 3_000)
+    wild = Calibration().observed(1_000, 1_000).observed(1_000, 3_000 + TEMPLATE_TOKENS)
     assert wild.error == MAX_ERROR_SHARE
     assert wild.margin(2_000) == TEMPLATE_TOKENS + 500
 
@@ -40,7 +41,7 @@ def test_the_margin_is_the_template_plus_the_recent_miss_share_of_the_budget() -
 def test_a_new_session_starts_from_the_routes_latest_ratio_with_a_fresh_margin() -> None:
     calibrations = Calibrations()
     assert calibrations.prior("openai:http://box/v1:qwen3") == Calibration()
-    seen = Calibration().observed(1_000, 1_000).observed(1_000, 1_700)
+    seen = Calibration().observed(1_000, 1_000).observed(1_000, 1_700 + TEMPLATE_TOKENS)
     calibrations.remember("openai:http://box/v1:qwen3", seen)
     prior = calibrations.prior("openai:http://box/v1:qwen3")
     assert prior.ratio == seen.ratio and prior.error == MIN_ERROR_SHARE

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from agent.model_metadata import CACHE_FILE_NAME, PROBE_RETRY_PAUSE_SECONDS, ContextLengthResolver
+from agent.model_metadata import (
+    CACHE_FILE_NAME,
+    NOT_LOADED_PAUSE_SECONDS,
+    PROBE_RETRY_PAUSE_SECONDS,
+    ContextLengthResolver,
+)
 from agent.served_window import ServedWindow
 from agent.window_table import DEFAULT_CONTEXT_LENGTH, static_context_length
 
@@ -90,7 +95,8 @@ async def test_a_server_asked_again_replaces_what_an_overflow_taught(tmp_path):
 async def test_a_model_not_loaded_caps_the_window_at_what_it_declares_and_is_asked_again(
     tmp_path,
 ):
-    resolver = ContextLengthResolver(tmp_path)
+    clock = Clock()
+    resolver = ContextLengthResolver(tmp_path, clock=clock)
 
     async def ask() -> ServedWindow:
         return ServedWindow("ollama", None, declared=40_960)
@@ -98,8 +104,26 @@ async def test_a_model_not_loaded_caps_the_window_at_what_it_declares_and_is_ask
     await resolver.ask_server("qwen3:8b", "openai", "http://h/v1", ask)
     window = resolver.resolve_with_source("qwen3:8b", "openai", "http://h/v1")
     assert (window.tokens, window.source) == (40_960, "declared")  # the table says 131,072
-    assert resolver.wants_asking("qwen3:8b", "openai", "http://h/v1")
     assert not (tmp_path / CACHE_FILE_NAME).exists()  # an upper bound is not written down
+    # Asked again, but not after every answer: a model unloaded after each request
+    # (keep_alive: 0) would otherwise cost two requests a turn.
+    assert not resolver.wants_asking("qwen3:8b", "openai", "http://h/v1")
+    clock.now += NOT_LOADED_PAUSE_SECONDS
+    assert resolver.wants_asking("qwen3:8b", "openai", "http://h/v1")
+
+
+async def test_a_window_a_cut_prompt_showed_lasts_this_process_only(tmp_path):
+    resolver = ContextLengthResolver(tmp_path)
+    assert resolver.learn_limit("m", "openai", "http://h/v1", 3_000, "truncation")
+    assert resolver.resolve("m", "openai", "http://h/v1", override=8_192) == 3_000
+    assert not (tmp_path / CACHE_FILE_NAME).exists()
+    assert ContextLengthResolver(tmp_path).resolve("m", "openai", "http://h/v1") != 3_000
+
+    async def ask() -> ServedWindow:
+        return ServedWindow("ollama", 4_096)
+
+    await resolver.ask_server("m", "openai", "http://h/v1", ask)  # the server says more
+    assert resolver.resolve("m", "openai", "http://h/v1") == 4_096
 
 
 def test_learned_limit_is_authoritative_even_below_the_table(tmp_path):

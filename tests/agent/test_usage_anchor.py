@@ -22,10 +22,19 @@ def test_anchor_plus_small_delta():
     messages = answered()
     anchor = build_anchor(Usage(prompt_tokens=5_000, completion_tokens=200), messages, ROUTE)
     assert anchor is not None and anchor.covered == len(messages)
-    assert anchored_tokens(anchor, messages, ROUTE) == 5_200
+    reply = estimate_messages_tokens_rough(messages[-1:])
+    assert anchored_tokens(anchor, messages, ROUTE) == 5_000 + reply
     new_rows = [{"role": "user", "content": "x" * 400}, {"role": "user", "content": "y" * 40}]
-    expected = 5_200 + estimate_messages_tokens_rough(new_rows)
+    expected = 5_000 + estimate_messages_tokens_rough(messages[-1:] + new_rows)
     assert anchored_tokens(anchor, messages + new_rows, ROUTE) == expected
+
+
+def test_a_thinking_models_reasoning_is_not_counted_as_context():
+    messages = answered()
+    # 3,000 output tokens of reasoning for a short visible reply: the next prompt carries
+    # the reply, not the reasoning.
+    anchor = build_anchor(Usage(prompt_tokens=5_000, completion_tokens=3_000), messages, ROUTE)
+    assert anchored_tokens(anchor, messages, ROUTE) < 5_100
 
 
 def test_no_usage_means_no_anchor():
@@ -73,7 +82,9 @@ def test_anchor_survives_persistence_and_a_reloaded_transcript():
     reloaded = json.loads(json.dumps(messages))  # the gateway re-reads rows from SQLite
     restored = UsageAnchor.from_dict(stored)
     assert restored == anchor
-    assert anchored_tokens(restored, reloaded, ROUTE) == 1_000
+    assert anchored_tokens(restored, reloaded, ROUTE) == 900 + estimate_messages_tokens_rough(
+        messages[-1:]
+    )
 
 
 def test_malformed_persisted_anchor_is_no_anchor():
@@ -91,7 +102,7 @@ def test_threshold_decision_flips_with_the_anchor():
     messages = answered(3)
     assert not engine.should_compress(estimate_messages_tokens_rough(messages))
     # ...but the provider said the prompt (system prompt, tools, images) was much bigger.
-    real = engine.threshold_tokens - 10
+    real = engine.threshold_tokens - 10 - estimate_messages_tokens_rough(messages[-1:])
     anchor = build_anchor(Usage(prompt_tokens=real, completion_tokens=5), messages, ROUTE)
     assert not engine.should_compress(anchored_tokens(anchor, messages, ROUTE))
     grown = [*messages, {"role": "user", "content": "z" * 40}]

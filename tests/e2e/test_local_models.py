@@ -23,7 +23,18 @@ from tests.e2e.local_models import (
 from tests.fakes.llm_server import Recorded, Reply
 from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama, FakeVllm
 from tests.fakes.telegram_server import FakeTelegram
-from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing, turns_done
+from tests.harness import (
+    RecordingAdapter,
+    is_turn_request,
+    make_config,
+    running_gateway,
+    summarizing,
+    turns_done,
+)
+
+
+def last_turn(server: FakeOllama) -> Recorded:
+    return [r for r in server.requests if is_turn_request(r)][-1]
 
 
 def all_answered(outcome: Outcome) -> None:
@@ -110,15 +121,37 @@ async def test_a_two_thousand_token_window_answers_every_message_and_the_first_a
     assert outcome.errors == [] and outcome.refusals == 0
 
 
-async def test_ollama_that_keeps_half_its_window_of_a_prompt_is_learned_once(
-    tmp_path: Path,
+@pytest.mark.parametrize("version", [(0, 12), (0, 30)], ids=["0.12", "0.30"])
+async def test_an_ollama_shrunk_under_a_running_gateway_cuts_one_prompt_not_answered(
+    tmp_path: Path, version: tuple[int, int]
 ) -> None:
-    # Ollama 0.30+ with context shift keeps about num_ctx / 2 of a longer prompt; with a
-    # small reply reserve the prompt may pass that half: the first cut teaches it.
-    async with FakeOllama(served=4_096, version=(0, 30), loaded=True) as ollama:
-        outcome = await run_chat(tmp_path, ollama, turns=50, model={"max_output_tokens": 512})
-    all_answered(outcome)
-    assert outcome.cuts == 1
+    """The operator restarts Ollama with a smaller window while nightowl runs, and another
+    client loads the model before nightowl's next turn: nothing says the window changed,
+    so one request is sized for the old one. The cut is seen in the counts, confirmed by
+    asking, and the turn is answered from the whole conversation, summarized."""
+    rng = random.Random(2)
+    async with FakeOllama(served=8_192, loaded=True, version=version) as ollama:
+        ollama.responder = summarizing(model_answer("en", rng))
+        adapter = RecordingAdapter()
+        config = make_config(
+            tmp_path, ollama, model={"name": ollama.model, "max_output_tokens": 1_024}
+        )
+        async with running_gateway(config, adapter):
+            await adapter.say(f"fact: #0 {FACTS['en'][0]}. " + text_of_length(rng, "en", 200))
+            sent = 1
+            await adapter.wait_sent(sent)
+            while last_turn(ollama).prompt_tokens < 4_300:  # grown past the smaller window
+                await adapter.say(text_of_length(rng, "en", 500))
+                sent += 1
+                await adapter.wait_sent(sent)
+            ollama.served = 4_096  # restarted, and loaded again by someone else
+            await adapter.say("recall 0")
+            reply = (await adapter.wait_sent(sent + 1))[-1]
+            await adapter.say("/status")
+            status = (await adapter.wait_sent(sent + 2))[-1]
+    assert len(ollama.cuts) == 1
+    assert f"is: {FACTS['en'][0]}" in reply
+    assert "window 4,096 tokens (what ollama says it serves)" in status
 
 
 async def test_a_restarted_ollama_with_a_smaller_window_cuts_nothing_it_answers(
@@ -231,3 +264,14 @@ async def test_a_streamed_answer_to_a_cut_prompt_is_taken_back_in_telegram(
     shown = chat.shown()[before:]
     assert not any("AN ANSWER TO A CUT" in text for text in shown)
     assert f"is: {FACTS['en'][0]}" in shown[-1]
+
+
+async def test_how_the_server_counts_outlives_a_restart(tmp_path: Path) -> None:
+    async with FakeVllm(served=8_192) as vllm:
+        await run_chat(tmp_path, vllm, turns=12, language="ru")
+        config = make_config(tmp_path, vllm, model={"name": vllm.model})
+        async with running_gateway(config, RecordingAdapter()) as gateway:
+            runtime = await gateway.sessions.existing("console:t")
+            assert runtime is not None
+            # Russian counts 1.6 times the estimate here: known before the first request.
+            assert runtime.agent.calibration.ratio > 1.4

@@ -25,10 +25,13 @@ is the truth, as with the real ones.
   one, until the rest fits ``num_ctx``; the runner then cuts what still does not fit to
   the first ``num_keep`` (4) tokens and the newest ones (log: ``truncating input prompt
   limit=4096 prompt=7900 keep=4 new=4096``; ollama/ollama#10368, Roo-Code#1372). From
-  v0.30 (llama-server inside) the runner keeps only ``num_ctx - (num_ctx - keep) / 2``
-  tokens, about half the window (``llm/llama_server.go`` ``contextShiftPromptLimit``;
+  v0.30 (llama-server inside) a prompt of ``num_ctx`` tokens or more is cut to
+  ``num_ctx - (num_ctx - keep) / 2``, about half the window (``llm/llama_server.go``
+  ``contextShiftPromptLimit``; ``keep`` is 4, 5 for a tokenizer that adds BOS;
   ollama/ollama#17427, Stirling-PDF#7770 "clipped to exactly 2,050"):
-  ``version=(0, 30)``. ``usage.prompt_tokens`` is the count after the cut (ollama#6026);
+  ``version=(0, 30)``, ``keep=5``. 0.30.x before ollama/ollama#16428 counted only what its
+  KV cache did not hold (``counts_cached=False``). Qwen3's template drops the reasoning
+  (``<think>...</think>``) of earlier replies. ``usage.prompt_tokens`` is the count after the cut (ollama#6026);
   nothing in the response says a cut happened (feature requests ollama#8386, #3839).
 - With context shift off (``"shift": false``, the deepseek2 family, v0.30.9+) a prompt
   at least as long as the window is refused instead: 400 ``the prompt is longer than the
@@ -83,6 +86,7 @@ from tests.fakes.llm_server import FakeLLM, Recorded, Reply, _text_of
 
 _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,10 @@ class LlamaTokens:
         return math.ceil(other * self.latin + cyrillic * self.cyrillic + cjk * self.cjk)
 
     def message(self, message: Mapping[str, Any]) -> int:
-        tokens = self.per_message + self.text(_text_of(message.get("content")))
+        text = _text_of(message.get("content"))
+        if message.get("role") == "assistant":  # Qwen3's template drops earlier reasoning
+            text = _THINK.sub("", text)
+        tokens = self.per_message + self.text(text)
         if message.get("tool_calls"):
             tokens += self.text(json.dumps(message["tool_calls"]))
         return tokens
@@ -167,6 +174,8 @@ class FakeOllama(_LocalServer):
         shift: bool = True,
         modelfile_num_ctx: int | None = None,
         loaded: bool = False,
+        keep: int = 4,
+        counts_cached: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(served=served, **kwargs)
@@ -179,6 +188,13 @@ class FakeOllama(_LocalServer):
         self.cuts: list[tuple[int, int]] = []
         #: How many times a client asked it to load the model (an empty /api/generate).
         self.loads = 0
+        #: Tokens kept from the start of a prompt it cuts: 4, and one more for a BOS token.
+        self.keep = keep
+        #: False: ``usage.prompt_tokens`` counts only what its KV cache did not hold, as
+        #: 0.30.x did before ollama/ollama#16428.
+        self.counts_cached = counts_cached
+        self._previous: list[Any] = []
+        self._held = 0
 
     @property
     def num_ctx(self) -> int:
@@ -281,19 +297,36 @@ class FakeOllama(_LocalServer):
     def admit(self, recorded: Recorded) -> Recorded:
         """``/v1`` serves ``num_ctx`` whatever the request says, and cuts a longer prompt."""
         self.loaded = True
+        messages = recorded.body.get("messages") or []
+        shared = 0
+        while (
+            shared < min(len(messages), len(self._previous))
+            and messages[shared] == self._previous[shared]
+        ):
+            shared += 1
+        #: Tokens of this prompt its KV cache holds from the last one (whole messages).
+        self._held = sum(self.tokens.message(m) for m in messages[:shared])
         if not self.shift:
+            self._previous = messages
             return recorded  # refused in _overflow_reply instead
         limit = self.num_ctx
         body, kept = _drop_old_messages(recorded.body, limit, self.tokens)
-        runner_limit = limit
-        if self.version >= (0, 30):  # llama-server with context shift keeps about half
-            runner_limit = limit - max((limit - 4) // 2, 1)
-        if kept > runner_limit:
-            body, kept = _keep_head_and_tail(body, runner_limit, self.tokens)
+        if kept >= limit:  # the system messages and the latest one alone fill the window
+            new = limit
+            if self.version >= (0, 30):  # llama-server with context shift keeps about half
+                new = limit - max((limit - self.keep) // 2, 1)
+            body, kept = _keep_head_and_tail(body, new, self.tokens)
+        self._previous = recorded.body.get("messages") or []
         if kept == recorded.prompt_tokens:
             return recorded
         self.cuts.append((recorded.prompt_tokens, kept))
         return replace(recorded, body=body, prompt_tokens=kept, sent_tokens=recorded.prompt_tokens)
+
+    def _usage(self, recorded: Recorded, reply: Reply) -> tuple[int, int] | None:
+        usage = super()._usage(recorded, reply)
+        if usage is None or self.counts_cached or not self._held:
+            return usage
+        return (max(1, usage[0] - self._held), usage[1])
 
     def _overflow_reply(self, recorded: Recorded) -> Reply | None:
         if self.shift or recorded.prompt_tokens < self.num_ctx:

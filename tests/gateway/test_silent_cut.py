@@ -14,7 +14,7 @@ import pytest
 from agent.model_metadata import CACHE_FILE_NAME
 from agent.tokens import load_encoding
 from tests.fakes.llm_server import FakeLLM, Reply
-from tests.fakes.local_servers import FakeVllm, LlamaTokens
+from tests.fakes.local_servers import FakeOllama, FakeVllm, LlamaTokens
 from tests.harness import RecordingAdapter, is_summary_request, make_config, running_gateway
 
 #: What people paste: tables, rules, indentation, a run of one character — text that a
@@ -98,3 +98,59 @@ async def test_a_thinking_models_hidden_reasoning_is_not_taken_for_a_cut(
                 await adapter.wait_sent(count)
     assert "cut a prompt" not in caplog.text
     assert adapter.texts() == ["yes."] * 5
+
+
+async def quiet_turns(
+    tmp_path: Path,
+    server: FakeVllm | FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+    turns: int,
+    **sections: Any,
+) -> list[str]:
+    """``turns`` messages to ``server``; asserts nothing was taken for a cut or learned."""
+    config = make_config(tmp_path, server, model={"name": server.model}, **sections)
+    adapter = RecordingAdapter()
+    with caplog.at_level(logging.INFO, logger="agent"):
+        async with running_gateway(config, adapter):
+            for count in range(1, turns + 1):
+                await adapter.say(f"message {count}: " + "what about this part " * 30)
+                await adapter.wait_sent(count)
+    assert "cut a prompt" not in caplog.text and "from a cut prompt" not in caplog.text
+    return adapter.texts()
+
+
+async def test_a_last_step_without_tools_is_not_taken_for_a_cut(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The last step of a tool loop offers no tools: the server drops their schemas and its
+    # template's preamble around them, which no estimate knows the size of.
+    tokens = LlamaTokens(tools_preamble=300)  # Qwen's runs to a few hundred tokens
+    async with FakeVllm(served=32_768, listed=False, tokens=tokens) as vllm:  # cannot be asked
+        vllm.responder = lambda request: (
+            Reply(tool_calls=[("current_time", {})]) if request.body.get("tools") else Reply("done")
+        )
+        texts = await quiet_turns(tmp_path, vllm, caplog, 4, agent={"max_iterations": 3})
+    assert texts == ["done"] * 4
+
+
+async def test_a_thinking_models_reasoning_in_its_stored_replies_is_not_taken_for_a_cut(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # llama.cpp without a reasoning parser leaves <think> in the reply; Qwen3's template
+    # drops it from earlier replies when it counts the next prompt.
+    thought = "<think>" + "let me weigh every option here carefully " * 60 + "</think>"
+    async with FakeVllm(served=32_768, listed=False) as vllm:
+        vllm.responder = lambda request: Reply(thought + "fine.")
+        await quiet_turns(tmp_path, vllm, caplog, 6)
+
+
+async def test_an_ollama_that_counts_only_what_its_cache_missed_teaches_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Ollama 0.30.x before ollama/ollama#16428: from the second request on, the prompt
+    # count is only what its KV cache did not hold, a fraction of the prompt.
+    async with FakeOllama(served=8_192, loaded=True, counts_cached=False) as ollama:
+        ollama.responder = lambda request: Reply("fine.")
+        await quiet_turns(tmp_path, ollama, caplog, 8)
+    assert "is 8192 (from served)" in caplog.text
+    assert not ollama.cuts

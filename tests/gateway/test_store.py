@@ -239,6 +239,22 @@ async def test_anchor_points_at_the_row_it_covers_and_compaction_clears_it(
     assert (await store.conversation.current_session("console:t")).anchor is None
 
 
+async def test_the_anchor_keeps_the_calibration_and_what_travelled_beside_the_messages(
+    store: SQLiteStore,
+) -> None:
+    """Migration 11 (docs/design.md#calibration): a restart keeps how the server counts."""
+    session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
+    anchor = AnchorRecord(100, 7, -1, "fp", "openai:x", ratio=1.6, overhead=700)
+    ids = await store.conversation.commit_turn(
+        session.id,
+        [row("user", "q"), row("assistant", "a")],
+        anchor=anchor,
+        usage=UsageTotals(100, 7, 0, 0, 1),
+    )
+    record = await store.conversation.current_session("console:t")
+    assert record.anchor == AnchorRecord(100, 7, ids[-1], "fp", "openai:x", 1.6, 700)
+
+
 async def test_pending_delivery_until_marked(store: SQLiteStore) -> None:
     session = await store.conversation.start_session(ORIGIN, "m", row("system", "sys"))
     ids = await store.conversation.commit_turn(
