@@ -22,7 +22,7 @@ from agent.context_engine import ContextEngine
 from agent.memory import TOOL_NAMES, MemoryBlock, with_block
 from agent.model_metadata import ContextLengthResolver
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
-from agent.silent_cut import StreamedChars, cut_by_server, cut_error, least_count
+from agent.silent_cut import StreamedChars, cut_error, least_count
 from agent.tokens import estimate_json_tokens_rough
 from agent.tools import ToolBox, ToolContext, ToolOutput
 from agent.transcript import Transcript
@@ -316,30 +316,13 @@ class _Turn:
         self.may_defer = False
         await self.lessons.ask_if_due()
         usage = completion.usage
-        if usage is not None and await self.was_cut(request, usage, at_least):
+        if usage is not None and await self.lessons.was_cut(request, usage, at_least):
             await self.discard(completion, streamed.chars)
             raise cut_error(agent.provider.name, request, usage)
         if usage is not None and not request.images:  # an image's estimate is a flat guess
             agent.observe(request.estimate, usage.prompt_tokens)
         self.overhead_sent = overhead
         return completion
-
-    async def was_cut(self, request: FittedRequest, usage: Usage, at_least: int | None) -> bool:
-        """Whether the server answered a prompt it cut (docs/design.md#silent-truncation).
-        Only servers that may do it are judged (OpenAI's and Anthropic's own APIs refuse
-        instead): by the rule of the server, when it said what it serves; else by the
-        counts — confirmed by asking the server, when it can be asked."""
-        if not self.agent.provider.may_cut_prompts:
-            return False
-        known = self.lessons.served()
-        if known is not None and known.has_cut(request.prompt_tokens, usage.prompt_tokens):
-            return True
-        if not cut_by_server(request, usage, at_least):
-            return False
-        served = await self.lessons.ask()
-        if served is None or not served.tokens:
-            return True  # it cannot say: the counts decide
-        return served.confirms_cut(request.prompt_tokens, usage.prompt_tokens)
 
     async def discard(self, completion: Completion, streamed_chars: int) -> None:
         """A reply to a prompt the server cut is never shown (docs/design.md#silent-truncation):

@@ -15,9 +15,9 @@ from typing import Protocol
 from agent.calibration import Calibration
 from agent.context_engine import ContextEngine
 from agent.model_metadata import ContextLengthResolver, How
-from agent.providers.base import Provider, ProviderError
+from agent.providers.base import Provider, ProviderError, Usage
 from agent.served_window import ServedWindow
-from agent.silent_cut import TRUNCATED
+from agent.silent_cut import TRUNCATED, cut_by_server
 from agent.window import FittedRequest, Window
 
 #: A retry with a smaller reply is worth it only with room for at least this many tokens.
@@ -81,6 +81,23 @@ class WindowLessons:
         if windows is None:
             return None
         return windows.served(provider.model, provider.name, provider.base_url)
+
+    async def was_cut(self, request: FittedRequest, usage: Usage, at_least: int | None) -> bool:
+        """Whether the server answered a prompt it cut (docs/design.md#silent-truncation).
+        Only servers that may do it are judged (OpenAI's and Anthropic's own APIs refuse
+        instead): by the rule of the server, when it said what it serves; else by the
+        counts — confirmed by asking the server, when it can be asked."""
+        if not self.agent.provider.may_cut_prompts:
+            return False
+        known = self.served()
+        if known is not None and known.has_cut(request.prompt_tokens, usage.prompt_tokens):
+            return True
+        if not cut_by_server(request, usage, at_least):
+            return False
+        served = await self.ask()
+        if served is None or not served.tokens:
+            return True  # it cannot say: the counts decide
+        return served.confirms_cut(request.prompt_tokens, usage.prompt_tokens)
 
     async def learn(self, exc: ProviderError, sent: FittedRequest | None) -> bool:
         """Learn what an overflow of ``sent`` tells: the server's count of the prompt
