@@ -5,7 +5,7 @@
 
 Servers (tests/fakes/local_servers.py): Ollama (cuts a long prompt silently), Ollama 0.30+
 (keeps about half its window of a long prompt), Ollama without context shift (refuses a
-long prompt, naming no window), llama.cpp (refuses a prompt over its slot,
+long prompt, naming no window), Ollama before 0.10 (cannot say its window), llama.cpp (refuses a prompt over its slot,
 stops a reply at the window's end), vLLM (refuses prompt + max_tokens over the window) —
 each with a tokenizer that counts Russian 1.6 times the estimate. The config's
 ``context_length`` is right, twice the served window ("wrong"), or absent ("none").
@@ -34,6 +34,7 @@ SERVERS = {
     "ollama": lambda window: FakeOllama(served=window),
     "ollama-0.30": lambda window: FakeOllama(served=window, version=(0, 30)),
     "ollama-noshift": lambda window: FakeOllama(served=window, shift=False),
+    "ollama-0.9": lambda window: FakeOllama(served=window, version=(0, 9)),
     "llama.cpp": lambda window: FakeLlamaCpp(served=window),
     "vllm": lambda window: FakeVllm(served=window),
 }
