@@ -45,7 +45,7 @@ from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.turns import TurnRunner
 from gateway.events import EventBus, load_hook
-from gateway.media import MediaReader
+from gateway.media.reading import MediaReader
 from gateway.media.transcription import transcriber_for
 from gateway.memory.commands import MemoryCommands
 from gateway.memory.flush import TIMEOUT_SECONDS, FlushBeforeCompaction

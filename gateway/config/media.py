@@ -43,6 +43,12 @@ class DocumentsConfig:
     excerpt_tokens: int = field(default=1500, metadata=_range(100, 100_000))
     #: Read documents the bot only observes in groups (they are kept in the database).
     observe: bool = False
+    #: Of one document, at most this many characters and pages are read; the rest is
+    #: left out, and the row and the sender are told (docs/design.md#documents).
+    max_chars: int = field(default=2_000_000, metadata=_range(1_000, None))
+    max_pages: int = field(default=2_000, metadata=_range(1, None))
+    #: CPU seconds reading one document may take (a file built to be slow is refused).
+    read_seconds: int = field(default=20, metadata=_range(1, 600))
 
 
 @dataclass(frozen=True)

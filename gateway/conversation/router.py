@@ -27,7 +27,7 @@ from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.moves import ChatMoves
 from gateway.conversation.user_rows import user_row
 from gateway.events import EventBus
-from gateway.media import MediaReader
+from gateway.media.reading import MediaReader
 from gateway.store import ConversationStore, InboxEntry
 
 log = logging.getLogger(__name__)

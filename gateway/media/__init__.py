@@ -1,6 +1,5 @@
-"""Voice, audio and documents -> text the agent can read (docs/design.md#media)."""
+"""Voice, audio and documents -> text the agent can read (docs/design.md#media).
 
-from gateway.media.reading import MediaReader, MediaText
-from gateway.media.transcription import Transcriber, TranscriptionFailed
-
-__all__ = ["MediaReader", "MediaText", "Transcriber", "TranscriptionFailed"]
+Nothing is imported here: the document worker (document_worker.py) runs as
+``python -m gateway.media.document_worker`` and must not pay for the SDKs the rest needs.
+"""

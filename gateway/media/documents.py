@@ -1,22 +1,28 @@
 """A document's bytes -> its text, in parts (docs/design.md#documents).
 
 PDF pages through pypdf, .docx paragraphs and tables through python-docx, and every
-kind of plain text (Markdown, CSV, JSON, source code...) decoded. Parsing is CPU work
-on untrusted bytes: :func:`extract_document` runs it in a worker thread, and any
-failure becomes :class:`Unreadable` with a sentence for the user, never a traceback.
+kind of plain text (Markdown, CSV, JSON, source code...) decoded (document_text.py).
+Parsing is CPU and memory spent on bytes a stranger chose: :func:`extract_document` runs
+it in a process of its own, bounded by the kernel and by :class:`ReadingLimits`
+(document_worker.py), and any failure becomes :class:`Unreadable` with a sentence for the
+user, never a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import io
+import json
 import logging
 import os
+import signal
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
+from gateway.config.media import DocumentsConfig
+from gateway.media.document_text import Unreadable, plural
 from gateway.store import DocumentText
-from nightowl_errors import NightowlError
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +53,6 @@ _TEXT_SUFFIXES = set(
 _TEXT_NAMES = {"makefile", "dockerfile", "readme", "license", "changelog", "procfile"}
 
 
-class Unreadable(NightowlError):
-    """A document that cannot be read; ``reason`` completes "…: it <reason>"."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 def document_kind(name: str, mime_type: str) -> str | None:
     """ "pdf", "docx" or "text" for a file nightowl can read, else None."""
     base = os.path.basename(name).lower()
@@ -70,81 +68,76 @@ def document_kind(name: str, mime_type: str) -> str | None:
     return None
 
 
-async def extract_document(data: bytes, name: str, mime_type: str) -> DocumentText:
-    """The text of ``data``; raises :class:`Unreadable` with the reason."""
+#: The reading process's address space: with the gateway's own ~100 MB, the whole process
+#: tree stays under 500 MB whatever a document holds.
+WORKER_MEMORY_MB = 384
+
+
+@dataclass(frozen=True)
+class ReadingLimits:
+    """How much of one document is read, and with what (docs/design.md#documents)."""
+
+    max_chars: int
+    max_pages: int
+    #: CPU seconds the reading may take; it may wait for a core as long again.
+    seconds: int
+    memory_mb: int = WORKER_MEMORY_MB
+
+    @classmethod
+    def of(cls, settings: DocumentsConfig) -> ReadingLimits:
+        return cls(settings.max_chars, settings.max_pages, settings.read_seconds)
+
+
+async def extract_document(
+    data: bytes, name: str, mime_type: str, limits: ReadingLimits | None = None
+) -> DocumentText:
+    """The text of ``data``, read in a process of its own with hard limits
+    (gateway/media/document_worker.py); raises :class:`Unreadable` with the reason."""
     kind = document_kind(name, mime_type)
     if kind is None:
         raise Unreadable("is not a kind of file I can read")
-    return await asyncio.to_thread(_extract, data, kind, mime_type)
+    limits = limits or ReadingLimits.of(DocumentsConfig())
+    answer = await _read_in_worker(data, kind, limits)
+    if "unreadable" in answer:
+        raise Unreadable(str(answer["unreadable"]))
+    paged = bool(answer["paged"])
+    parts = list(answer["parts"]) if paged else list(_text_parts("".join(answer["parts"])))
+    kept = answer.get("kept")
+    return DocumentText(
+        str(answer["sha256"]), kind, mime_type, len(data), parts, paged=paged, kept=kept
+    )
 
 
-def _extract(data: bytes, kind: str, mime_type: str) -> DocumentText:
-    sha256 = hashlib.sha256(data).hexdigest()
-    if kind == "pdf":
-        pages = _pdf_pages(data)
-        return DocumentText(sha256, kind, mime_type, len(data), pages, paged=True)
-    text = _docx_text(data) if kind == "docx" else _decoded(data)
-    if not text.strip():
-        raise Unreadable("holds no text")
-    return DocumentText(sha256, kind, mime_type, len(data), list(_text_parts(text)))
-
-
-def _pdf_pages(data: bytes) -> list[str]:
-    from pypdf import PdfReader
-    from pypdf.errors import FileNotDecryptedError
-
+async def _read_in_worker(data: bytes, kind: str, limits: ReadingLimits) -> dict[str, Any]:
+    arguments = [kind, limits.max_chars, limits.max_pages, limits.seconds, limits.memory_mb]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway.media.document_worker",
+        *map(str, arguments),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise Unreadable("is encrypted (protected by a password)")
-        pages = [_page_text(page.extract_text() or "") for page in reader.pages]
-    except Unreadable:
-        raise
-    except FileNotDecryptedError:
-        raise Unreadable("is encrypted (protected by a password)") from None
-    except Exception as error:  # pypdf raises many kinds on broken input: one sentence
-        log.info("PDF not readable: %s: %s", type(error).__name__, error)
-        if "crypt" in str(error).lower() or "AES" in str(error):
-            raise Unreadable("is encrypted (protected by a password)") from None
-        raise Unreadable("is damaged or not really a PDF") from None
-    if not pages:
-        raise Unreadable("has no pages")
-    if not any(page.strip() for page in pages):
-        raise Unreadable(f"has no text layer ({_plural(len(pages), 'page')} of images: a scan?)")
-    return pages
-
-
-def _page_text(text: str) -> str:
-    return text.strip() + "\n\n"
-
-
-def _docx_text(data: bytes) -> str:
-    import docx
-
+        async with asyncio.timeout(2 * limits.seconds + 5):
+            out, err = await process.communicate(data)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise Unreadable("took too long to read") from None
+    if process.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        raise Unreadable(f"needs more than {plural(limits.seconds, 'second')} of work to read")
     try:
-        document = docx.Document(io.BytesIO(data))
-        lines = [paragraph.text for paragraph in document.paragraphs]
-        for table in document.tables:
-            for row in table.rows:
-                lines.append(" | ".join(cell.text.strip() for cell in row.cells))
-    except Exception as error:  # a broken .docx raises zip, XML or KeyError: one sentence
-        log.info(".docx not readable: %s: %s", type(error).__name__, error)
-        raise Unreadable("is damaged or not really a .docx file") from None
-    return "\n".join(lines)
-
-
-def _decoded(data: bytes) -> str:
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        try:
-            return data.decode("utf-16")
-        except UnicodeDecodeError:
-            raise Unreadable("is not valid UTF-16 text") from None
-    if b"\x00" in data[:8192]:
-        raise Unreadable("is binary, not text")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return data.decode("cp1252", errors="replace")
+        answer = json.loads(out)
+    except ValueError:
+        log.warning(
+            "the document reader ended with %s: %s",
+            process.returncode,
+            err.decode("utf-8", "replace")[-500:],
+        )
+        raise Unreadable("could not be read") from None
+    return answer if isinstance(answer, dict) else {"unreadable": "could not be read"}
 
 
 def _text_parts(text: str) -> Iterator[str]:
@@ -158,7 +151,3 @@ def _text_parts(text: str) -> Iterator[str]:
             end = newline + 1 if newline != -1 else end
         yield text[start:end]
         start = end
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

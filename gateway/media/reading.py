@@ -11,13 +11,14 @@ the user of an addressed message is told in one sentence.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from dataclasses import dataclass, field
 
 from adapters.base import Attachment, InboundMessage
 from gateway.config.media import MediaConfig
-from gateway.media.documents import Unreadable, document_kind, extract_document
+from gateway.media.documents import ReadingLimits, Unreadable, document_kind, extract_document
 from gateway.media.transcription import MAX_AUDIO_BYTES, Transcriber, TranscriptionFailed
 from gateway.store import DocumentInfo, DocumentStore, DocumentText
 
@@ -26,6 +27,9 @@ log = logging.getLogger(__name__)
 SOUND_KINDS = ("voice", "audio", "video_note")
 _DEFAULT_NAMES = {"voice": "voice.ogg", "video_note": "video_note.mp4", "audio": "audio.mp3"}
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f\"\[\]·]+")
+#: Documents read at once (each in a process of its own, docs/design.md#documents); more
+#: wait their turn, so a flood of files costs time, not memory.
+DOCUMENT_READERS = 2
 
 
 @dataclass
@@ -46,6 +50,7 @@ class MediaReader:
         self.settings = settings
         self.documents = documents
         self.transcriber = transcriber
+        self._readers = asyncio.Semaphore(DOCUMENT_READERS)
 
     async def read(
         self, message: InboundMessage, session_key: str, *, addressed: bool
@@ -85,14 +90,17 @@ class MediaReader:
                 f"{_what(sound)} is {clock(sound.duration)} long; I transcribe up to"
                 f" {clock(limit)}, so I could not listen to it.",
             )
-        if (sound.size or 0) > MAX_AUDIO_BYTES:
+        # The duration is the client's word; the bytes are not: at a generous bit rate,
+        # more bytes than the limit's worth is a longer recording than it says.
+        most = audio_byte_limit(sound.kind, limit)
+        if (sound.size or 0) > most:
             reason = "too large to transcribe"
             return f"[{label}, not transcribed: {reason}]", f"{_what(sound)} is {reason}."
         data = await sound.read()
         try:
             if data is None:
                 raise TranscriptionFailed("it could not be downloaded")
-            if len(data) > MAX_AUDIO_BYTES:
+            if len(data) > most:
                 raise TranscriptionFailed("it is too large to transcribe")
             name = sound.name or _DEFAULT_NAMES[sound.kind]
             text = await self.transcriber.transcribe(data, name, sound.mime_type)
@@ -125,11 +133,17 @@ class MediaReader:
         if len(data) > limit:
             return self._unread(name, len(data), f"is larger than the {size(limit)} limit")
         try:
-            text = await extract_document(data, name, document.mime_type)
+            async with self._readers:
+                text = await extract_document(
+                    data, name, document.mime_type, ReadingLimits.of(settings)
+                )
         except Unreadable as unreadable:
             return self._unread(name, len(data), unreadable.reason)
         info = await self.documents.keep_document(session_key, name, text)
-        return document_note(info, text, settings.excerpt_tokens * 4), None
+        problem = None
+        if text.kept:
+            problem = f"I read only {text.kept} of {name}: that is as much as I read of one file."
+        return document_note(info, text, settings.excerpt_tokens * 4), problem
 
     @staticmethod
     def _unread(name: str, bytes_: int | None, reason: str) -> tuple[str, str]:
@@ -147,6 +161,8 @@ def document_note(info: DocumentInfo, text: DocumentText, excerpt_chars: int) ->
     if info.pages is not None:
         facts.append(f"{info.pages} page{'s' if info.pages != 1 else ''}")
     facts += [size(info.size), f"{info.chars:,} characters"]
+    if text.kept:
+        facts.append(f"only {text.kept} read")
     header = f'[document "{info.name}" · id {info.document_id} · {", ".join(facts)}'
     if len(whole) <= excerpt_chars:
         return f'{header}]\n{whole.strip()}\n[end of "{info.name}"]'
@@ -157,6 +173,19 @@ def document_note(info: DocumentInfo, text: DocumentText, excerpt_chars: int) ->
         f"{header} · its first {len(excerpt):,} characters below; the read_document tool"
         f' reads the rest, session_search finds words in it]\n{excerpt}\n[end of the excerpt of "{info.name}"]'
     )
+
+
+#: Bytes per second a recording of each kind takes at most, generously: a voice or video
+#: note's Opus at 64 kbit/s (Telegram records 16-32), any audio file at 384 kbit/s.
+AUDIO_BYTES_PER_SECOND = {"voice": 8_000, "video_note": 8_000}
+ANY_AUDIO_BYTES_PER_SECOND = 48_000
+
+
+def audio_byte_limit(kind: str, max_seconds: float) -> int:
+    """The most bytes a recording of ``kind`` no longer than ``max_seconds`` takes (and
+    never more than the transcription endpoint takes)."""
+    rate = AUDIO_BYTES_PER_SECOND.get(kind, ANY_AUDIO_BYTES_PER_SECOND)
+    return min(MAX_AUDIO_BYTES, int(max_seconds * rate))
 
 
 def sound_label(sound: Attachment) -> str:

@@ -316,6 +316,9 @@ class DocumentText:
     size: int  #: bytes of the file
     parts: Sequence[str]
     paged: bool = False
+    #: What was kept when a reading limit cut the text ("the first 2,000 of 5,000
+    #: pages"); None: all of it.
+    kept: str | None = None
 
     @property
     def chars(self) -> int:

@@ -107,6 +107,19 @@ async def test_audio_longer_than_the_limit_is_refused_without_a_download(
     ]
 
 
+async def test_a_voice_note_longer_than_it_says_is_refused_by_its_size(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    # The client says 5 seconds; 60 s of Opus is at most ~480 KB, and this is 2 MB.
+    sections = {"media": {"transcription": {"max_seconds": 60}}}
+    config = telegram_config(tmp_path, fake_llm, telegram, sections=sections)
+    async with telegram_gateway(config):
+        telegram.push_file(42, "voice", ogg_opus(1) + b"\0" * 2_000_000, duration=5)
+        await telegram.wait_sent(2)
+    assert "Your voice message is too large to transcribe." in [s.text for s in telegram.sent]
+    assert fake_llm.transcriptions.uploads == []
+
+
 def _reads_page_forty(document_id: str):
     """A model that reads page 40, then searches, then answers with what it found."""
 

@@ -6,12 +6,16 @@
 - :func:`pdf`: one page per text, each line drawn with Helvetica, so pypdf reads the text
   back; :func:`encrypted_pdf` locks one with a password.
 - :func:`docx`: paragraphs and a table, written by python-docx.
+- :func:`zip_bomb_docx` and :func:`flate_bomb_pdf`: small files that expand hundreds of
+  megabytes when read (the document bombs of docs/design.md#documents).
 """
 
 from __future__ import annotations
 
 import io
 import struct
+import zipfile
+import zlib
 
 # -- Ogg/Opus ------------------------------------------------------------------------------
 
@@ -150,3 +154,59 @@ def docx(paragraphs: list[str], table: list[list[str]] | None = None) -> bytes:
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
+
+
+# -- bombs: small files that expand past any sane bound ------------------------------------
+
+
+def zip_bomb_docx(expanded_mb: int) -> bytes:
+    """A .docx whose word/document.xml is ``expanded_mb`` MB of paragraphs, compressed
+    about a thousand times (real ones compress ten to twenty): a few hundred KB."""
+    original = zipfile.ZipFile(io.BytesIO(docx(["a normal start"])))
+    paragraph = b"<w:p><w:r><w:t>boom</w:t></w:r></w:p>"
+    chunk = paragraph * (1_000_000 // len(paragraph))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bomb:
+        for entry in original.infolist():
+            if entry.filename != "word/document.xml":
+                bomb.writestr(entry, original.read(entry))
+                continue
+            head, _, tail = original.read(entry).partition(b"<w:body>")
+            with bomb.open("word/document.xml", "w", force_zip64=True) as xml:
+                xml.write(head + b"<w:body>")
+                for _ in range(expanded_mb):
+                    xml.write(chunk)
+                xml.write(tail)
+    return out.getvalue()
+
+
+def flate_bomb_pdf(expanded_mb: int) -> bytes:
+    """A one-page PDF whose content stream is ``expanded_mb`` MB of text operators,
+    FlateDecode-compressed to a few KB per MB."""
+    line = b"(the same few words again) Tj T*\n"
+    stream = (
+        b"BT /F1 11 Tf 14 TL 56 780 Td\n" + line * (expanded_mb * 1_000_000 // len(line)) + b"ET"
+    )
+    packed = zlib.compress(stream, 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 5 0 R"
+        b" /Resources << /Font << /F1 3 0 R >> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream",
+    ]
+    body = io.BytesIO()
+    body.write(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for number, content in enumerate(objects, start=1):
+        offsets.append(body.tell())
+        body.write(b"%d 0 obj\n" % number + content + b"\nendobj\n")
+    xref = body.tell()
+    body.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(offsets) + 1))
+    for offset in offsets:
+        body.write(b"%010d 00000 n \n" % offset)
+    body.write(
+        b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(offsets) + 1, xref)
+    )
+    return body.getvalue()
