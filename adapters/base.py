@@ -64,6 +64,8 @@ class QuotedMessage:
     text: str
     author: str = ""
     from_bot: bool = False
+    #: The author's platform user id, when known: whether their words are trusted.
+    author_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -179,6 +179,7 @@ async def quoted_message(message: discord.Message, me: discord.ClientUser) -> Qu
         text=target.content,
         author=target.author.display_name,
         from_bot=target.author.id == me.id,
+        author_id=str(target.author.id),
     )
 
 

@@ -157,6 +157,7 @@ class UpdateConverter:
             text=text,
             author=_sender(reply)[1],
             from_bot=bool(author and author.id == self._identity.id),
+            author_id=str(author.id) if author else "",
         )
 
     def _pick_photo(self, sizes: tuple[PhotoSize, ...]) -> PhotoSize:

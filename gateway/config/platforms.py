@@ -37,9 +37,9 @@ class TelegramConfig:
     stream: bool = False
     webhook: WebhookConfig | None = None
     health_timeout_seconds: float = field(default=300.0, metadata=_range(10, None))
-    #: In an allowed group, who may start a turn: only allowed users, or every member
-    #: (docs/design.md#authorization).
-    group_members: Literal["allowed", "all"] = "allowed"
+    #: In an allowed group, who may start a turn: only allowed users, allowed users and
+    #: people paired in a private chat, or every member (docs/design.md#authorization).
+    group_members: Literal["allowed", "paired", "all"] = "allowed"
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ class DiscordConfig:
     allow_bots: bool = False
     #: Edit one message in place while the reply is written, as Telegram's ``stream``.
     stream: bool = False
-    #: In an allowed channel, who may start a turn: only allowed users, or every member.
-    group_members: Literal["allowed", "all"] = "allowed"
+    #: In an allowed channel, who may start a turn: as Telegram's ``group_members``.
+    group_members: Literal["allowed", "paired", "all"] = "allowed"
     #: After every (re)connect, fetch what was missed in allowed chats with activity in
     #: the last this many hours (at most that old); 0: off. Up to a week.
     catch_up_hours: float = field(default=24.0, metadata=_range(0, 168))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from adapters.base import InboundMessage
@@ -130,9 +130,9 @@ class Access:
             return Verdict(turn=True, observe=True, trusted=True)
         if message.platform not in ("telegram", "discord"):
             return Verdict()
-        trusted = await self._trusted(message)
+        listed = user_listed(self.config, message)
         if message.chat_type == "private":
-            if trusted or place_allowed(self.config, message):
+            if listed or await self._paired(message) or place_allowed(self.config, message):
                 return Verdict(turn=True, observe=True, trusted=True)
             if self._pairing_on(message.platform):
                 return Verdict(pair=True)
@@ -141,7 +141,11 @@ class Access:
             # Unknown places get silence — unless the platform would otherwise show the
             # user a request hanging forever (a Discord slash command).
             return Verdict(refusal=NOT_HERE if message.needs_answer else None)
-        turn = trusted or self._members_may_talk(message.platform)
+        # Pairing grants a private chat; in groups a paired person counts only where the
+        # operator says so (group_members: paired).
+        members = self._group_members(message.platform)
+        trusted = listed or (members == "paired" and await self._paired(message))
+        turn = trusted or members == "all"
         turn = turn and bool(message.user_id)  # no identifiable sender: starts nothing
         refusal = NOT_YOU if message.needs_answer and not turn else None
         return Verdict(turn=turn, observe=True, trusted=trusted, refusal=refusal)
@@ -170,9 +174,25 @@ class Access:
                 del self._refused[stale]
         return True
 
-    async def _trusted(self, message: InboundMessage) -> bool:
-        if user_listed(self.config, message):
+    async def quoted_trusted(self, message: InboundMessage) -> bool:
+        """Whether the author of the message ``message`` replies to may instruct: the bot,
+        anyone in a private chat (it is the user's or the bot's own), in a group an allowed
+        user by id (roles of a quoted author are unknown) — or anyone under
+        ``group_members: all``."""
+        quote = message.reply_to
+        if quote is None or quote.from_bot or message.chat_type in ("private", "console"):
             return True
+        members = self._group_members(message.platform)
+        if members == "all":
+            return True
+        author = replace(message, user_id=quote.author_id, user_roles=())
+        if not quote.author_id:
+            return False
+        return user_listed(self.config, author) or (
+            members == "paired" and await self._paired(author)
+        )
+
+    async def _paired(self, message: InboundMessage) -> bool:
         if self.approvals is None or not message.user_id:
             return False
         return await self.approvals.is_approved(message.platform, message.user_id)
@@ -183,10 +203,10 @@ class Access:
         settings = getattr(self.config.platforms, platform, None)
         return bool(getattr(settings, "pairing", False))
 
-    def _members_may_talk(self, platform: str) -> bool:
+    def _group_members(self, platform: str) -> str:
         if platform == "telegram":
-            return self.config.platforms.telegram.group_members == "all"
-        return self.config.platforms.discord.group_members == "all"
+            return self.config.platforms.telegram.group_members
+        return self.config.platforms.discord.group_members
 
 
 def _places(config: Config, platform: str) -> list[str]:

@@ -142,6 +142,7 @@ class Router:
             vision=self.config.model.supports_vision,
             max_image_bytes=self.config.media.max_image_bytes,
             media_notes=media.notes if media is not None else None,
+            quoted_trusted=await self.access.quoted_trusted(message),
         )
         await self._store(message, row, addressed=addressed)
         if media is not None and media.problems:

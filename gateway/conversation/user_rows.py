@@ -1,8 +1,9 @@
 """The user row an inbound message becomes: what the agent sees of it.
 
-Group rows name their sender, and a sender who may not start a turn (not an allowed user,
-and the group's ``group_members`` is not ``all``) is marked ``(untrusted)``: what they
-say is context, never an instruction (docs/design.md#groups).
+Group rows name their sender on every line, and a sender who may not start a turn (not an
+allowed user, and the group's ``group_members`` is not ``all``) is marked ``(untrusted)``:
+what they say is context, never an instruction (docs/design.md#groups). Words of others
+— a quoted reply, a forward — keep their author's marker.
 Images are fetched only for a message that starts a turn, with a vision model, up to
 ``max_image_bytes`` per message; an observed message keeps a placeholder
 ("[photo from Eve]"), so a group's photos are not stored for ever in the database.
@@ -20,22 +21,32 @@ UNTRUSTED = "(untrusted) "
 QUOTE_CHARS = 500
 
 
-def describe_text(message: InboundMessage, *, instructs: bool) -> str:
-    """The row's text: an edit or a quote marked, a group row's sender named."""
+def describe_text(message: InboundMessage, *, instructs: bool, quoted_trusted: bool = False) -> str:
+    """The row's text (docs/design.md#groups): an edit, a reply's quote and a forward
+    marked — words of others keep their author's marker — and in a group, every line
+    named by its sender, so that no line of a message can pass for another person's.
+
+    ``instructs``: the sender is trusted; ``quoted_trusted``: so is the author of the
+    message it replies to (the bot's own words always are)."""
     text = message.text
     if message.forwarded_from is not None:
-        text = f"(forwarded from {message.forwarded_from[:QUOTE_CHARS]}) {text}"
+        # Someone else's words: a quoted block, its lines unable to pass for anyone's.
+        origin = message.forwarded_from[:QUOTE_CHARS].replace("\n", " ")
+        body = "\n".join(f"> {line}" for line in text.split("\n"))
+        text = f"(forwarded from {UNTRUSTED}{origin})\n{body}"
     if message.is_edit:
         text = f"(edited) {text}"
     if message.reply_to is not None:
-        quoted = message.reply_to.text.strip().replace("\n", " ")
+        reply = message.reply_to
+        quoted = reply.text.strip().replace("\n", " ")
         if len(quoted) > QUOTE_CHARS:
             quoted = quoted[:QUOTE_CHARS] + "…"
-        who = "you" if message.reply_to.from_bot else (message.reply_to.author or "someone")
-        text = f'(replying to {who}: "{quoted}")\n{text}'
+        who = "you" if reply.from_bot else (reply.author or "someone")
+        mark = "" if reply.from_bot or quoted_trusted else UNTRUSTED
+        text = f'(replying to {mark}{who}: "{quoted}")\n{text}'
     if message.chat_type not in ("private", "console"):
-        name = message.user_name or "someone"
-        text = f"{'' if instructs else UNTRUSTED}{name}: {text}"
+        label = f"{'' if instructs else UNTRUSTED}{message.user_name or 'someone'}: "
+        text = "\n".join(label + line for line in text.split("\n"))
     return text
 
 
@@ -47,6 +58,7 @@ async def user_row(
     vision: bool,
     max_image_bytes: int,
     media_notes: Sequence[str] | None = None,
+    quoted_trusted: bool = False,
 ) -> dict[str, Any]:
     """The user message the agent will see for ``message``.
 
@@ -55,7 +67,7 @@ async def user_row(
     ``media_notes``: what its other attachments say (docs/design.md#media), one note
     each; without them each is only named.
     """
-    text = describe_text(message, instructs=instructs)
+    text = describe_text(message, instructs=instructs, quoted_trusted=quoted_trusted)
     images = [a for a in message.attachments if a.kind == "image"]
     if media_notes is None:
         media_notes = [_file_note(a) for a in message.attachments if a.kind != "image"]

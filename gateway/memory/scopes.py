@@ -88,6 +88,13 @@ class ChatMemory:
         owner = self.person if scope == "me" else self.chat
         if owner is None:
             raise ToolInputError("nobody in particular is speaking here: use scope chat")
+        if scope == "me" and not self.private:
+            # A group's words, anyone's, must not reach a person's private-chat prompt
+            # (docs/design.md#memory-scopes).
+            raise ToolInputError(
+                "notes about a person are kept only in their private chat with me: "
+                "here, use scope chat"
+            )
         if replaces is not None:
             old = await self.store.get_memory(replaces)
             if old is None or old.owner != owner or old.archived_at is not None:

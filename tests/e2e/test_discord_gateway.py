@@ -133,7 +133,7 @@ async def test_a_reply_to_the_bot_and_a_free_response_channel_need_no_mention(
 
     assert reference_of(fake.sent[1].payload) == int(follow_up["id"])
     assert user_texts(fake_llm.requests[1])[-1] == (
-        'Alice: (replying to you: "echo: Alice: is the deploy done?")\nand the rollback?'
+        'Alice: (replying to you: "echo: Alice: is the deploy done?")\nAlice: and the rollback?'
     )
     assert (fake.sent[2].channel_id, fake.sent[2].content) == (
         FREE_CHANNEL_ID,

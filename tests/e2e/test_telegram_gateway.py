@@ -368,7 +368,7 @@ async def test_a_reply_to_the_bot_in_a_group_is_answered_with_the_quote(
         await telegram.wait_sent(2)
     assert telegram.sent[1].reply_to_message_id is not None
     assert user_texts(fake_llm.requests[-1])[-1] == (
-        'Ann: (replying to you: "echo: Ann: pick a colour")\nwhy that one?'
+        'Ann: (replying to you: "echo: Ann: pick a colour")\nAnn: why that one?'
     )
 
 

@@ -218,7 +218,7 @@ async def test_stickers_locations_polls_and_forwards_become_short_text(
         "[location: 52.52000, 13.40500]",
         "[poll: Lunch? — options: pizza / soup]",
         "[dice 🎲 rolled 4]",
-        "(forwarded from Cy) see you at 5",
+        "(forwarded from (untrusted) Cy)\n> see you at 5",
     ]
 
 

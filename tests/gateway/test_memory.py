@@ -107,6 +107,26 @@ async def test_a_personal_fact_never_reaches_a_request_made_for_a_group(
     assert "91377" in (memory_block(fake_llm.requests[-1]) or "")  # in private it is there
 
 
+async def test_a_group_turn_cannot_write_into_a_persons_private_notes(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """A group's rows hold anyone's words; a personal note would carry them into that
+    person's private chat (docs/design.md#memory-scopes)."""
+    fake_llm.responder = MemoryModel()
+    adapter = RecordingAdapter("telegram")
+    async with running_gateway(config_for(tmp_path, fake_llm), adapter) as gateway:
+        await ask(adapter, "remember me: fact: my pin is 4471", **GROUP)
+        await ask(adapter, "remember chat: fact: standup is at ten", **GROUP)
+        await ask(adapter, "what do you know about me?", **PRIVATE)
+        await turns_done(gateway)
+    refused = next(r for r in fake_llm.requests if after_tool(r))
+    assert "kept only in their private chat" in refused.messages[-1]["content"]
+    assert db.rows(tmp_path, "SELECT scope, text FROM memories") == [
+        ("chat", "fact: standup is at ten")
+    ]
+    assert "4471" not in (memory_block(fake_llm.requests[-1]) or "")
+
+
 async def test_session_search_finds_the_chat_before_new_but_never_another_chat(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
