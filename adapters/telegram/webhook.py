@@ -94,6 +94,5 @@ class WebhookReceiver:
             return "JSON, but not an object"
         try:
             return Update.de_json(body, self._bot)
-        # Any shape PTB cannot read is the sender's error: 400, not a 500.
-        except Exception as error:
+        except Exception as error:  # a shape PTB cannot read is the sender's error: 400
             return f"unreadable: {type(error).__name__}"
