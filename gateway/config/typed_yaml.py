@@ -3,13 +3,12 @@
 Supports bool, int, float, str, Path, ``X | None``, ``Literal[...]``, ``tuple[X, ...]``,
 ``dict[str, X]`` and nested dataclasses; a field's ``metadata={"range": (lo, hi)}``
 bounds numbers and ``metadata={"check": f}`` refuses a value when ``f(value)`` returns a
-reason. Every problem is collected, not only the first: each names the key path
-and the reason, and — for text read with :func:`read_yaml` — the file and line.
-``${VAR}`` in strings is replaced from the environment, once: a variable's value holding
-``${B}`` stays as it is. An unset variable becomes :class:`Unset`, which the caller may
-refuse where the value is needed (:func:`unset_strict`: in secrets, and in keys marked
-``metadata={"strict": True}``). A list key refuses a lone value: ``allowed_users: 1, 2``
-is one string, not two ids.
+reason. Every problem is collected, not only the first: each names the key path and the
+reason, and — for text read with :func:`read_yaml` — the file and line. ``${VAR}`` in
+strings is replaced from the environment once (a value holding ``${B}`` stays as it is);
+an unset one becomes :class:`Unset`, which the caller may refuse where the value is
+needed (:func:`unset_strict`: in secrets and :data:`STRICT` keys). A list key refuses a
+lone value: ``allowed_users: 1, 2`` is one string, not two ids.
 """
 
 from __future__ import annotations
@@ -174,6 +173,9 @@ SECRET_NAME = re.compile(r"(?:^|_)(?:token|key|secret|password|dsn)$")
 #: A field's metadata marking it strict like a secret (an allowlist: who may talk to the
 #: bot); an unset ``${VAR}`` in it, or in any of its items, is an error where it is in use.
 STRICT: Mapping[str, Any] = types.MappingProxyType({"strict": True})
+#: Strict, and every value in it is a secret whatever its name (an MCP server's env and
+#: headers): logs never show one (gateway/config/secrets.py).
+SECRET_VALUES: Mapping[str, Any] = types.MappingProxyType({"strict": True, "secret": True})
 
 
 class Unset(str):
