@@ -15,13 +15,13 @@ import os
 import re
 import sys
 import time
-import urllib.parse
 from collections.abc import Iterable
 from contextvars import ContextVar
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
-from gateway.config.schema import NO_KEY_NEEDED, Config, resolve_api_key
+from gateway.config.schema import Config
+from gateway.config.secrets import configured_secrets
 
 REDACTED = "[redacted]"
 
@@ -116,30 +116,6 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def config_secrets(config: Config) -> list[str]:
-    model = config.model
-    webhook = config.platforms.telegram.webhook
-    values = [
-        resolve_api_key(model.provider, model.api_key, model.base_url) or "",
-        config.auxiliary.compression.api_key or "",
-        config.platforms.telegram.token or "",
-        config.platforms.discord.token or "",
-        (webhook.secret_token if webhook else None) or "",
-        config.dashboard.token or "",
-        config.dashboard.metrics_token or "",
-        config.store.dsn or "",
-        *_dsn_passwords(config.store.dsn or ""),  # alone, in a driver's error
-    ]
-    return [v for v in values if v and v != NO_KEY_NEEDED]
-
-
-def _dsn_passwords(dsn: str) -> list[str]:
-    """The password of a DSN, in its user part or as ``?password=``."""
-    parts = urllib.parse.urlsplit(dsn)
-    query = urllib.parse.parse_qs(parts.query).get("password", [])
-    return [p for p in [parts.password or "", *query] if p]
-
-
 CHAT_LOG_NAME = "chat.log"
 _CHAT_LOG_BYTES = 1_000_000
 
@@ -151,7 +127,7 @@ def setup_logging(config: Config, fmt: str | None = None, *, chat: bool = False)
     retry lines would land between its lines. There, everything at the configured level
     (tracebacks included) goes to ``<data_dir>/chat.log`` instead, when it can be written.
     """
-    secrets = config_secrets(config)
+    secrets = configured_secrets(config)
     handlers: list[logging.Handler] = []
     stderr = logging.StreamHandler(sys.stderr)
     if (fmt or config.logging.format) == "json":

@@ -9,7 +9,8 @@ handed to the sink one at a time, in arrival order, like polling does.
 It fails closed (docs/design.md#webhook-secret): a request without the secret Telegram
 was given in setWebhook is refused with 403 before its body is read, so whoever learns
 the URL cannot post updates in an allowed user's name; a body that is not one update
-object is refused with 400 and never reaches the sink.
+object (not JSON, nested too deep for the parser, a shape python-telegram-bot cannot
+read) is refused with 400 and one log line, and never reaches the sink.
 """
 
 from __future__ import annotations
@@ -69,21 +70,29 @@ class WebhookReceiver:
             log.info("Telegram webhook: refused a request without the secret (%s)", request.remote)
             return web.Response(status=403)
         update = await self._read_update(request)
-        if update is None:
+        if isinstance(update, str):
+            log.warning(
+                "Telegram webhook: refused a body that is not one update (%s) from %s",
+                update,
+                request.remote,
+            )
             return web.Response(status=400)
         lock = self._chats.setdefault(chat_of(update), asyncio.Lock())
         async with lock:
             stored = await self._processor.process(update)
         return web.Response(status=200 if stored else 500)
 
-    async def _read_update(self, request: web.Request) -> Update | None:
+    async def _read_update(self, request: web.Request) -> Update | str:
+        """The update, or why the body is not one (a few words for the log, no body text)."""
         try:
             body = await request.json()
         except ValueError:  # not JSON (or not UTF-8) at all
-            return None
+            return "not JSON"
+        except RecursionError:  # e.g. 100,000 nested arrays: the parser's stack ran out
+            return "nested too deep"
         if not isinstance(body, dict):
-            return None
+            return "JSON, but not an object"
         try:
             return Update.de_json(body, self._bot)
-        except Exception:  # any shape PTB cannot read is the sender's error: 400, not a 500
-            return None
+        except Exception as error:  # a shape PTB cannot read is the sender's error: 400
+            return f"unreadable: {type(error).__name__}"

@@ -1,7 +1,7 @@
 """config.yaml → frozen dataclasses, parsed and checked once at start.
 
 Every key has a default here (mirrored in config.yaml.example). ``${VAR}`` in a string is
-replaced from the environment, or from a ``.env`` file beside the config; unset, it is an
+replaced (once) from the environment, or from a ``.env`` file beside the config; unset, it is an
 empty string — except in a secret-like key (``token``, ``api_key``, ``secret_token``,
 ``dsn``...) or an allowlist (``allowed_users``, ``allowed_chats``...: who may talk to the
 bot) that is in use, where it is an error. Unknown keys, wrong types and checks

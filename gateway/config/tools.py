@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gateway.config.typed_yaml import STRICT, Problem
+from gateway.config.typed_yaml import SECRET_VALUES, Problem
 
 #: Who is offered a server's tools: private chats, groups, every chat, or these session keys.
 ChatScope = Literal["private", "groups", "all"]
@@ -24,11 +24,11 @@ class McpServerConfig:
     #: The program and its arguments, as a list.
     command: tuple[str, ...] = ()
     #: Added to the few variables a stdio server gets (PATH, HOME...): nothing else of
-    #: the gateway's environment, its keys included, reaches it.
-    env: dict[str, str] = field(default_factory=dict, metadata=STRICT)
+    #: the gateway's environment, its keys included, reaches it. Each value is a secret.
+    env: dict[str, str] = field(default_factory=dict, metadata=SECRET_VALUES)
     url: str | None = None
-    #: Sent with every HTTP request (an Authorization header); strict like a secret.
-    headers: dict[str, str] = field(default_factory=dict, metadata=STRICT)
+    #: Sent with every HTTP request (an Authorization header); each value is a secret.
+    headers: dict[str, str] = field(default_factory=dict, metadata=SECRET_VALUES)
     #: Tools with side effects in a group are the operator's choice: private by default.
     chats: ChatScope | tuple[str, ...] = "private"
     #: A tool call (and connecting) may take this long.

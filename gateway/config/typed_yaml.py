@@ -3,11 +3,12 @@
 Supports bool, int, float, str, Path, ``X | None``, ``Literal[...]``, ``tuple[X, ...]``,
 ``dict[str, X]`` and nested dataclasses; a field's ``metadata={"range": (lo, hi)}``
 bounds numbers and ``metadata={"check": f}`` refuses a value when ``f(value)`` returns a
-reason. Every problem is collected, not only the first: each names the key path
-and the reason, and — for text read with :func:`read_yaml` — the file and line.
-``${VAR}`` in strings is replaced from the environment; an unset variable becomes
-:class:`Unset`, which the caller may refuse where the value is needed
-(:func:`unset_strict`: in secrets, and in keys marked ``metadata={"strict": True}``).
+reason. Every problem is collected, not only the first: each names the key path and the
+reason, and — for text read with :func:`read_yaml` — the file and line. ``${VAR}`` in
+strings is replaced from the environment once (a value holding ``${B}`` stays as it is);
+an unset one becomes :class:`Unset`, which the caller may refuse where the value is
+needed (:func:`unset_strict`: in secrets and :data:`STRICT` keys). A list key refuses a
+lone value: ``allowed_users: 1, 2`` is one string, not two ids.
 """
 
 from __future__ import annotations
@@ -172,6 +173,9 @@ SECRET_NAME = re.compile(r"(?:^|_)(?:token|key|secret|password|dsn)$")
 #: A field's metadata marking it strict like a secret (an allowlist: who may talk to the
 #: bot); an unset ``${VAR}`` in it, or in any of its items, is an error where it is in use.
 STRICT: Mapping[str, Any] = types.MappingProxyType({"strict": True})
+#: Strict, and every value in it is a secret whatever its name (an MCP server's env and
+#: headers): logs never show one (gateway/config/secrets.py).
+SECRET_VALUES: Mapping[str, Any] = types.MappingProxyType({"strict": True, "secret": True})
 
 
 class Unset(str):
@@ -296,20 +300,27 @@ def join_path(path: str, key: str) -> str:
 
 
 def coerce(hint: Any, value: Any, path: str, env: dict[str, str], meta: Any) -> Any:
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
+    """``value`` as written in the YAML, as ``hint``: its ``${VAR}`` replaced, once."""
     if isinstance(value, str) and not isinstance(value, Unset):
         value = interpolate(value, path, env)
+    return _coerce_expanded(hint, value, path, env, meta)
+
+
+def _coerce_expanded(hint: Any, value: Any, path: str, env: dict[str, str], meta: Any) -> Any:
+    """Like :func:`coerce` for a value whose own ``${VAR}`` are replaced already: text
+    that came from a variable is never expanded again (its items and entries still are)."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
         options = [a for a in args if a is not type(None)]
         if len(options) == 1:
-            return coerce(options[0], value, path, env, meta)
+            return _coerce_expanded(options[0], value, path, env, meta)
         reasons: list[str] = []
         for option in options:
             try:
-                return coerce(option, value, path, env, meta)
+                return _coerce_expanded(option, value, path, env, meta)
             except ConfigError as exc:
                 reasons.extend(problem.reason for problem in exc.problems)
         raise ConfigError(Problem(path, " or ".join(dict.fromkeys(reasons))))
@@ -321,8 +332,8 @@ def coerce(hint: Any, value: Any, path: str, env: dict[str, str], meta: Any) -> 
     if origin is tuple:
         if value is None:
             return ()
-        if not isinstance(value, list | tuple):
-            value = [value]
+        if not isinstance(value, list | tuple):  # `allowed_users: 1, 2` is one odd string
+            raise ConfigError(Problem(path, f"expected a list, got {describe(value)}"))
         return tuple(
             _each(((f"{path}[{i}]", item) for i, item in enumerate(value)), args[0], env, meta)
         )

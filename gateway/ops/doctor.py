@@ -33,8 +33,9 @@ from gateway.config.schema import (
     missing_llm_key_message,
     resolve_api_key,
 )
+from gateway.config.secrets import configured_secrets
 from gateway.dashboard.token import DASHBOARD_TOKEN_FILE
-from gateway.logs import CHAT_LOG_NAME, config_secrets, redact, setup_logging
+from gateway.logs import CHAT_LOG_NAME, redact, setup_logging
 from gateway.ops.doctor_postgres import check_postgres
 from gateway.ops.mcp_check import check_mcp_servers
 from gateway.ops.reachability import Check, check_discord, check_providers, check_telegram
@@ -82,7 +83,7 @@ async def run_doctor(
         report.add(Check("config", False, str(exc), "fix that key (see config.yaml.example)"))
         return 1
     setup_logging(config, fmt=log_format)
-    report.secrets = config_secrets(config)
+    report.secrets = configured_secrets(config)
     report.add(describe_config(config))
     report.add(check_secrets(config))
     for check in await check_providers(config, timeout):
@@ -150,7 +151,7 @@ def check_secrets(config: Config) -> Check:
 
 def shell_only_variables(config: Config) -> list[str]:
     """Environment variables holding a secret in use that the config's ``.env`` lacks."""
-    secrets = set(config_secrets(config))
+    secrets = set(configured_secrets(config))
     dotenv = config.source.parent / ".env" if config.source else None
     defined = dotenv.read_text(encoding="utf-8") if dotenv and dotenv.is_file() else ""
     names = {m.group(1) for m in re.finditer(r"^\s*(?:export\s+)?(\w+)\s*=", defined, re.M)}

@@ -3,6 +3,7 @@ and forged POSTs to the adapter's own webhook server (docs/design.md#webhook-sec
 
 from __future__ import annotations
 
+import logging
 import socket
 
 import aiohttp
@@ -86,3 +87,45 @@ async def test_webhook_settings_without_a_secret_cannot_be_made(
         fast_settings(telegram_server, webhook=WebhookSettings(url="https://h/x", secret=SECRET))
     )
     assert SECRET not in repr(adapter.settings)
+
+
+def _nested_update(depth: int) -> str:
+    """An update whose message is ``depth`` objects deep: too deep for any parser stack."""
+    return '{"update_id": 8, "message": ' + '{"a": ' * depth + "1" + "}" * depth + "}"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[" * 100_000 + "]" * 100_000,
+        _nested_update(100_000),
+        "{not json",
+        '{"update_id": 10, "message": {"message_id": 1,',
+        "[]",
+        '{"update_id": 10, "message": 5}',
+    ],
+    ids=["100k nested arrays", "100k nested objects", "malformed", "cut short", "array", "shape"],
+)
+async def test_a_malformed_or_pathologically_nested_body_gets_400_and_one_log_line(
+    telegram_server: FakeTelegram,
+    sink: RecordingSink,
+    hook: str,
+    body: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    headers = {HEADER: SECRET, "Content-Type": "application/json"}
+    caplog.set_level(logging.INFO)
+    async with aiohttp.ClientSession() as http:
+        async with http.post(hook, data=body.encode(), headers=headers) as response:
+            assert response.status == 400
+        refused = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(refused) == 1, [r.getMessage() for r in refused]
+        (line,) = refused
+        assert line.name == "adapters.telegram.webhook"
+        assert line.exc_info is None and "\n" not in line.getMessage()
+        assert "not one update" in line.getMessage()
+        # The webhook still answers the next update Telegram sends.
+        ok = _update(telegram_server, 11, "still here")
+        async with http.post(hook, json=ok, headers={HEADER: SECRET}) as response:
+            assert response.status == 200
+    assert [m.text for m in sink.received] == ["still here"]  # nothing of the bad body stored

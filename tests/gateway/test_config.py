@@ -279,7 +279,7 @@ def test_an_unset_variable_in_an_allowlist_of_an_enabled_platform_stops_the_star
         "    allowed_users:\n"
         "      - 42\n"
         "      - ${ADMIN_ID}\n"
-        "    allowed_chats: ${FAMILY_GROUP}\n"
+        "    allowed_chats: ['${FAMILY_GROUP}']\n"
         "    free_response_chats: ['${FAMILY_GROUP}']\n"  # not an allowlist: empty is fine
         "  discord:\n"
         "    enabled: true\n"

@@ -15,7 +15,7 @@ import pytest
 from adapters.base import OutboundMessage
 from adapters.telegram import TelegramAdapter
 from gateway.build import WEBHOOK_SECRET_FILE, telegram_adapter
-from gateway.config.schema import parse_config
+from gateway.config.schema import load_config, parse_config
 from gateway.conversation.lanes import Lanes
 from gateway.logs import SESSION_KEY, setup_logging
 from tests.adapters.conftest import fast_settings
@@ -238,3 +238,100 @@ def test_the_database_password_is_redacted(logged: io.StringIO, tmp_path: Path) 
     log.warning("cannot connect to %s", dsn)
     log.warning('password authentication failed: "db-pass-0123456789"')
     assert "db-pass-0123456789" not in logged.getvalue()
+
+
+# -- every configured secret (docs/design.md#private) --------------------------------------
+
+#: One of each kind of secret a config can hold, none shaped like a key the patterns know.
+CONFIGURED = {
+    "model.api_key": "main-model-key-0001",
+    "auxiliary.compression.api_key": "summary-key-0002",
+    "models.big.api_key": "big-model-key-0003",
+    "media.transcription.api_key": "whisper-key-0004",
+    "an MCP server's env": "mcp-env-value-0005",
+    "an MCP server's header": "token mcp-header-0006",
+    "the credential in that header": "mcp-header-0006",
+    "a token in an MCP server's url": "mcp-url-token-0007",
+    "platforms.telegram.token": "1:telegram-token-0008",
+    "platforms.telegram.webhook.secret_token": "webhook-secret-0009",
+    "platforms.discord.token": "discord-token-0010",
+    "dashboard.token": "dashboard-token-0011",
+    "dashboard.metrics_token": "metrics-token-0012",
+    "the password in store.dsn": "db-password-0013",
+    "the password in a base_url": "base-url-pass-0014",
+}
+
+
+def test_every_configured_secret_is_redacted(logged: io.StringIO, tmp_path: Path) -> None:
+    s = CONFIGURED
+    env_value, header = s["an MCP server's env"], s["an MCP server's header"]
+    url_token = s["a token in an MCP server's url"]
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(
+        f"data_dir: {tmp_path / 'data'}\n"
+        "model: {api_key: '${MAIN_KEY}'}\n"
+        "auxiliary:\n"
+        f"  compression: {{model: small, api_key: {s['auxiliary.compression.api_key']}}}\n"
+        "models:\n"
+        f"  big: {{name: big-1, api_key: {s['models.big.api_key']}}}\n"
+        f"  local: {{name: llama, base_url: 'https://u:{s['the password in a base_url']}@llm.lan/v1'}}\n"
+        "media:\n"
+        "  transcription: {base_url: 'http://127.0.0.1:9/v1', api_key: '${WHISPER_KEY}'}\n"
+        "tools:\n"
+        "  mcp_servers:\n"
+        "    files:\n"
+        "      command: [mcp-files]\n"
+        f"      env: {{FILES_TOKEN: {env_value}}}\n"
+        "    web:\n"
+        f"      url: 'https://mcp.example.org/mcp?token={url_token}'\n"
+        f"      headers: {{Authorization: '{header}'}}\n"
+        "platforms:\n"
+        "  telegram:\n"
+        "    enabled: true\n"
+        f"    token: '{s['platforms.telegram.token']}'\n"
+        "    webhook:\n"
+        "      url: https://bot.example.org/hook\n"
+        f"      secret_token: {s['platforms.telegram.webhook.secret_token']}\n"
+        "  discord:\n"
+        f"    token: {s['platforms.discord.token']}\n"
+        "dashboard:\n"
+        f"  token: {s['dashboard.token']}\n"
+        f"  metrics_token: {s['dashboard.metrics_token']}\n"
+        "store:\n"
+        "  backend: postgres\n"
+        "  dsn: ${DATABASE_URL}\n"
+    )
+    (tmp_path / ".env").write_text(
+        f"MAIN_KEY={s['model.api_key']}\n"
+        f"WHISPER_KEY={s['media.transcription.api_key']}\n"
+        f"DATABASE_URL=postgresql://owl:{s['the password in store.dsn']}@db:5432/owl\n"
+    )
+    setup_logging(load_config(config_file, environ={}), fmt="text")
+    (handler,) = logging.getLogger().handlers
+    handler.setStream(logged)  # type: ignore[attr-defined]
+    for kind, secret in CONFIGURED.items():
+        log.warning("%s: %s", kind, secret)
+    text = logged.getvalue()
+    assert [kind for kind, secret in CONFIGURED.items() if secret in text] == []
+    assert text.count("[redacted]") == len(CONFIGURED)
+
+
+def test_a_providers_key_from_the_environment_is_redacted_for_every_model_it_serves(
+    logged: io.StringIO, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An Anthropic main model: OpenAI's key still goes to whisper and to a /model choice.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "anthropic-env-key-0001")
+    monkeypatch.setenv("OPENAI_API_KEY", "openai-env-key-0002")
+    config = parse_config(
+        {
+            "data_dir": str(tmp_path),
+            "model": {"provider": "anthropic", "name": "claude"},
+            "media": {"transcription": {"enabled": True}},
+        },
+        {},
+    )
+    setup_logging(config, fmt="text")
+    (handler,) = logging.getLogger().handlers
+    handler.setStream(logged)  # type: ignore[attr-defined]
+    log.warning("keys: anthropic-env-key-0001, openai-env-key-0002")
+    assert logged.getvalue().endswith("keys: [redacted], [redacted]\n")

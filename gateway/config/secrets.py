@@ -1,0 +1,87 @@
+"""Every secret a config holds, so that logs and ``doctor`` never print one
+(docs/design.md#private).
+
+Found by walking the parsed config rather than by a list of keys, so a key added later
+is covered the day it is added: a value is a secret when its key's name says so (token,
+api_key, secret_token, dsn...: :data:`SECRET_NAME`, the names whose unset ``${VAR}``
+stops the start) or its field holds nothing else (an MCP server's ``env`` and
+``headers``); a URL anywhere may carry a password or a token. The keys the model routes
+resolve to from the environment (``OPENAI_API_KEY``...) count too.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from gateway.config.media import transcription_route
+from gateway.config.models import model_choices
+from gateway.config.routes import NO_KEY_NEEDED, resolve_api_key
+from gateway.config.schema import Config, main_model_route, summary_model_route
+from gateway.config.typed_yaml import SECRET_NAME
+
+#: Query parameters that carry a credential, beside those named like a secret key.
+_QUERY_CREDENTIALS = ("apikey", "auth", "pass", "sig", "signature")
+
+
+def configured_secrets(config: Config) -> list[str]:
+    """Every secret in ``config`` and every key its models are sent, each once."""
+    found = [*_walk(config, secret=False), *_route_keys(config)]
+    return [v for v in dict.fromkeys(found) if v and v != NO_KEY_NEEDED]
+
+
+def _walk(obj: Any, *, secret: bool) -> Iterator[str]:
+    if isinstance(obj, str):
+        if secret:
+            yield obj
+            yield obj.split()[-1] if obj.strip() else ""  # "Bearer <credential>" alone
+        yield from _url_secrets(obj)
+    elif is_dataclass(obj):
+        for spec in fields(obj):
+            if spec.metadata.get("internal"):
+                continue
+            # SECRET_VALUES (typed_yaml) marks a field whose every value is a secret.
+            named = bool(spec.metadata.get("secret")) or bool(SECRET_NAME.search(spec.name))
+            yield from _walk(getattr(obj, spec.name), secret=secret or named)
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from _walk(value, secret=secret or bool(SECRET_NAME.search(str(key))))
+    elif isinstance(obj, tuple):
+        for item in obj:
+            yield from _walk(item, secret=secret)
+
+
+def _url_secrets(text: str) -> list[str]:
+    """The password of a URL or DSN, and query values named like a secret
+    (``?token=``, ``?password=``, ``?api_key=``), each alone: a driver's or an HTTP
+    library's error may quote one without the rest."""
+    if "://" not in text:
+        return []
+    try:
+        parts = urllib.parse.urlsplit(text.strip())
+        password = parts.password or ""
+    except ValueError:  # not a URL after all (a port that is not a number...)
+        return []
+    query = urllib.parse.parse_qsl(parts.query)
+    named = [
+        value
+        for key, value in query
+        if SECRET_NAME.search(key.lower()) or key.lower() in _QUERY_CREDENTIALS
+    ]
+    return [password, *named]
+
+
+def _route_keys(config: Config) -> Iterator[str]:
+    """The key each model route sends, where it comes from the environment."""
+    main = main_model_route(config)
+    routes = [
+        main,
+        summary_model_route(config),
+        transcription_route(config.media.transcription, main),
+        *(choice.route for choice in model_choices(config.model, config.models).values()),
+    ]
+    for route in routes:
+        if route is not None:
+            yield resolve_api_key(route.provider, route.api_key, route.base_url) or ""
