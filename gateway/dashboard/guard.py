@@ -1,31 +1,34 @@
 """Who gets in (docs/design.md#dashboard): every page needs a login with the token, kept in
-an HttpOnly, SameSite=Strict cookie; every POST carries the login's CSRF value; the
-login form its own (a cookie set when the form was shown). ``/metrics`` has its own
-rule: a bearer token when ``metrics_token`` is set, else only requests made on this
-machine and not forwarded by a proxy. Every answer forbids framing and foreign scripts.
+an HttpOnly, SameSite=Strict cookie until logout (:mod:`gateway.dashboard.logins`); every
+POST carries the login's CSRF value; the login form its own (a cookie set when the form
+was shown); failed logins are limited per client (:mod:`gateway.dashboard.throttle`).
+``/metrics`` has its own rule: a bearer token when ``metrics_token`` is set, else only
+requests made on this machine and not forwarded by a proxy. Every answer forbids framing
+and foreign scripts.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 import secrets
-import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from urllib.parse import quote
 
 from aiohttp import web
 
+from gateway.dashboard.logins import LOGIN_SECONDS, Logins
 from gateway.dashboard.render import PAGE, render_page, wants_json
-from gateway.dashboard.token import SESSION_SECONDS, Keys
+from gateway.dashboard.throttle import FAILED_LOGINS_PER_MINUTE, LoginThrottle, client_of
+from gateway.dashboard.token import Keys
+
+log = logging.getLogger(__name__)
 
 SESSION_COOKIE = "nightowl_session"
 LOGIN_COOKIE = "nightowl_login"
 #: Paths open without a login.
 OPEN_PATHS = frozenset({"/login"})
-#: Failed logins allowed per minute (across all clients), then 429 until it passes.
-FAILED_LOGINS_PER_MINUTE = 10
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self';"
@@ -42,10 +45,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Guard:
-    def __init__(self, keys: Keys, metrics_token: str | None) -> None:
+    def __init__(self, keys: Keys, logins: Logins, metrics_token: str | None) -> None:
         self.keys = keys
+        self.logins = logins
         self.metrics_token = metrics_token
-        self._failures: deque[float] = deque()
+        self.throttle = LoginThrottle()
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -64,7 +68,7 @@ class Guard:
                 return web.Response(status=403, text="forbidden\n")
             return await handler(request)
         session = request.cookies.get(SESSION_COOKIE)
-        if session is None or not self.keys.session_valid(session):
+        if session is None or not self.logins.valid(session):
             if request.method == "GET" and not wants_json(request):
                 return see_other("/login?next=" + quote(request.path_qs, safe="/"))
             return web.Response(status=401, text="log in first\n")
@@ -79,7 +83,7 @@ class Guard:
         if self.metrics_token:
             given = request.headers.get("Authorization", "")
             return hmac.compare_digest(given.encode(), f"Bearer {self.metrics_token}".encode())
-        if any(name in request.headers for name in _FORWARDED):
+        if forwarded(request):
             return False
         try:
             return ipaddress.ip_address(request.remote or "").is_loopback
@@ -101,27 +105,31 @@ class Guard:
         nonce = request.cookies.get(LOGIN_COOKIE, "")
         if not nonce or not hmac.compare_digest(nonce.encode(), _text(form.get("nonce")).encode()):
             return web.Response(status=403, text="the login form is stale: reload it\n")
-        if self._throttled():
+        client = client_of(request.remote, forwarded(request))
+        if self.throttle.throttled(client):
             return web.Response(status=429, text="too many failed logins: wait a minute\n")
         if not self.keys.token_matches(_text(form.get("token"))):
-            self._failures.append(time.monotonic())
+            self.throttle.failed(client)
+            if self.throttle.throttled(client):
+                log.warning(
+                    "dashboard: %d failed logins in a minute from %s; refusing it a minute",
+                    FAILED_LOGINS_PER_MINUTE,
+                    client,
+                )
             context = {"nonce": nonce, "next": _safe_next(request, form), "error": "wrong token"}
             return render_page(request, "login.html", context, status=401)
+        self.throttle.succeeded(client)
         response = see_other(_safe_next(request, form))
-        self._cookie(request, response, SESSION_COOKIE, self.keys.new_session(), SESSION_SECONDS)
+        self._cookie(request, response, SESSION_COOKIE, await self.logins.begin(), LOGIN_SECONDS)
         response.del_cookie(LOGIN_COOKIE, path="/")
         return response
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
+        """End this login for good: its cookie, wherever a copy went, opens nothing more."""
+        await self.logins.end(request.cookies.get(SESSION_COOKIE, ""))
         response = see_other("/login")
         response.del_cookie(SESSION_COOKIE, path="/")
         return response
-
-    def _throttled(self) -> bool:
-        now = time.monotonic()
-        while self._failures and self._failures[0] < now - 60:
-            self._failures.popleft()
-        return len(self._failures) >= FAILED_LOGINS_PER_MINUTE
 
     @staticmethod
     def _cookie(
@@ -137,6 +145,11 @@ class Guard:
 def see_other(location: str) -> web.Response:
     """A redirect after a POST (or to the login): the browser GETs ``location``."""
     return web.Response(status=303, headers={"Location": location})
+
+
+def forwarded(request: web.Request) -> bool:
+    """Whether a reverse proxy says it forwarded ``request`` (trusted for no more)."""
+    return any(name in request.headers for name in _FORWARDED)
 
 
 def _text(value: object) -> str:

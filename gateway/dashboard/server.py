@@ -14,8 +14,10 @@ from importlib import resources
 
 from aiohttp import web
 
+from gateway.dashboard.exposure import SHORT_TOKEN_FIX, metrics_beyond_loopback, short_token
 from gateway.dashboard.guard import Guard
 from gateway.dashboard.live import OBSERVED_EVENTS, LiveState
+from gateway.dashboard.logins import LOGINS_FILE, Logins
 from gateway.dashboard.metrics import Metrics
 from gateway.dashboard.pages import Pages
 from gateway.dashboard.parts import GatewayParts
@@ -36,6 +38,7 @@ class Dashboard:
         gateway.events.subscribe(OBSERVED_EVENTS, self._observe, name="dashboard")
         self._runner: web.AppRunner | None = None
         self._reader: Store | None = None
+        self._guard: Guard | None = None
         #: The pages of the last application built (:meth:`application`).
         self.pages: Pages | None = None
         #: Where it listens once started: ``http://host:port``.
@@ -47,9 +50,7 @@ class Dashboard:
 
     def application(self, reader: Store) -> web.Application:
         """The web application (the tests' client drives it without a socket)."""
-        token = dashboard_token(self.gateway.config)
-        redact_from_now_on(token)  # a generated one is new to the log filters
-        guard = Guard(Keys(token), self.settings.metrics_token)
+        guard = self._guard = self._guard or self._build_guard()
         self.pages = pages = Pages(self.gateway, reader, self.live, self.metrics)
         app = web.Application(middlewares=[guard.middleware], client_max_size=64 * 1024)
         app.add_routes(
@@ -64,9 +65,23 @@ class Dashboard:
         app.router.add_static("/static/", str(static), append_version=False)
         return app
 
+    def _build_guard(self) -> Guard:
+        """Once per dashboard: every application built shares its logins and throttle."""
+        config = self.gateway.config
+        token = dashboard_token(config)
+        redact_from_now_on(token)  # a generated one is new to the log filters
+        keys = Keys(token)
+        return Guard(keys, Logins(config.data_dir / LOGINS_FILE, keys), self.settings.metrics_token)
+
     async def start(self) -> None:
         """Listen on ``dashboard.listen:port``; a port taken is logged, and the gateway
         runs on without a dashboard rather than not at all."""
+        weak = short_token(self.settings)
+        if weak:
+            log.warning("dashboard: %s; %s", weak, SHORT_TOKEN_FIX)
+        open_metrics = metrics_beyond_loopback(self.settings)
+        if open_metrics:
+            log.warning("dashboard: %s", open_metrics)
         self._reader = await open_reader(self.gateway.store)
         runner = web.AppRunner(self.application(self._reader), access_log=None)
         await runner.setup()

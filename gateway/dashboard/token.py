@@ -1,10 +1,11 @@
-"""The dashboard's token, and what a login hands out: a session cookie and, per session,
-the CSRF value every form posts back (docs/design.md#dashboard).
+"""The dashboard's token, and the keys it gives what a login hands out
+(docs/design.md#dashboard).
 
 The token is ``dashboard.token``, or one generated once and kept 0600 in
 ``<data_dir>/dashboard_token`` (docs/design.md#private-files), which ``nightowl
-dashboard-url`` prints. Cookies and CSRF values are HMACs keyed by the token: nothing is
-kept server-side, a restart keeps everyone logged in, and a new token logs everyone out.
+dashboard-url`` prints. A login is a random value in a cookie, kept server-side as its
+HMAC under the token (:mod:`gateway.dashboard.logins`), and its CSRF value is another
+HMAC of it: a new token matches no login kept before, so it logs everyone out.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import os
 import re
 import secrets
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from gateway.config.schema import Config
@@ -28,8 +27,6 @@ log = logging.getLogger(__name__)
 #: Where a generated token is kept, in the data dir.
 DASHBOARD_TOKEN_FILE = "dashboard_token"
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{16,256}")
-#: How long a login lasts.
-SESSION_SECONDS = 7 * 24 * 3600
 
 
 def dashboard_token(config: Config) -> str:
@@ -85,35 +82,30 @@ def _create_private(path: Path, text: str) -> bool:
 
 
 class Keys:
-    """Checks the token and signs what a login hands out with it."""
+    """Checks the token, and keys with it what a login hands out."""
 
-    def __init__(self, token: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, token: str) -> None:
         self._token = token.encode()
         self._key = hashlib.sha256(b"nightowl dashboard\0" + self._token).digest()
-        self.clock = clock
 
     def token_matches(self, candidate: str) -> bool:
         return hmac.compare_digest(candidate.strip().encode(), self._token)
 
-    def new_session(self) -> str:
-        issued = str(int(self.clock()))
-        return f"{issued}.{self._sign('session', issued)}"
+    def login_digest(self, login: str) -> str:
+        """What the server keeps of a login: reading it logs no one in."""
+        return self._sign("login", login)
 
-    def session_valid(self, value: str | None) -> bool:
-        issued, _, signature = (value or "").partition(".")
-        if not issued.isdigit() or not hmac.compare_digest(
-            signature, self._sign("session", issued)
-        ):
-            return False
-        age = self.clock() - int(issued)
-        return -60 <= age <= SESSION_SECONDS
+    def list_mark(self) -> str:
+        """What heads the list of logins kept under this token: another token's list is
+        read as empty, so going back to an old token revives nothing either."""
+        return self._sign("logins", "")
 
-    def csrf(self, session: str) -> str:
+    def csrf(self, login: str) -> str:
         """The value forms of this login post back: a page of another origin cannot know it."""
-        return self._sign("csrf", session)[:32]
+        return self._sign("csrf", login)[:32]
 
-    def csrf_valid(self, session: str, candidate: str | None) -> bool:
-        return hmac.compare_digest((candidate or "").encode(), self.csrf(session).encode())
+    def csrf_valid(self, login: str, candidate: str | None) -> bool:
+        return hmac.compare_digest((candidate or "").encode(), self.csrf(login).encode())
 
     def _sign(self, purpose: str, value: str) -> str:
         return hmac.new(self._key, f"{purpose}:{value}".encode(), hashlib.sha256).hexdigest()

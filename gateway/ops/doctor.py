@@ -5,8 +5,10 @@ lists the model and answers a 1-token request (and the summary model, when one i
 configured), and a self-hosted server says what window it serves (docs/design.md#served-window); the Telegram bot token works (getMe) and the Discord one logs in, when those
 platforms are enabled (those network checks live in :mod:`gateway.reachability`); the database opens read-only, passes ``PRAGMA integrity_check`` and has a known
 schema; the config, its ``.env``, the data dir and the files nightowl keeps there
-(database and WAL files, chat.log, the context-length cache, the webhook secret) are open
-to no other user, group included (``--fix``, or answering yes, makes them private). The
+(database and WAL files, chat.log, the context-length cache, the webhook secret, the
+dashboard's token and logins) are open to no other user, group included (``--fix``, or
+answering yes, makes them private); with the dashboard on, its token is not short enough
+to guess, and a ``listen`` beyond loopback without ``metrics_token`` is pointed out. The
 exit code is 0 only when every check passes. Nothing is created, migrated or sent to a
 chat.
 """
@@ -34,6 +36,8 @@ from gateway.config.schema import (
     resolve_api_key,
 )
 from gateway.config.secrets import configured_secrets
+from gateway.dashboard.exposure import SHORT_TOKEN_FIX, metrics_beyond_loopback, short_token
+from gateway.dashboard.logins import LOGINS_FILE
 from gateway.dashboard.token import DASHBOARD_TOKEN_FILE
 from gateway.logs import CHAT_LOG_NAME, redact, setup_logging
 from gateway.ops.doctor_postgres import check_postgres
@@ -100,6 +104,8 @@ async def run_doctor(
     else:
         report.add(await check_database(config))
     report.add(check_permissions(config, fix=fix, confirm=confirm))
+    if config.dashboard.enabled:
+        report.add(check_dashboard(config))
     return 0 if report.ok else 1
 
 
@@ -232,6 +238,7 @@ _DATA_FILES = (
     CACHE_FILE_NAME,  # which models and endpoints this install talks to
     WEBHOOK_SECRET_FILE,  # whoever reads it can post updates as any user
     DASHBOARD_TOKEN_FILE,  # whoever reads it can log in to the dashboard
+    LOGINS_FILE,  # says when the operator logged in (it opens no login)
     CHAT_LOG_NAME,  # names sessions, may quote what went wrong
     CHAT_LOG_NAME + ".1",
 )
@@ -277,3 +284,26 @@ def _ask_to_fix(listing: str, confirm: Callable[[str], str] | None) -> bool:
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")
+
+
+# -- the dashboard -------------------------------------------------------------------------
+
+
+def check_dashboard(config: Config) -> Check:
+    """A token short enough to guess fails; /metrics under no token of its own on a
+    ``listen`` beyond loopback is a note (docs/design.md#dashboard)."""
+    settings = config.dashboard
+    if settings.token:
+        source = "dashboard.token"
+    else:
+        kept = config.data_dir / DASHBOARD_TOKEN_FILE
+        source = str(kept) if kept.is_file() else f"{kept} (made at the first start)"
+    metrics = "needs its token" if settings.metrics_token else "for this machine only"
+    detail = f"on {settings.listen or '*'}:{settings.port}, token from {source}; /metrics {metrics}"
+    weak = short_token(settings)
+    note = metrics_beyond_loopback(settings)
+    if weak:
+        detail = weak
+    if note:
+        detail += f" (note: {note})"
+    return Check("dashboard", weak is None, detail, SHORT_TOKEN_FIX if weak else "")

@@ -1,5 +1,6 @@
 """What the dashboard's tests share: a gateway with the dashboard on, a logged-in client
-(aiohttp's test client on the dashboard's own application), and the values pages carry."""
+(aiohttp's test client on the dashboard's own application, or a browser-like session on
+the listening dashboard from a chosen loopback address), and the values pages carry."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from aiohttp import ClientResponse
+from aiohttp import ClientResponse, ClientSession, CookieJar, TCPConnector
 from aiohttp.test_utils import TestClient, TestServer
 
 from gateway.app import Gateway
@@ -46,7 +47,24 @@ async def client_of(gateway: Gateway) -> AsyncIterator[TestClient]:
         await reader.close()
 
 
-async def log_in(client: TestClient, token: str = TOKEN) -> ClientResponse:
+@contextlib.asynccontextmanager
+async def browser(
+    gateway: Gateway, address: str = "127.0.0.1", headers: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    """A client of ``gateway``'s listening dashboard that connects from ``address`` (any
+    of 127.0.0.0/8 is this machine's), sends ``headers`` with every request and keeps
+    cookies as a browser does."""
+    assert gateway.dashboard is not None and gateway.dashboard.url, "the dashboard is not up"
+    async with ClientSession(
+        gateway.dashboard.url,
+        headers=headers,
+        connector=TCPConnector(local_addr=(address, 0)),
+        cookie_jar=CookieJar(unsafe=True),  # keep cookies of a numeric host
+    ) as session:
+        yield session
+
+
+async def log_in(client: TestClient | ClientSession, token: str = TOKEN) -> ClientResponse:
     """Fill in the login form as a browser would; returns the answer to the POST."""
     form = await client.get("/login")
     nonce = form_value(await form.text(), "nonce")
@@ -55,7 +73,7 @@ async def log_in(client: TestClient, token: str = TOKEN) -> ClientResponse:
     )
 
 
-async def csrf_of(client: TestClient, path: str = "/") -> str:
+async def csrf_of(client: TestClient | ClientSession, path: str = "/") -> str:
     page = await client.get(path)
     assert page.status == 200, await page.text()
     return form_value(await page.text(), "csrf")

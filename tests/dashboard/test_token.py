@@ -1,5 +1,5 @@
 """The dashboard's token: generated once, private, the same for the gateway and
-``nightowl dashboard-url``, never in a log line; what a login cookie proves."""
+``nightowl dashboard-url``, never in a log line; what the server keeps of a login."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from gateway.config.schema import parse_config
-from gateway.dashboard.token import DASHBOARD_TOKEN_FILE, SESSION_SECONDS, Keys, dashboard_token
+from gateway.dashboard.logins import LOGIN_SECONDS, LOGINS_FILE, Logins
+from gateway.dashboard.token import DASHBOARD_TOKEN_FILE, Keys, dashboard_token
 from gateway.logs import setup_logging
 from gateway.ops.cli import main
 from tests.dashboard.support import client_of, log_in
@@ -57,15 +58,17 @@ async def test_the_generated_token_logs_in_and_never_reaches_a_log_line(
     assert "someone pasted [redacted] in a chat" in err and token not in err
 
 
-def test_a_login_cookie_is_signed_by_the_token_and_expires() -> None:
+async def test_a_login_is_kept_as_a_digest_under_the_token_and_expires(tmp_path: Path) -> None:
     now = [1_000_000.0]
-    keys = Keys("the-token-0123456789", clock=lambda: now[0])
-    cookie = keys.new_session()
-    assert keys.session_valid(cookie)
-    assert not Keys("another-token-0123456789").session_valid(cookie)
-    issued, _, signature = cookie.partition(".")
-    assert not keys.session_valid(f"{int(issued) + 10}.{signature}")
-    assert keys.csrf_valid(cookie, keys.csrf(cookie))
-    assert not keys.csrf_valid(keys.new_session().replace(issued, "1"), keys.csrf(cookie))
-    now[0] += SESSION_SECONDS + 1
-    assert not keys.session_valid(cookie)
+    keys = Keys("the-token-0123456789")
+    logins = Logins(tmp_path / LOGINS_FILE, keys, clock=lambda: now[0])
+    login = await logins.begin()
+    assert logins.valid(login) and not logins.valid(login[:-1]) and not logins.valid(None)
+    assert login not in (tmp_path / LOGINS_FILE).read_text()
+    assert Logins(tmp_path / LOGINS_FILE, keys, clock=lambda: now[0]).valid(login)
+    renewed = Keys("another-token-0123456789")
+    assert not Logins(tmp_path / LOGINS_FILE, renewed, clock=lambda: now[0]).valid(login)
+    assert keys.csrf_valid(login, keys.csrf(login))
+    assert not keys.csrf_valid(await logins.begin(), keys.csrf(login))
+    now[0] += LOGIN_SECONDS + 1
+    assert not logins.valid(login)

@@ -224,6 +224,7 @@ async def test_config_env_and_data_files_open_to_the_group_or_others_are_fixed(
         data / "chat.log": "INFO nightowl: started\n",
         data / "context_length_cache.yaml": "version: 1\n",
         data / "telegram_webhook_secret": "generated-secret-0123456789\n",
+        data / "dashboard_logins": "0123abcd 1700000000\n",
     }
     for path, text in kept.items():
         path.write_text(text)
@@ -245,6 +246,41 @@ async def test_config_env_and_data_files_open_to_the_group_or_others_are_fixed(
         assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
     code, lines = await doctor(config)
     assert code == 0, lines
+
+
+async def test_a_short_dashboard_token_fails_and_metrics_beyond_loopback_are_noted(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    short = {"enabled": True, "token": "short-t0ken", "listen": "0.0.0.0"}
+    config = write_config(tmp_path, fake_llm.openai_base_url, dashboard=short)
+    await make_database(tmp_path)
+    code, lines = await doctor(config)
+    assert code == 1
+    flagged = line(lines, "dashboard")
+    assert flagged.startswith("✗ dashboard: dashboard.token is shorter than 16 characters")
+    assert "(note: dashboard listens on 0.0.0.0 with no metrics_token" in flagged
+    assert flagged.endswith(
+        " — set dashboard.token to 16 characters or more, or null to have one generated"
+    )
+    assert "short-t0ken" not in "\n".join(lines)
+
+    sound = {"enabled": True, "token": "long-enough-token-0123", "listen": "0.0.0.0"}
+    code, lines = await doctor(write_config(tmp_path, fake_llm.openai_base_url, dashboard=sound))
+    assert code == 0, lines
+    noted = line(lines, "dashboard")
+    assert noted.startswith(
+        "✓ dashboard: on 0.0.0.0:8377, token from dashboard.token; /metrics for this machine"
+        " only (note: dashboard listens on 0.0.0.0 with no metrics_token: /metrics answers"
+        " only requests from this machine — and so anything a reverse proxy here forwards"
+        " without X-Forwarded-For"
+    )
+    assert noted.endswith("set dashboard.metrics_token)")
+    sound["metrics_token"] = "scrape-token-0123456789"
+    code, lines = await doctor(write_config(tmp_path, fake_llm.openai_base_url, dashboard=sound))
+    assert code == 0, lines
+    assert line(lines, "dashboard") == (
+        "✓ dashboard: on 0.0.0.0:8377, token from dashboard.token; /metrics needs its token"
+    )
 
 
 async def test_a_corrupt_database_is_reported(tmp_path: Path, fake_llm: FakeLLM) -> None:
