@@ -101,6 +101,9 @@ class InboundMessage:
     #: Not a message: this chat continues under another id (a Telegram group upgraded to
     #: a supergroup); the gateway moves the chat's session there (docs/design.md#chat-moves).
     moved_to_chat_id: str | None = None
+    #: Not a message: the user blocked the bot in their private chat (Telegram's
+    #: ``my_chat_member``, status ``kicked``); a pairing request of theirs is withdrawn.
+    blocked_bot: bool = False
     received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 

@@ -53,6 +53,7 @@ from gateway.memory.scopes import Memories
 from gateway.provider_events import ReportedProvider, for_summaries
 from gateway.scheduling.scheduler import Scheduler
 from gateway.store import SessionRecord
+from gateway.store.errors import damage_found
 
 if TYPE_CHECKING:
     from gateway.dashboard.server import Dashboard
@@ -89,6 +90,8 @@ class Gateway:
         #: How each model's server counts against the estimate (docs/design.md#calibration).
         self.calibrations = Calibrations()
         self._asking: set[asyncio.Task[None]] = set()
+        #: The look at the whole database file, started beside the start.
+        self.database_checked: asyncio.Task[None] | None = None
         self.counter = TokenCounter.for_model(config.model.name)
         self.toolbox = ToolBox.of(
             BUILTIN_TOOLS + (READ_DOCUMENT,) + extra_tools,
@@ -304,8 +307,12 @@ class Gateway:
         await self.moves.load()
         # Loading the tokenizer can take a second (or a download); not on the event loop.
         await asyncio.to_thread(self.counter.preload)
+        # A file damaged in its middle opens fine: look at all of it, beside the start.
+        if not self.store.coordination.shared:
+            self.database_checked = asyncio.create_task(self._check_database())
+            self._asking.add(self.database_checked)
         # The windows the model servers really serve, before the first turn needs them.
-        self._asking = await self.models.ask_servers(ASK_SERVERS_SECONDS)
+        self._asking |= await self.models.ask_servers(ASK_SERVERS_SECONDS)
         self.context_length = self.current_window()
         self._subscribe_hooks()
         main = self.providers.main
@@ -332,6 +339,11 @@ class Gateway:
         self.events.emit("gateway:start", {"platforms": sorted(self.adapters)})
         for key in await self.store.conversation.session_keys_with_inbox():
             self.lanes.notify(key)  # messages stored before a restart get their turn now
+
+    async def _check_database(self) -> None:
+        damage = await damage_found(self.config.database_path)
+        if damage is not None:
+            log.error("%s", damage)
 
     def _subscribe_hooks(self) -> None:
         search = [self.config.data_dir / "hooks"]

@@ -26,6 +26,24 @@ class BotIdentity:
     username: str
 
 
+def _blocked(update: Update) -> InboundMessage | None:
+    """A user who blocked the bot in their private chat (``my_chat_member``: ``kicked``)."""
+    member = update.my_chat_member
+    if member is None or member.chat.type != "private":
+        return None
+    if member.new_chat_member.status != "kicked":
+        return None
+    return InboundMessage(
+        platform="telegram",
+        chat_id=str(member.chat.id),
+        user_id=str(member.from_user.id),
+        text="",
+        addressed=False,
+        dedupe_key=f"telegram:{update.update_id}",
+        blocked_bot=True,
+    )
+
+
 class UpdateConverter:
     """Builds InboundMessages; photos are downloaded through the Bot API on demand."""
 
@@ -39,6 +57,9 @@ class UpdateConverter:
 
     async def convert(self, update: Update) -> InboundMessage | None:
         """The message in ``update``, or None for updates that carry nothing for the agent."""
+        blocked = _blocked(update)
+        if blocked is not None:
+            return blocked
         message = update.message or update.edited_message
         if message is None:
             return None

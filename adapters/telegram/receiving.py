@@ -36,7 +36,7 @@ from adapters.telegram.settings import TelegramSettings
 
 log = logging.getLogger(__name__)
 
-ALLOWED_UPDATES = ("message", "edited_message")
+ALLOWED_UPDATES = ("message", "edited_message", "my_chat_member")
 _MAX_BACKOFF = 30.0
 #: After a batch, the next long poll waits this long (seconds): building it takes most of
 #: a millisecond of the event loop, which the turns just handed over need first for their

@@ -174,6 +174,13 @@ class Access:
                 del self._refused[stale]
         return True
 
+    def tell_again_after(self, message: InboundMessage, seconds: float) -> None:
+        """The sender may be told again after ``seconds`` rather than an hour (a pairing
+        queue that was full frees within a quarter hour)."""
+        key = (message.platform, message.user_id)
+        if key in self._refused:
+            self._refused[key] = self.clock() - REFUSAL_PAUSE_SECONDS + seconds
+
     async def quoted_trusted(self, message: InboundMessage) -> bool:
         """Whether the author of the message ``message`` replies to may instruct: the bot,
         anyone in a private chat (it is the user's or the bot's own), in a group an allowed

@@ -29,15 +29,21 @@ CODE_LENGTH = 8
 CODE_SECONDS = 3600
 #: Pending requests per platform; more strangers are refused until one is answered or expires.
 MAX_PENDING = 3
+#: Once every place is taken, the waiting codes end within this many seconds: throwaway
+#: accounts cannot hold the places for an hour.
+FULL_CODE_SECONDS = 900
 #: A stranger's name is theirs to choose: kept short.
 NAME_CHARS = 64
 
 FULL = (
     "This is a private bot, and too many access requests are already waiting for its "
-    "owner. Please try again in an hour."
+    "owner. Please try again in a quarter of an hour."
 )
 NOT_OWNER = "Only the bot's owner can answer pairing requests, in a private chat with me."
-PAIR_USAGE = "Usage: /pair (list the requests), /pair approve CODE, /pair deny CODE"
+PAIR_USAGE = (
+    "Usage: /pair (list the requests), /pair approve CODE, /pair deny CODE, "
+    "/pair clear (deny them all)"
+)
 
 
 def new_code() -> str:
@@ -140,7 +146,9 @@ class Pairing:
             created_at=now,
             expires_at=now + CODE_SECONDS,
         )
-        stored = await self.store.request(candidate, limit=MAX_PENDING, fresh_code=new_code)
+        stored = await self.store.request(
+            candidate, limit=MAX_PENDING, fresh_code=new_code, full_seconds=FULL_CODE_SECONDS
+        )
         if stored is None:
             log.info(
                 "pairing refused for %s:%s: %d requests pending", platform, user_id, MAX_PENDING
@@ -171,6 +179,20 @@ class Pairing:
         """:meth:`deny`, returning the request dropped (to say whose it was)."""
         return await self.store.deny(normalise_code(code), self.clock())
 
+    async def withdraw(self, platform: str, user_id: str) -> bool:
+        """Drop a user's pending request (they blocked the bot); False when none waited."""
+        withdrawn = await self.store.withdraw(self.clock(), platform, user_id)
+        for request in withdrawn:
+            log.info(
+                "pairing request withdrawn: %s blocked the bot",
+                who(platform, user_id, request.user_name),
+            )
+        return bool(withdrawn)
+
+    async def clear(self, platform: str | None = None) -> list[PairingRequest]:
+        """Drop every pending request (of ``platform``): the operator clears the places."""
+        return await self.store.withdraw(self.clock(), platform)
+
     async def revoke(self, platform: str, user_id: str) -> bool:
         """Take back an approval; False when the user was not approved by pairing."""
         revoked = await self.store.revoke(platform, user_id)
@@ -198,6 +220,9 @@ class Pairing:
         action = action.lower()
         if action in ("", "list"):
             return await self._list_for_chat()
+        if action == "clear":
+            cleared = await self.clear()
+            return f"Denied {len(cleared)} waiting request(s)." if cleared else "None were waiting."
         if action not in ("approve", "deny") or not code.strip():
             return PAIR_USAGE
         if action == "approve":

@@ -10,6 +10,7 @@ that is when an adapter may acknowledge the update (docs/design.md#delivery-guar
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,6 +26,7 @@ from gateway.conversation.access import (
 )
 from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.moves import ChatMoves
+from gateway.conversation.pairing import FULL, FULL_CODE_SECONDS
 from gateway.conversation.user_rows import user_row
 from gateway.events import EventBus
 from gateway.media.reading import MediaReader
@@ -53,6 +55,10 @@ class CommandHandler(Protocol):
 Send = Callable[[OutboundMessage], Awaitable[Any]]
 
 
+#: What a command's name looks like (Telegram's rule): "/etc/hosts" is no command.
+COMMAND_NAME = re.compile(r"[a-z0-9_]{1,32}")
+
+
 def parse_command(message: InboundMessage) -> tuple[str, str] | None:
     """``("status", "args")`` for an addressed "/status@bot args"; None for anything else."""
     if not message.addressed or message.is_edit or not message.text.startswith("/"):
@@ -78,9 +84,12 @@ def session_key(message: InboundMessage) -> str:
 
 
 class Pairing(Protocol):
-    """Hands a stranger a pairing code (docs/design.md#pairing)."""
+    """Hands a stranger a pairing code, and takes it back when they leave
+    (docs/design.md#pairing)."""
 
     async def request(self, platform: str, user_id: str, user_name: str, chat_id: str) -> str: ...
+
+    async def withdraw(self, platform: str, user_id: str) -> bool: ...
 
 
 class Router:
@@ -116,6 +125,10 @@ class Router:
         if message.moved_to_chat_id is not None:
             await self._follow_move(message, message.moved_to_chat_id)
             return
+        if message.blocked_bot:  # a stranger gone: their place in the pairing queue frees
+            if self.pairing is not None:
+                await self.pairing.withdraw(message.platform, message.user_id)
+            return
         verdict = await self.access.judge(message)
         if verdict.pair or verdict.refusal is not None:
             await self._turn_away(message, verdict)
@@ -123,6 +136,10 @@ class Router:
         if command is not None and self.commands.handles(command[0]):
             if verdict.turn:
                 await self._command(message, *command, trusted=verdict.trusted)
+            return
+        if command is not None and COMMAND_NAME.fullmatch(command[0]) and verdict.turn:
+            # A typo of a command is no question for the model (a path is no command).
+            self.answer(message, f"There is no /{command[0]} command here. /help lists them.")
             return
         if not verdict.observe:
             return  # nothing of a stranger's message, or one from an unknown place, is kept
@@ -180,6 +197,8 @@ class Router:
             text = await self.pairing.request(
                 message.platform, message.user_id, message.user_name, message.chat_id
             )
+            if text == FULL:  # a place frees within a quarter hour: may ask again then
+                self.access.tell_again_after(message, FULL_CODE_SECONDS)
         else:
             text = verdict.refusal or ""
         if text:

@@ -129,6 +129,7 @@ def main(argv: list[str]) -> int:
     except OutOfTime:
         answer = {"unreadable": f"needs more than {plural(seconds, 'second')} of work to read"}
     answer["sha256"] = hashlib.sha256(data).hexdigest()
+    answer["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     sys.stdout.write(json.dumps(answer))
     return 0
 

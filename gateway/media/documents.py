@@ -137,7 +137,10 @@ async def _read_in_worker(data: bytes, kind: str, limits: ReadingLimits) -> dict
             err.decode("utf-8", "replace")[-500:],
         )
         raise Unreadable("could not be read") from None
-    return answer if isinstance(answer, dict) else {"unreadable": "could not be read"}
+    if not isinstance(answer, dict):
+        return {"unreadable": "could not be read"}
+    log.debug("document read in %s MB at most (%s)", answer.get("peak_mb"), kind)
+    return answer
 
 
 def _text_parts(text: str) -> Iterator[str]:

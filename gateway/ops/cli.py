@@ -171,6 +171,10 @@ def add_pairing_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     approve.add_argument("code", help="the code the user was given")
     deny = actions.add_parser("deny", parents=[common], help="drop a pending request")
     deny.add_argument("code")
+    clear = actions.add_parser(
+        "clear", parents=[common], help="drop every pending request (of one platform)"
+    )
+    clear.add_argument("platform", nargs="?", choices=("telegram", "discord"))
     revoke = actions.add_parser("revoke", parents=[common], help="take back an approval")
     revoke.add_argument("user", metavar="PLATFORM:USER", help="e.g. telegram:12345")
     pairing.set_defaults(handler=cmd_pairing)

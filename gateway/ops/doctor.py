@@ -188,8 +188,9 @@ async def check_database(config: Config) -> Check:
         problem = await diagnose(path, exc, writing=False)
         return Check("database", False, str(problem))
     if not found.sound:
-        problems = "; ".join(found.integrity[:3])
-        return Check("database", False, f"integrity check failed: {problems}", _RESTORE_HINT)
+        more = len(found.integrity) - 1
+        detail = f"damaged: {found.integrity[0][:160]}" + (f" (and {more} more)" if more else "")
+        return Check("database", False, detail, _RESTORE_HINT)
     unwritable = write_problem(path)
     if unwritable is not None:
         return Check("database", False, str(unwritable))
@@ -208,7 +209,10 @@ async def check_database(config: Config) -> Check:
     return Check("database", True, f"{path}: integrity ok, {version}{running}")
 
 
-_RESTORE_HINT = "stop the gateway and restore state.db from a backup"
+_RESTORE_HINT = (
+    "stop the gateway, save what can be read with `nightowl sessions export`, then restore"
+    " state.db from a backup"
+)
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -52,6 +52,12 @@ async def run_pairing_command(
                 return await approve(pairing, args.code, out, err)
             if args.action == "deny":
                 return await deny(pairing, args.code, out, err)
+            if args.action == "clear":
+                cleared = await pairing.clear(args.platform)
+                for request in cleared:
+                    print(f"denied {describe_request(request, pairing.clock())}", file=out)
+                print(f"{len(cleared)} pending request(s) denied.", file=out)
+                return 0
             if args.action == "revoke":
                 return await revoke(pairing, config, args.user, out, err)
     except StoreError as exc:

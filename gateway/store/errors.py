@@ -114,17 +114,32 @@ def write_problem(path: Path) -> StoreError | None:
     return StoreError(denied, reason="permission") if denied else None
 
 
-def integrity_problems(path: Path, limit: int = 3) -> str:
-    """``PRAGMA integrity_check``'s first lines, or the error that stopped it, opened read-only."""
+def integrity_problems(path: Path, limit: int = 3, *, quick: bool = False) -> str:
+    """``PRAGMA integrity_check``'s first lines (``quick_check``'s: no index against its
+    table), or the error that stopped it, opened read-only; ``"ok"`` for a sound file."""
+    check = "quick_check" if quick else "integrity_check"
     try:
         db = sqlite3.connect(read_only_uri(path), uri=True)
         try:
-            rows = db.execute(f"PRAGMA integrity_check({limit})").fetchall()
+            rows = db.execute(f"PRAGMA {check}({limit})").fetchall()
         finally:
             db.close()
     except sqlite3.Error as exc:
         return str(exc)
     return "; ".join(str(row[0]) for row in rows)
+
+
+async def damage_found(path: Path) -> str | None:
+    """One sentence when ``path`` is damaged somewhere (``PRAGMA quick_check``, off the
+    event loop), with what to do; None for a sound file. The gateway asks at every start."""
+    problems = await asyncio.to_thread(integrity_problems, path, 1, quick=True)
+    if problems == "ok":
+        return None
+    return (
+        f"{path} is damaged ({problems[:200]}): replies may fail where it is; stop nightowl,"
+        " save what can be read with `nightowl sessions export`, then restore a backup"
+        " (docs/operations.md#backups)"
+    )
 
 
 def _on_read_only_fs(path: Path) -> bool:

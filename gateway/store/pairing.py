@@ -27,7 +27,12 @@ class SQLitePairing:
         self.connection = connection
 
     async def request(
-        self, candidate: PairingRequest, *, limit: int, fresh_code: Callable[[], str]
+        self,
+        candidate: PairingRequest,
+        *,
+        limit: int,
+        fresh_code: Callable[[], str],
+        full_seconds: float | None = None,
     ) -> PairingRequest | None:
         async with self.connection.transaction() as db:
             await _remove_expired(db, candidate.created_at)
@@ -61,6 +66,14 @@ class SQLitePairing:
                     stored.expires_at,
                 ),
             )
+            if full_seconds is not None and waiting + 1 >= limit:
+                # Full: every waiting code ends soon, so the slots cannot be held for long.
+                soon = candidate.created_at + full_seconds
+                await db.execute(
+                    "UPDATE pairing_requests SET expires_at = ? WHERE platform = ? AND expires_at > ?",
+                    (soon, candidate.platform, soon),
+                )
+                stored = replace(stored, expires_at=min(stored.expires_at, soon))
         return stored
 
     async def approve(self, code: str, by: str, now: float) -> ApprovedUser | None:
@@ -82,6 +95,20 @@ class SQLitePairing:
         async with self.connection.transaction() as db:
             await _remove_expired(db, now)
             return await _take(db, code)
+
+    async def withdraw(
+        self, now: float, platform: str | None = None, user_id: str | None = None
+    ) -> list[PairingRequest]:
+        async with self.connection.transaction() as db:
+            await _remove_expired(db, now)
+            where, params = _who(platform, user_id)
+            rows = list(
+                await db.execute_fetchall(
+                    f"SELECT {_REQUEST_COLUMNS} FROM pairing_requests{where}", params
+                )
+            )
+            await db.execute(f"DELETE FROM pairing_requests{where}", params)
+        return [_request(row) for row in rows]
 
     async def revoke(self, platform: str, user_id: str) -> bool:
         async with self.connection.transaction() as db:
@@ -109,6 +136,14 @@ class SQLitePairing:
     async def revision(self) -> int:
         async with self.connection.read() as db:
             return await _count(db, "SELECT revision FROM pairing_revision")
+
+
+def _who(platform: str | None, user_id: str | None) -> tuple[str, tuple[str, ...]]:
+    if platform is None:
+        return "", ()
+    if user_id is None:
+        return " WHERE platform = ?", (platform,)
+    return " WHERE platform = ? AND user_id = ?", (platform, user_id)
 
 
 async def _remove_expired(db: aiosqlite.Connection, now: float) -> None:

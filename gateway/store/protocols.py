@@ -3,9 +3,8 @@
 Every consumer types against one of these, never against a backend: the conversation
 (router, sessions, turn runner, commands), the scheduling (reminders, idle sessions),
 the operator (``nightowl sessions``, ``doctor``) and pairing (``nightowl pairing``,
-``/pair``, the router's check of paired users). A backend implements all four over
-one connection (:class:`gateway.store.sqlite.SQLiteStore`); the store's tests are
-written against these protocols so that a second backend runs the same tests.
+``/pair``, the router). A backend implements all four over one connection; the store's
+tests run against these protocols on both backends.
 
 The rules every implementation keeps are in docs/design.md#storage: nothing is deleted
 but by :meth:`OperatorStore.forget`; a compaction flips flags and copies nothing
@@ -222,12 +221,25 @@ class PairingStore(Protocol):
     (docs/design.md#pairing). Times are given by the caller (its clock)."""
 
     async def request(
-        self, candidate: PairingRequest, *, limit: int, fresh_code: Callable[[], str]
+        self,
+        candidate: PairingRequest,
+        *,
+        limit: int,
+        fresh_code: Callable[[], str],
+        full_seconds: float | None = None,
     ) -> PairingRequest | None:
         """The pending request of ``candidate``'s user: the one they already have, else
         ``candidate`` stored — with a code from ``fresh_code`` if another pending request
         holds its code — or None when ``limit`` requests are pending on that platform.
-        Requests expired at ``candidate.created_at`` are removed first. One transaction."""
+        Expired requests are removed first; when ``candidate`` fills the last place, every
+        request of the platform expires within ``full_seconds``. One transaction."""
+        ...
+
+    async def withdraw(
+        self, now: float, platform: str | None = None, user_id: str | None = None
+    ) -> list[PairingRequest]:
+        """Remove the pending requests of ``user_id`` on ``platform`` (all of a platform, or
+        all); the requests removed."""
         ...
 
     async def approve(self, code: str, by: str, now: float) -> ApprovedUser | None:

@@ -5,7 +5,7 @@ kept, memory stays bounded, and another chat is answered while a file is being r
 
 from __future__ import annotations
 
-import resource
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -39,9 +39,11 @@ def rss_mb() -> float:
     raise AssertionError("no VmRSS")
 
 
-def children_peak_mb() -> float:
-    """The largest resident memory any finished child process of this one reached."""
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+def reader_peak_mb(caplog: pytest.LogCaptureFixture) -> int:
+    """The largest resident memory the document reader's process reached, as it said."""
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("document read in")]
+    assert said, "the reader said nothing"
+    return max(int(line.split()[3]) for line in said)
 
 
 def shown(telegram: FakeTelegram) -> list[str]:
@@ -70,6 +72,7 @@ async def test_a_document_bomb_gets_a_sentence_and_costs_no_memory(
     tmp_path: Path,
     fake_llm: FakeLLM,
     telegram: FakeTelegram,
+    caplog: pytest.LogCaptureFixture,
     name: str,
     build: object,
     mime: str,
@@ -77,6 +80,7 @@ async def test_a_document_bomb_gets_a_sentence_and_costs_no_memory(
 ) -> None:
     bomb = build()  # type: ignore[operator]
     config = telegram_config(tmp_path, fake_llm, telegram)
+    caplog.set_level(logging.DEBUG, logger="gateway.media.documents")
     async with telegram_gateway(config) as gateway:
         before = rss_mb()
         telegram.push_file(ANN, "document", bomb, file_name=name, mime_type=mime, caption="look")
@@ -84,7 +88,7 @@ async def test_a_document_bomb_gets_a_sentence_and_costs_no_memory(
         await turns_done(gateway)
         grown = rss_mb() - before
     assert grown < 40  # the gateway never held the expanded text
-    assert children_peak_mb() < 400  # nor did the process that read it
+    assert reader_peak_mb(caplog) < 400  # nor did the process that read it
     assert f"I could not read {name}: {reason}." in shown(telegram)
     [(_, row, _)] = [r for r in session_rows(config, f"telegram:{ANN}") if r[0] == "user"]
     assert f'[document "{name}"' in row and f"not read: {reason}]" in row

@@ -212,3 +212,36 @@ async def test_a_paired_stranger_is_heard_privately_not_trusted_in_groups(
         push_mention(telegram, GROUP, "now may I?", user=EVE, chat_type="group")
         [answer] = (await telegram.wait_sent(4))[3:]
     assert visible(answer.text).startswith("echo: Eve: now may I?")
+
+
+async def test_a_stranger_who_blocks_the_bot_frees_their_place_in_the_pairing_queue(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    config = telegram_config(tmp_path, fake_llm, telegram)
+    strangers = [{"id": 90 + n, "is_bot": False, "first_name": f"S{n}"} for n in range(5)]
+    async with telegram_gateway(config):
+        for n, stranger in enumerate(strangers[:4]):
+            telegram.push_text(stranger["id"], "let me in", user=stranger)
+            await telegram.wait_sent(n + 1)
+        assert "too many access requests" in visible(telegram.sent[-1].text)
+        telegram.push_update(
+            {
+                "my_chat_member": {
+                    "chat": {"id": 91, "type": "private", "first_name": "S1"},
+                    "from": strangers[1],
+                    "date": 1_700_000_000,
+                    "old_chat_member": {
+                        "status": "member",
+                        "user": {"id": 1, "is_bot": True, "first_name": "owl"},
+                    },
+                    "new_chat_member": {
+                        "status": "kicked",
+                        "until_date": 0,
+                        "user": {"id": 1, "is_bot": True, "first_name": "owl"},
+                    },
+                }
+            }
+        )
+        telegram.push_text(strangers[4]["id"], "and me?", user=strangers[4])
+        [offer] = (await telegram.wait_sent(5))[4:]
+    assert "send them this code" in visible(offer.text)

@@ -112,6 +112,35 @@ async def test_at_most_three_codes_wait_per_platform(pairing: Pairing, clock: Cl
     code_in(await pairing.request("discord", "s4", "", "c4"))
 
 
+async def test_once_the_places_are_taken_every_waiting_code_ends_within_a_quarter_hour(
+    pairing: Pairing, clock: Clock
+) -> None:
+    """Throwaway accounts cannot hold the three places for an hour."""
+    first = await pairing.request("telegram", "s0", "", "c0")
+    assert "60 more minutes" in first
+    clock.now += 600
+    await pairing.request("telegram", "s1", "", "c1")
+    third = await pairing.request("telegram", "s2", "", "c2")
+    assert "15 more minutes" in third
+    assert all(r.expires_at <= clock.now + 900 for r in await pairing.pending())
+    clock.now += 900
+    assert await pairing.pending() == []
+    code_in(await pairing.request("telegram", "s3", "", "c3"))
+
+
+async def test_a_stranger_who_leaves_and_the_operator_free_the_places(pairing: Pairing) -> None:
+    for n in range(3):
+        code_in(await pairing.request("telegram", f"s{n}", "", f"c{n}"))
+    assert await pairing.request("telegram", "s3", "", "c3") == FULL
+    assert await pairing.withdraw("telegram", "s1")  # they blocked the bot
+    assert not await pairing.withdraw("telegram", "s1")
+    code_in(await pairing.request("telegram", "s3", "", "c3"))
+    code_in(await pairing.request("discord", "d0", "", "d0"))
+    cleared = await pairing.clear("telegram")
+    assert sorted(r.user_id for r in cleared) == ["s0", "s2", "s3"]
+    assert [r.user_id for r in await pairing.pending()] == ["d0"]
+
+
 async def test_an_approval_counts_in_another_instance_on_the_same_database(
     store: SQLiteStore, pairing: Pairing, clock: Clock
 ) -> None:

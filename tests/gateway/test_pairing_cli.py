@@ -82,6 +82,22 @@ def test_deny_drops_a_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert code == 1 and f"no pending request has the code {eve}" in err
 
 
+def test_clear_drops_every_waiting_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path)
+    [eve, bob] = asyncio.run(
+        ask(tmp_path / "data" / "state.db", ("telegram", "666", "Eve"), ("discord", "7", "Bob"))
+    )
+    code, out, _ = pairing_cli(capsys, config, "clear", "telegram")
+    assert code == 0 and f"denied {eve}  telegram:666 (Eve)" in out
+    assert out.endswith("1 pending request(s) denied.\n")
+    code, out, _ = pairing_cli(capsys, config, "clear")
+    assert f"denied {bob}  discord:7 (Bob)" in out
+    code, out, _ = pairing_cli(capsys, config, "list")
+    assert eve not in out and bob not in out
+
+
 def test_unknown_codes_and_users_are_one_line_each(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
