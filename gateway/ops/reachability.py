@@ -9,6 +9,7 @@ together); Telegram answers getMe and Discord a REST login, through their own li
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +107,8 @@ async def check_provider(
     if key is None:
         return Check(label, False, "skipped: no key", "see the secrets line")
     where = base_url or ("api.anthropic.com" if provider == "anthropic" else "api.openai.com")
+    # The SDK's import (two seconds cold, for anthropic) is no part of the server's answer.
+    importlib.import_module("anthropic" if provider == "anthropic" else "openai")
     try:
         async with asyncio.timeout(timeout):
             models = await list_models(provider, key, base_url, timeout)
