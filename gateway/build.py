@@ -7,16 +7,12 @@ parts. Adapters never read the config themselves (docs/design.md#house).
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import re
 import secrets
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, InboundMessage
@@ -34,6 +30,7 @@ from gateway.config.schema import (
 from gateway.conversation.access import place_allowed, user_listed
 from gateway.conversation.commands import COMMAND_LIST
 from gateway.logs import redact_from_now_on
+from gateway.private_files import write_private
 from gateway.store import ConversationStore, SQLiteStore, Store
 
 if TYPE_CHECKING:
@@ -232,28 +229,12 @@ def webhook_secret(config: Config) -> str:
         return stored
     secret = secrets.token_urlsafe(32)
     try:
-        _write_private(path, secret + "\n")
+        write_private(path, secret + "\n")
     except OSError as error:
         log.warning(
             "could not keep the webhook secret in %s (%s): it holds for this run", path, error
         )
     return secret
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``path`` whole (a rename), mode 0600 from its first byte (mkstemp's mode)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(descriptor, "w", encoding="ascii") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
 
 
 def discord_adapter(config: Config) -> Adapter:

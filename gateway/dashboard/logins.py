@@ -18,16 +18,14 @@ everyone out rather than reviving an ended login — and holds in memory meanwhi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 import secrets
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from gateway.dashboard.token import Keys
+from gateway.private_files import write_private
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +75,7 @@ class Logins:
                 f"{digest} {int(at)}\n" for digest, at in self._issued.items()
             )
             try:
-                await asyncio.to_thread(_write_whole, self.path, text)
+                await asyncio.to_thread(write_private, self.path, text)
             except OSError as error:
                 # An older list on disk would revive ended logins at the next start.
                 removed = await asyncio.to_thread(_remove, self.path)
@@ -115,19 +113,3 @@ def _remove(path: Path) -> bool:
     except OSError:
         return False
     return True
-
-
-def _write_whole(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename, mode 0600 from the first byte (mkstemp's)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(descriptor, "w", encoding="ascii") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise

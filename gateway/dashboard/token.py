@@ -10,17 +10,15 @@ HMAC of it: a new token matches no login kept before, so it logs everyone out.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import logging
-import os
 import re
 import secrets
-import tempfile
 from pathlib import Path
 
 from gateway.config.schema import Config
+from gateway.private_files import write_private
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +42,7 @@ def dashboard_token(config: Config) -> str:
         return stored
     token = secrets.token_urlsafe(32)
     try:
-        if _create_private(path, token + "\n"):
+        if write_private(path, token + "\n", replace=False):
             return token
     except OSError as error:
         log.warning(
@@ -60,25 +58,6 @@ def _read_token(path: Path) -> str:
     except (OSError, UnicodeDecodeError):
         return ""
     return text if _TOKEN_SHAPE.fullmatch(text) else ""
-
-
-def _create_private(path: Path, text: str) -> bool:
-    """Create ``path`` holding ``text``, mode 0600 from its first byte, only if it does
-    not exist yet (a link, which never replaces); False when it did."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(descriptor, "w", encoding="ascii") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.link(temporary, path)
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
 
 
 class Keys:

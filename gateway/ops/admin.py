@@ -12,12 +12,9 @@ actions open the database read-only.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +22,7 @@ from typing import Any, TextIO
 
 from agent.compression.markers import SUMMARY_PREFIX, text_of
 from gateway.config.schema import Config
+from gateway.private_files import write_private
 from gateway.store import (
     MemoryOwner,
     OperatorStore,
@@ -323,17 +321,7 @@ def write_export(output: str, text: str, *, force: bool = False) -> None:
         return
     if path.exists() and not force:
         raise ExportRefused(f"{path} exists; pass --force to overwrite it")
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:  # mkstemp: mode 0600
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_private(path, text, make_dir=False)
 
 
 def _os_reason(exc: OSError) -> str:

@@ -109,12 +109,20 @@ def pdf(pages: list[str]) -> bytes:
     head = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(pages)} >>".encode(),
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        _HELVETICA,
     ]
+    return _assemble(head + objects)
+
+
+_HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
+
+
+def _assemble(objects: list[bytes]) -> bytes:
+    """A PDF file of ``objects`` (numbered from 1; the first is the catalog)."""
     body = io.BytesIO()
     body.write(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
-    for number, content in enumerate(head + objects, start=1):
+    for number, content in enumerate(objects, start=1):
         offsets.append(body.tell())
         body.write(b"%d 0 obj\n" % number + content + b"\nendobj\n")
     xref = body.tell()
@@ -188,25 +196,15 @@ def flate_bomb_pdf(expanded_mb: int) -> bytes:
         b"BT /F1 11 Tf 14 TL 56 780 Td\n" + line * (expanded_mb * 1_000_000 // len(line)) + b"ET"
     )
     packed = zlib.compress(stream, 9)
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 5 0 R"
-        b" /Resources << /Font << /F1 3 0 R >> >> >>",
-        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream",
-    ]
-    body = io.BytesIO()
-    body.write(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for number, content in enumerate(objects, start=1):
-        offsets.append(body.tell())
-        body.write(b"%d 0 obj\n" % number + content + b"\nendobj\n")
-    xref = body.tell()
-    body.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(offsets) + 1))
-    for offset in offsets:
-        body.write(b"%010d 00000 n \n" % offset)
-    body.write(
-        b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(offsets) + 1, xref)
+    return _assemble(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+            _HELVETICA,
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 5 0 R"
+            b" /Resources << /Font << /F1 3 0 R >> >> >>",
+            b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed)
+            + packed
+            + b"\nendstream",
+        ]
     )
-    return body.getvalue()

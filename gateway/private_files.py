@@ -1,0 +1,37 @@
+"""Writing a file that holds secrets or data: whole, and private from its first byte
+(docs/design.md#private-files).
+
+``mkstemp`` creates the temporary file 0600, so the content is never readable by others,
+not even for a moment; a rename (or, to create without replacing, a hard link) puts it in
+place whole, after an fsync, so a crash leaves the old file or the new one, never half.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_private(path: Path, text: str, *, replace: bool = True, make_dir: bool = True) -> bool:
+    """Write ``path`` holding ``text``, mode 0600; ``replace=False`` creates it only if it
+    does not exist (False when it did). ``make_dir``: create a missing parent, 0700."""
+    if make_dir:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        if replace:
+            os.replace(temporary, path)
+        else:
+            os.link(temporary, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)  # gone already after a rename
