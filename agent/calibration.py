@@ -8,8 +8,8 @@ response gives one sample of it beside the estimate of the same request.
 
 A :class:`Calibration` turns the samples into two numbers:
 
-- ``ratio``: server tokens per estimated token (less a flat allowance for the template,
-  which the margin holds). It rises at once to a heavier sample and comes down a quarter of
+- ``ratio``: server tokens per estimated token (less a fixed 32 for the template, which
+  the margin holds). It rises at once to a heavier sample and comes down a quarter of
   the way per lighter one, so one English turn in a Russian chat does not make the next
   Russian request overflow. Never below 1: counting lighter than the estimate only ever
   costs an earlier summary, never a refused request.
@@ -33,8 +33,13 @@ MIN_RATIO = 1.0
 MAX_RATIO = 4.0
 #: Requests estimated below this say more about the template than about the text.
 MIN_SAMPLE_TOKENS = 256
-#: Server tokens a request always carries beyond its messages (BOS, the reply's header).
-TEMPLATE_TOKENS = 32
+#: Server tokens a request always carries beyond its messages (BOS, the reply's header),
+#: left out of a sample before its ratio is taken...
+FIXED_TOKENS = 32
+#: ...and what the margin keeps for the template at least: those, and the instructions a
+#: chat template wraps around tool schemas (Qwen's and Llama 3.1's run to 100-300
+#: tokens), which weigh more on a short request than the ratio of a long one says.
+TEMPLATE_TOKENS = 128
 #: The margin's share of the input budget, at least and at most.
 MIN_ERROR_SHARE = 0.03
 MAX_ERROR_SHARE = 0.25
@@ -53,11 +58,11 @@ class Calibration:
     def observed(self, estimate: int, reported: int) -> Calibration:
         """This calibration after a response counted ``reported`` tokens for a request
         estimated at ``estimate`` (too small a request changes nothing)."""
-        if estimate < MIN_SAMPLE_TOKENS or reported <= TEMPLATE_TOKENS:
+        if estimate < MIN_SAMPLE_TOKENS or reported <= FIXED_TOKENS:
             return self
-        # The flat template allowance is the margin's, not the ratio's: a short request
-        # would otherwise make every estimate after it heavier.
-        sample = (reported - TEMPLATE_TOKENS) / estimate
+        # The fixed part is the margin's, not the ratio's: a short request would otherwise
+        # make every estimate after it heavier.
+        sample = (reported - FIXED_TOKENS) / estimate
         error = self.error
         if self.samples:  # the first sample has no prediction to have missed
             miss = abs(sample - self.ratio) / self.ratio

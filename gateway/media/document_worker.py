@@ -116,6 +116,15 @@ def _bounded(parts: list[str], max_chars: int) -> tuple[list[str], str | None]:
     return kept, f"the first {max_chars:,} of {total:,} characters"
 
 
+def _peak_mb() -> int:
+    """This process's resident peak since it started (``VmHWM``: unlike ``ru_maxrss``,
+    which Linux carries over from the forked parent through exec)."""
+    for line in open("/proc/self/status", encoding="ascii"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) // 1024
+    return 0
+
+
 def main(argv: list[str]) -> int:
     kind, max_chars, max_pages, seconds, memory_mb = argv[1], *map(int, argv[2:6])
     limit_resources(seconds, memory_mb)
@@ -129,7 +138,7 @@ def main(argv: list[str]) -> int:
     except OutOfTime:
         answer = {"unreadable": f"needs more than {plural(seconds, 'second')} of work to read"}
     answer["sha256"] = hashlib.sha256(data).hexdigest()
-    answer["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    answer["peak_mb"] = _peak_mb()
     sys.stdout.write(json.dumps(answer))
     return 0
 

@@ -9,6 +9,7 @@ import pytest
 from agent.calibration import (
     MAX_ERROR_SHARE,
     MIN_ERROR_SHARE,
+    FIXED_TOKENS,
     TEMPLATE_TOKENS,
     Calibration,
     Calibrations,
@@ -18,9 +19,9 @@ from agent.window import Window, fit_request
 
 def test_a_heavier_count_is_believed_at_once_and_a_lighter_one_slowly() -> None:
     # The flat template allowance is the margin's: the ratio is of the rest.
-    russian = Calibration().observed(1_000, 1_600 + TEMPLATE_TOKENS)
+    russian = Calibration().observed(1_000, 1_600 + FIXED_TOKENS)
     assert russian.ratio == pytest.approx(1.6)
-    english = russian.observed(1_000, 1_000 + TEMPLATE_TOKENS)
+    english = russian.observed(1_000, 1_000 + FIXED_TOKENS)
     assert english.ratio == pytest.approx(1.45)  # a quarter of the way down, not all of it
     assert english.error > MIN_ERROR_SHARE  # and the miss widens the margin
 
@@ -33,7 +34,7 @@ def test_the_ratio_never_goes_below_one_or_believes_a_wild_count() -> None:
 
 def test_the_margin_is_the_template_plus_the_recent_miss_share_of_the_budget() -> None:
     assert Calibration().margin(2_000) == TEMPLATE_TOKENS + 60
-    wild = Calibration().observed(1_000, 1_000).observed(1_000, 3_000 + TEMPLATE_TOKENS)
+    wild = Calibration().observed(1_000, 1_000).observed(1_000, 3_000 + FIXED_TOKENS)
     assert wild.error == MAX_ERROR_SHARE
     assert wild.margin(2_000) == TEMPLATE_TOKENS + 500
 
@@ -41,7 +42,7 @@ def test_the_margin_is_the_template_plus_the_recent_miss_share_of_the_budget() -
 def test_a_new_session_starts_from_the_routes_latest_ratio_with_a_fresh_margin() -> None:
     calibrations = Calibrations()
     assert calibrations.prior("openai:http://box/v1:qwen3") == Calibration()
-    seen = Calibration().observed(1_000, 1_000).observed(1_000, 1_700 + TEMPLATE_TOKENS)
+    seen = Calibration().observed(1_000, 1_000).observed(1_000, 1_700 + FIXED_TOKENS)
     calibrations.remember("openai:http://box/v1:qwen3", seen)
     prior = calibrations.prior("openai:http://box/v1:qwen3")
     assert prior.ratio == seen.ratio and prior.error == MIN_ERROR_SHARE

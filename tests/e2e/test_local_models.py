@@ -274,4 +274,4 @@ async def test_how_the_server_counts_outlives_a_restart(tmp_path: Path) -> None:
             runtime = await gateway.sessions.existing("console:t")
             assert runtime is not None
             # Russian counts 1.6 times the estimate here: known before the first request.
-            assert runtime.agent.calibration.ratio > 1.4
+            assert runtime.agent.calibration.ratio > 1.3
