@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from agent.calibration import (
+    FIXED_TOKENS,
     MAX_ERROR_SHARE,
     MIN_ERROR_SHARE,
-    FIXED_TOKENS,
     TEMPLATE_TOKENS,
     Calibration,
     Calibrations,
