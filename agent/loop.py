@@ -19,12 +19,13 @@ from typing import Any
 
 from agent.calibration import Calibration, Calibrations
 from agent.context_engine import ContextEngine
+from agent.lean_tools import ToolOffer, schema_name
 from agent.memory import TOOL_NAMES, MemoryBlock, with_block
 from agent.model_metadata import ContextLengthResolver
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
 from agent.silent_cut import StreamedChars, cut_error, least_count
 from agent.tokens import estimate_json_tokens_rough
-from agent.tools import ToolBox, ToolContext, ToolOutput
+from agent.tools import ToolBox, ToolContext
 from agent.transcript import Transcript
 from agent.turn_result import (
     EMPTY_ANSWER,
@@ -55,6 +56,7 @@ class Agent:
         windows: ContextLengthResolver | None = None,
         calibration: Calibration | None = None,
         calibrations: Calibrations | None = None,
+        lean_share: float = 0.20,
     ) -> None:
         self.provider = provider
         self.engine = engine
@@ -63,6 +65,9 @@ class Agent:
         self.max_output_tokens = max_output_tokens
         self.max_compression_attempts = max_compression_attempts
         self.windows = windows
+        #: Past this share of the window, tool schemas are found, not all sent
+        #: (docs/design.md#lean-tools).
+        self.lean_share = lean_share
         #: How the server counts against the estimate (docs/design.md#calibration); the
         #: latest per model route is kept in ``calibrations`` for sessions that start.
         self.calibrations = calibrations
@@ -95,8 +100,7 @@ class Agent:
         turn.on_retract = on_retract
         turn.memory = memory
         if memory is None:  # no memory this turn: its tools are not offered either
-            turn.schemas = [s for s in turn.schemas if s["function"]["name"] not in TOOL_NAMES]
-            turn.schema_tokens = estimate_json_tokens_rough(turn.schemas)
+            turn.offer.schemas = [s for s in turn.offer.schemas if schema_name(s) not in TOOL_NAMES]
         context = context or ToolContext(transcript=transcript)
         try:
             await turn.run(context)
@@ -162,8 +166,9 @@ class _Turn:
         self.on_text = on_text
         self.cache_ttl = cache_ttl
         self.result = TurnResult(messages=messages, anchor=anchor)
-        self.schemas = agent.tool_schemas()
-        self.schema_tokens = estimate_json_tokens_rough(self.schemas)
+        #: Every tool the turn may call, and what a request offers of them on its window
+        #: (docs/design.md#lean-tools).
+        self.offer = ToolOffer(agent.tool_schemas(), agent.lean_share)
         self.memory: MemoryBlock | None = None
         self.on_retract: RetractCallback | None = None
         #: The request last sent: an overflow's numbers are about it.
@@ -178,6 +183,15 @@ class _Turn:
     @property
     def messages(self) -> list[dict[str, Any]]:
         return self.result.messages
+
+    @property
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tool schemas the next request offers, on the window as it is now."""
+        return self.offer.offered(self.agent.window)
+
+    @property
+    def schema_tokens(self) -> int:
+        return estimate_json_tokens_rough(self.schemas)
 
     async def run(self, context: ToolContext) -> None:
         trigger = "turn_start_threshold"
@@ -370,18 +384,11 @@ class _Turn:
     # -- tools ----------------------------------------------------------------------------
 
     async def run_tools(self, completion: Completion, context: ToolContext) -> None:
-        engine_tools = {schema["function"]["name"] for schema in self.engine.tools()}
         for call in completion.tool_calls:
-            arguments = call.parsed_arguments()
-            output: ToolOutput  # text, or text and images (docs/design.md#mcp-results)
-            if call.name in engine_tools:
-                try:
-                    output = await self.engine.call_tool(call.name, arguments)
-                except Exception:  # a plugin's tool failing must not end the turn
-                    log.exception("context engine tool %s failed", call.name)
-                    output = f"Error: the tool {call.name} failed unexpectedly."
-            else:
-                output = await self.agent.toolbox.run(call.name, arguments, context)
+            # text, or text and images (docs/design.md#mcp-results)
+            output = await self.offer.answer(
+                call.name, call.parsed_arguments(), self.engine, self.agent.toolbox, context
+            )
             self.messages.append(
                 {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
             )

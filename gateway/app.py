@@ -258,6 +258,7 @@ class Gateway:
             # The session's own, kept with its usage anchor, when it has one.
             calibration=self._calibration(record, provider),
             calibrations=self.calibrations,
+            lean_share=self.config.tools.lean_share,
         )
         runtime = SessionRuntime(record.session_key, record, engine, agent)
         runtime.model_choice = choice.key

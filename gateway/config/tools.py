@@ -38,6 +38,9 @@ class McpServerConfig:
 @dataclass(frozen=True)
 class ToolsConfig:
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
+    #: Past this share of the model's window, the tool schemas are not all sent: the model
+    #: finds the ones it needs (docs/design.md#lean-tools).
+    lean_share: float = field(default=0.20, metadata={"range": (0.01, 0.25)})
 
 
 def check_tools(tools: ToolsConfig) -> list[Problem]:
