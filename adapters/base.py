@@ -98,6 +98,9 @@ class InboundMessage:
     #: even a refusal in a group must say something rather than stay silent.
     needs_answer: bool = False
     is_edit: bool = False
+    #: A "/name" that named no bot, in a group every bot receives (Telegram): if it is
+    #: none of ours it is another bot's, and goes unanswered.
+    bare_command: bool = False
     #: Not a message: this chat continues under another id (a Telegram group upgraded to
     #: a supergroup); the gateway moves the chat's session there (docs/design.md#chat-moves).
     moved_to_chat_id: str | None = None

@@ -83,6 +83,7 @@ class UpdateConverter:
         entities = message.entities or message.caption_entities or ()
         command = self._command_target(text, entities)
         addressed = self._is_addressed(message, chat_type, entities, text, command)
+        bare = chat_type != "private" and command == "ours" and "@" not in text.split(maxsplit=1)[0]
         text = self._strip_own_mentions(text, entities, command)
         attachments = media.attachments(message, self._download, self._pick_photo)
         text = "\n".join(part for part in (text, media.placeholder(message)) if part)
@@ -104,6 +105,7 @@ class UpdateConverter:
             platform_message_id=str(message.message_id),
             dedupe_key=f"telegram:{update.update_id}",
             is_edit=update.edited_message is not None,
+            bare_command=bare,
             received_at=message.edit_date or message.date,
         )
 
@@ -174,6 +176,9 @@ class UpdateConverter:
         quote = message.quote.text if message.quote else ""
         text = quote or reply.text or reply.caption or media.quoted_placeholder(reply)
         author = reply.from_user
+        origin = media.forwarded_from(reply)
+        if origin is not None:  # a forward's words are its origin's, not the forwarder's
+            return QuotedMessage(text=text, author=origin)
         return QuotedMessage(
             text=text,
             author=_sender(reply)[1],

@@ -97,10 +97,11 @@ def user_listed(config: Config, message: InboundMessage) -> bool:
 
 def may_use_group_commands(config: Config, message: InboundMessage, *, trusted: bool) -> bool:
     """``/new`` and ``/compress``: in a private chat anyone allowed there; in a group an
-    allowed user, who on Discord also moderates or holds an allowed role."""
+    allowed user — by the config, never by pairing, whatever ``group_members`` lets talk —
+    who on Discord also moderates or holds an allowed role."""
     if message.chat_type in ("private", "console"):
         return True
-    if not trusted:
+    if not trusted or not user_listed(config, message):
         return False
     if message.platform != "discord":
         return True

@@ -137,9 +137,11 @@ class Router:
             if verdict.turn:
                 await self._command(message, *command, trusted=verdict.trusted)
             return
-        if command is not None and COMMAND_NAME.fullmatch(command[0]) and verdict.turn:
-            # A typo of a command is no question for the model (a path is no command).
-            self.answer(message, f"There is no /{command[0]} command here. /help lists them.")
+        if command is not None and COMMAND_NAME.fullmatch(command[0]):
+            # A typo of a command is no question for the model (a path is no command); a
+            # bare one in a Telegram group may be another bot's, and is left to it.
+            if verdict.turn and not message.bare_command:
+                self.answer(message, f"There is no /{command[0]} command here. /help lists them.")
             return
         if not verdict.observe:
             return  # nothing of a stranger's message, or one from an unknown place, is kept

@@ -6,7 +6,7 @@ what they say is context, never an instruction (docs/design.md#groups). Words of
 — a quoted reply, a forward — keep their author's marker.
 Images are fetched only for a message that starts a turn, with a vision model, up to
 ``max_image_bytes`` per message; an observed message keeps a placeholder
-("[photo from Eve]"), so a group's photos are not stored for ever in the database.
+("Eve: [photo]"), so a group's photos are not stored for ever in the database.
 """
 
 from __future__ import annotations
@@ -21,33 +21,45 @@ UNTRUSTED = "(untrusted) "
 QUOTE_CHARS = 500
 
 
-def describe_text(message: InboundMessage, *, instructs: bool, quoted_trusted: bool = False) -> str:
-    """The row's text (docs/design.md#groups): an edit, a reply's quote and a forward
-    marked — words of others keep their author's marker — and in a group, every line
-    named by its sender, so that no line of a message can pass for another person's.
+def one_line(text: str) -> str:
+    """``text`` on one line: every kind of line break (``\\r``, U+2028...) a space."""
+    return " ".join(text.splitlines())
 
-    ``instructs``: the sender is trusted; ``quoted_trusted``: so is the author of the
-    message it replies to (the bot's own words always are)."""
+
+def describe_text(message: InboundMessage, *, quoted_trusted: bool = False) -> str:
+    """The row's text, before its sender is named (docs/design.md#groups): an edit, a
+    reply's quote and a forward marked — words of others keep their author's mark.
+
+    ``quoted_trusted``: the author of the message it replies to may instruct (the bot's
+    own words always may). Names come from the platform, chosen by their owners: each is
+    kept to one line, so none can start a line of its own."""
     text = message.text
     if message.forwarded_from is not None:
         # Someone else's words: a quoted block, its lines unable to pass for anyone's.
-        origin = message.forwarded_from[:QUOTE_CHARS].replace("\n", " ")
-        body = "\n".join(f"> {line}" for line in text.split("\n"))
+        origin = one_line(message.forwarded_from[:QUOTE_CHARS])
+        body = "\n".join(f"> {line}" for line in text.splitlines() or [""])
         text = f"(forwarded from {UNTRUSTED}{origin})\n{body}"
     if message.is_edit:
         text = f"(edited) {text}"
     if message.reply_to is not None:
         reply = message.reply_to
-        quoted = reply.text.strip().replace("\n", " ")
+        quoted = one_line(reply.text.strip())
         if len(quoted) > QUOTE_CHARS:
             quoted = quoted[:QUOTE_CHARS] + "…"
-        who = "you" if reply.from_bot else (reply.author or "someone")
+        who = "you" if reply.from_bot else one_line(reply.author or "someone")
         mark = "" if reply.from_bot or quoted_trusted else UNTRUSTED
         text = f'(replying to {mark}{who}: "{quoted}")\n{text}'
-    if message.chat_type not in ("private", "console"):
-        label = f"{'' if instructs else UNTRUSTED}{message.user_name or 'someone'}: "
-        text = "\n".join(label + line for line in text.split("\n"))
     return text
+
+
+def named(message: InboundMessage, text: str, *, instructs: bool) -> str:
+    """In a group, every line of ``text`` named by its sender — the message, the notes of
+    its files and voice, whatever they hold — so that no line can pass for another
+    person's; a private chat's text as it is."""
+    if message.chat_type in ("private", "console"):
+        return text
+    label = f"{'' if instructs else UNTRUSTED}{one_line(message.user_name or 'someone')}: "
+    return "\n".join(label + line for line in text.splitlines() or [""])
 
 
 async def user_row(
@@ -67,22 +79,22 @@ async def user_row(
     ``media_notes``: what its other attachments say (docs/design.md#media), one note
     each; without them each is only named.
     """
-    text = describe_text(message, instructs=instructs, quoted_trusted=quoted_trusted)
+    text = describe_text(message, quoted_trusted=quoted_trusted)
     images = [a for a in message.attachments if a.kind == "image"]
     if media_notes is None:
         media_notes = [_file_note(a) for a in message.attachments if a.kind != "image"]
     notes = list(media_notes)
     parts: list[dict[str, Any]] = []
     if images and not take_images:
-        who = message.user_name or "someone"
-        photos = "photo" if len(images) == 1 else f"{len(images)} photos"
-        notes.insert(0, f"[{photos} from {who}]")
+        # Not looked at: named only (the line's label says whose it is).
+        notes.insert(0, "[photo]" if len(images) == 1 else f"[{len(images)} photos]")
     elif images and not vision:
         notes.insert(0, f"[{len(images)} image(s) attached; this model cannot see images]")
     elif images:
         parts, missing = await _image_parts(images, max_image_bytes)
         notes[:0] = missing
     text = "\n".join(part for part in [text, *notes] if part) if notes else text
+    text = named(message, text, instructs=instructs)
     if not parts:
         return {"role": "user", "content": text}
     return {"role": "user", "content": [{"type": "text", "text": text}, *parts]}

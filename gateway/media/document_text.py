@@ -29,9 +29,12 @@ class OutOfTime(BaseException):
     BaseException, so that no library's ``except Exception`` swallows it."""
 
 
-def pdf_pages(data: bytes, max_pages: int) -> tuple[list[str], int, bool]:
-    """The text of the first ``max_pages`` pages, how many pages there are, and whether
-    the time was up before they were all read (the pages read so far are kept)."""
+def pdf_pages(
+    data: bytes, max_pages: int, max_chars: int | None = None
+) -> tuple[list[str], int, bool]:
+    """The text of the first ``max_pages`` pages (stopping once ``max_chars`` are read),
+    how many pages there are, and whether the time was up before they were read (the
+    pages read so far are kept)."""
     from pypdf import PdfReader
     from pypdf.errors import FileNotDecryptedError, LimitReachedError
 
@@ -43,8 +46,12 @@ def pdf_pages(data: bytes, max_pages: int) -> tuple[list[str], int, bool]:
         if reader.is_encrypted and not reader.decrypt(""):
             raise Unreadable("is encrypted (protected by a password)")
         total = len(reader.pages)
+        read = 0
         for index in range(min(total, max_pages)):
             pages.append(_page_text(reader.pages[index].extract_text() or ""))
+            read += len(pages[-1])
+            if max_chars is not None and read >= max_chars:
+                break
     except OutOfTime:
         if not pages:
             raise
@@ -54,7 +61,9 @@ def pdf_pages(data: bytes, max_pages: int) -> tuple[list[str], int, bool]:
     except FileNotDecryptedError:
         raise Unreadable("is encrypted (protected by a password)") from None
     except LimitReachedError:
-        raise Unreadable("holds a stream that would expand past the limit") from None
+        raise Unreadable("is built to expand past what a document may") from None
+    except MemoryError:
+        raise
     except Exception as error:  # pypdf raises many kinds on broken input: one sentence
         log.info("PDF not readable: %s: %s", type(error).__name__, error)
         if "crypt" in str(error).lower() or "AES" in str(error):
@@ -90,6 +99,8 @@ def docx_text(data: bytes, max_chars: int) -> str:
                 length += len(lines[-1]) + 1
                 if length > max_chars:
                     return "\n".join(lines)
+    except MemoryError:
+        raise
     except Exception as error:  # a broken .docx raises zip, XML or KeyError: one sentence
         log.info(".docx not readable: %s: %s", type(error).__name__, error)
         raise Unreadable("is damaged or not really a .docx file") from None

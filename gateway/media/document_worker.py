@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import resource
 import signal
 import sys
@@ -35,22 +36,33 @@ from gateway.media.document_text import (
     plural,
 )
 
-#: A .docx whose entries together would expand past this many bytes is not read...
-MAX_EXPANDED_BYTES = 64_000_000
-#: ...nor one with an entry compressed more than this (XML compresses ~10-20 times; a
-#: zip bomb thousands of times).
-MAX_COMPRESSION_RATIO = 200
+#: A .docx whose entries declare more than this share of the reader's memory in all is
+#: not read (its XML parsed takes about that many times more)...
+EXPANDED_SHARE = 1 / 8
+#: ...nor one with an entry compressed more than this (XML compresses ten to twenty times,
+#: a blank form's a few hundred; a zip bomb thousands).
+MAX_COMPRESSION_RATIO = 1_000
 #: What a PDF stream may expand to (pypdf's own bound is 75 MB).
 MAX_STREAM_BYTES = 16_000_000
+#: A file yields at most this many characters per byte (plus a floor): text compresses a
+#: few times, so more is a file built to expand (a 4 KB PDF that reads as a megabyte).
+CHARS_PER_BYTE = 20
+CHARS_FLOOR = 20_000
 
 
 def limit_resources(seconds: int, memory_mb: int) -> None:
     """The kernel's bounds on this process: address space, and CPU seconds — at the soft
     limit SIGXCPU stops the reading (what was read is kept), two seconds later the
-    kernel kills the process whatever it is doing."""
-    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 2))
-    memory = memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    kernel kills the process whatever it is doing. Never above a limit the process was
+    started under (a systemd ``LimitCPU=`` or ``LimitAS=``): those hold instead."""
+    for which, soft, hard in (
+        (resource.RLIMIT_CPU, seconds, seconds + 2),
+        (resource.RLIMIT_AS, memory_mb * 1024 * 1024, memory_mb * 1024 * 1024),
+    ):
+        _, ceiling = resource.getrlimit(which)
+        if ceiling != resource.RLIM_INFINITY:
+            soft, hard = min(soft, ceiling), min(hard, ceiling)
+        resource.setrlimit(which, (soft, hard))
 
     def time_is_up(signum: int, frame: object) -> None:
         raise OutOfTime
@@ -58,14 +70,14 @@ def limit_resources(seconds: int, memory_mb: int) -> None:
     signal.signal(signal.SIGXCPU, time_is_up)
 
 
-def check_zip(data: bytes) -> None:
+def check_zip(data: bytes, memory_mb: int) -> None:
     """Refuse a .docx that would expand too far, before any of it is inflated."""
     try:
         entries = zipfile.ZipFile(io.BytesIO(data)).infolist()
     except (zipfile.BadZipFile, ValueError):
         raise Unreadable("is damaged or not really a .docx file") from None
     expanded = sum(entry.file_size for entry in entries)
-    if expanded > MAX_EXPANDED_BYTES:
+    if expanded > memory_mb * 1_000_000 * EXPANDED_SHARE:
         raise Unreadable(f"would expand to {expanded // 1_000_000:,} MB, past the limit")
     for entry in entries:
         if entry.file_size > 1_000_000 and entry.file_size > MAX_COMPRESSION_RATIO * max(
@@ -74,7 +86,7 @@ def check_zip(data: bytes) -> None:
             raise Unreadable("is compressed like a zip bomb, not like a document")
 
 
-def read(data: bytes, kind: str, max_chars: int, max_pages: int) -> dict[str, Any]:
+def read(data: bytes, kind: str, max_chars: int, max_pages: int, memory_mb: int) -> dict[str, Any]:
     """The document's parts, cut at the bounds, and what was kept when they cut it."""
     import pypdf
 
@@ -85,16 +97,16 @@ def read(data: bytes, kind: str, max_chars: int, max_pages: int) -> dict[str, An
         array_based_stream_maximum_output_length=MAX_STREAM_BYTES,
         maximum_declared_stream_length=MAX_STREAM_BYTES,
     )
+    max_chars = min(max_chars, CHARS_PER_BYTE * len(data) + CHARS_FLOOR)
     if kind == "pdf":
-        pages, total, out_of_time = pdf_pages(data, max_pages)
+        pages, total, out_of_time = pdf_pages(data, max_pages, max_chars)
         parts, kept = _bounded(pages, max_chars)
-        if total > len(pages):
-            kept = f"the first {len(pages):,} of {total:,} pages"
-        if out_of_time:
-            kept = f"{kept or 'what it could'}, as far as its time allowed"
+        if len(pages) < total:
+            why = " (its time ran out)" if out_of_time else ""
+            kept = f"{len(pages):,} of the {plural(total, 'page')}{why}"
         return {"parts": parts, "paged": True, "kept": kept}
     if kind == "docx":
-        check_zip(data)
+        check_zip(data, memory_mb)
         text = docx_text(data, max_chars)
     else:
         text = plain_text(data)
@@ -104,16 +116,15 @@ def read(data: bytes, kind: str, max_chars: int, max_pages: int) -> dict[str, An
 
 def _bounded(parts: list[str], max_chars: int) -> tuple[list[str], str | None]:
     kept: list[str] = []
-    total = sum(len(part) for part in parts)
     room = max_chars
     for part in parts:
         if room <= 0:
             break
         kept.append(part[:room])
         room -= len(kept[-1])
-    if total <= max_chars:
+    if sum(len(part) for part in parts) <= max_chars:
         return kept, None
-    return kept, f"the first {max_chars:,} of {total:,} characters"
+    return kept, f"the first {max_chars:,} characters"
 
 
 def _peak_mb() -> int:
@@ -128,9 +139,10 @@ def _peak_mb() -> int:
 def main(argv: list[str]) -> int:
     kind, max_chars, max_pages, seconds, memory_mb = argv[1], *map(int, argv[2:6])
     limit_resources(seconds, memory_mb)
+    logging.disable(logging.CRITICAL)  # pypdf's warnings: nobody reads this process's stderr
     data = sys.stdin.buffer.read()
     try:
-        answer = read(data, kind, max_chars, max_pages)
+        answer = read(data, kind, max_chars, max_pages, memory_mb)
     except Unreadable as unreadable:
         answer = {"unreadable": unreadable.reason}
     except MemoryError:

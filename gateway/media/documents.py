@@ -70,7 +70,7 @@ def document_kind(name: str, mime_type: str) -> str | None:
 
 #: The reading process's address space: with the gateway's own ~100 MB, the whole process
 #: tree stays under 500 MB whatever a document holds.
-WORKER_MEMORY_MB = 384
+WORKER_MEMORY_MB = 256
 
 
 @dataclass(frozen=True)
@@ -118,29 +118,39 @@ async def _read_in_worker(data: bytes, kind: str, limits: ReadingLimits) -> dict
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env=_worker_environment(),
     )
     try:
         async with asyncio.timeout(2 * limits.seconds + 5):
             out, err = await process.communicate(data)
     except TimeoutError:
-        process.kill()
-        await process.wait()
         raise Unreadable("took too long to read") from None
-    if process.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
-        raise Unreadable(f"needs more than {plural(limits.seconds, 'second')} of work to read")
+    finally:
+        # A cancelled turn or a timeout leaves no reader behind.
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
     try:
         answer = json.loads(out)
     except ValueError:
-        log.warning(
-            "the document reader ended with %s: %s",
-            process.returncode,
-            err.decode("utf-8", "replace")[-500:],
-        )
-        raise Unreadable("could not be read") from None
-    if not isinstance(answer, dict):
-        return {"unreadable": "could not be read"}
-    log.debug("document read in %s MB at most (%s)", answer.get("peak_mb"), kind)
-    return answer
+        answer = None
+    if isinstance(answer, dict):
+        log.debug("document read in %s MB at most (%s)", answer.get("peak_mb"), kind)
+        return answer
+    if process.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        raise Unreadable(f"needs more than {plural(limits.seconds, 'second')} of work to read")
+    log.warning(
+        "the document reader ended with %s: %s",
+        process.returncode,
+        err.decode("utf-8", "replace")[-500:],
+    )
+    raise Unreadable("could not be read")
+
+
+def _worker_environment() -> dict[str, str]:
+    """What the reader inherits: enough to start Python, none of the gateway's secrets."""
+    kept = ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR")
+    return {name: os.environ[name] for name in kept if name in os.environ}
 
 
 def _text_parts(text: str) -> Iterator[str]:

@@ -29,7 +29,7 @@ _DEFAULT_NAMES = {"voice": "voice.ogg", "video_note": "video_note.mp4", "audio":
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f\"\[\]·]+")
 #: Documents read at once (each in a process of its own, docs/design.md#documents); more
 #: wait their turn, so a flood of files costs time, not memory.
-DOCUMENT_READERS = 2
+DOCUMENT_READERS = 1
 
 
 @dataclass
@@ -175,10 +175,11 @@ def document_note(info: DocumentInfo, text: DocumentText, excerpt_chars: int) ->
     )
 
 
-#: Bytes per second a recording of each kind takes at most, generously: a voice or video
-#: note's Opus at 64 kbit/s (Telegram records 16-32), any audio file at 384 kbit/s.
-AUDIO_BYTES_PER_SECOND = {"voice": 8_000, "video_note": 8_000}
-ANY_AUDIO_BYTES_PER_SECOND = 48_000
+#: Bytes per second a recording of each kind takes at most, generously: a voice note's
+#: Opus at 64 kbit/s (Telegram records 16-32), a video note's video and sound at
+#: 1.28 Mbit/s, any audio file at 1.6 Mbit/s (CD-quality WAV is 1.41).
+AUDIO_BYTES_PER_SECOND = {"voice": 8_000, "video_note": 160_000}
+ANY_AUDIO_BYTES_PER_SECOND = 200_000
 
 
 def audio_byte_limit(kind: str, max_seconds: float) -> int:

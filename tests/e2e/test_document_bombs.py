@@ -63,7 +63,7 @@ def shown(telegram: FakeTelegram) -> list[str]:
             "bomb.pdf",
             lambda: flate_bomb_pdf(40),
             PDF,
-            "it holds a stream that would expand past the limit",
+            "it is built to expand past what a document may",
         ),
     ],
     ids=["zip bomb", "flate bomb"],
@@ -88,7 +88,7 @@ async def test_a_document_bomb_gets_a_sentence_and_costs_no_memory(
         await turns_done(gateway)
         grown = rss_mb() - before
     assert grown < 40  # the gateway never held the expanded text
-    assert reader_peak_mb(caplog) < 400  # nor did the process that read it
+    assert reader_peak_mb(caplog) < 150  # nor did the process that read it
     assert f"I could not read {name}: {reason}." in shown(telegram)
     [(_, row, _)] = [r for r in session_rows(config, f"telegram:{ANN}") if r[0] == "user"]
     assert f'[document "{name}"' in row and f"not read: {reason}]" in row
@@ -129,9 +129,9 @@ async def test_a_document_past_the_bounds_is_kept_in_part_and_says_so(
         await telegram.wait_sent(2)
         await turns_done(gateway)
     assert (
-        "I read only the first 3 of 10 pages of book.pdf: that is as much as I read of one file."
+        "I read only 3 of the 10 pages of book.pdf: that is as much as I read of one file."
         in shown(telegram)
     )
     [(_, row, _)] = [r for r in session_rows(config, f"telegram:{ANN}") if r[0] == "user"]
-    assert "only the first 3 of 10 pages read" in row
+    assert "only 3 of the 10 pages read" in row
     assert "chapter 3" in row and "chapter 4" not in row

@@ -5,17 +5,21 @@ and is erased with the last of them; an empty answer from the model is asked aga
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from adapters.base import Attachment
 from agent.turn_result import EMPTY_ANSWER
 from gateway.config.media import TranscriptionConfig, transcription_route
 from gateway.config.routes import ModelRoute
-from gateway.media.documents import extract_document
+from gateway.media.documents import ReadingLimits, extract_document
 from tests import db
 from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.media_files import flate_bomb_pdf
 from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing, turns_done
 
 WINDOW = 8192
@@ -141,3 +145,29 @@ def test_transcription_goes_to_the_main_openai_endpoint_with_its_key_and_nowhere
     claude = ModelRoute("anthropic", "claude", None, "anthropic-key")
     assert transcription_route(TranscriptionConfig(), claude) is None  # auto: no endpoint
     assert transcription_route(TranscriptionConfig(enabled=False), local) is None
+
+
+async def test_the_reader_holds_no_secret_and_dies_with_a_cancelled_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-the-reader")
+    started: asyncio.Future[asyncio.subprocess.Process] = asyncio.get_running_loop().create_future()
+    spawn = asyncio.create_subprocess_exec
+
+    async def watched(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        process = await spawn(*args, **kwargs)
+        started.set_result(process)
+        return process
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", watched)
+    limits = ReadingLimits(10**6, 10, 20)
+    slow = asyncio.create_task(
+        extract_document(flate_bomb_pdf(2), "slow.pdf", "application/pdf", limits)
+    )
+    reader = await asyncio.wait_for(started, 10)
+    environment = await asyncio.to_thread(Path(f"/proc/{reader.pid}/environ").read_bytes)
+    assert b"sk-never-in-the-reader" not in environment and b"PATH=" in environment
+    slow.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await slow
+    assert reader.returncode is not None  # killed and reaped, not left reading
