@@ -104,6 +104,7 @@ class ContextCompressor(ContextEngine):
         self.awaiting_real_usage = True
         self.threshold_ratio = self.settings.threshold
         self.token_scale = 1.0  # server tokens per estimated one (docs/design.md#calibration)
+        self.summary_scale = 1.0  # the same, of the summary model (docs/design.md#summary-model)
         self._derive(self.model, context_length)
 
     # -- thresholds and budgets (docs/design.md#threshold, #boundaries, #output-reserve) ---
@@ -116,11 +117,8 @@ class ContextCompressor(ContextEngine):
             self.settings.model_thresholds,
             self.context_length,
         )
-        threshold = int(self.input_budget * self.threshold_ratio)
-        if self.auxiliary is not None and self.auxiliary_context_length:
-            # The summary model has to read what it summarizes.
-            threshold = min(threshold, int(self.auxiliary_context_length))
-        self.threshold_tokens = max(1, threshold)
+        # A smaller summary model reads in pieces (docs/design.md#summary-model).
+        self.threshold_tokens = max(1, int(self.input_budget * self.threshold_ratio))
 
     @property
     def window(self) -> Window:  # rows in the server's tokens, as the budgets are
@@ -277,7 +275,7 @@ class ContextCompressor(ContextEngine):
             budget=self.tail_token_budget,
             protect_last_n=self.settings.protect_last_n,
             min_tail_user_messages=self.settings.min_tail_user_messages,
-            hard_ceiling=window.real(window.row_cap),
+            hard_ceiling=window.real(window.tail_cap),
         )
         if not plan.has_middle:
             return self._unchanged(attempt, "skipped", "too_few_messages")
@@ -291,6 +289,7 @@ class ContextCompressor(ContextEngine):
             focus=focus,
             context_length=self.context_length,
             summarizer_window=self._summarizer_window(),
+            scale=self.summary_scale,
         )
         if not request.turns:
             # Only the previous summary lies between head and tail: nothing new to write.
@@ -301,11 +300,13 @@ class ContextCompressor(ContextEngine):
             timeout_seconds=self.settings.context_timeout_seconds,
             abort_on_failure=self.settings.abort_on_summary_failure,
             fallback_chars=fallback_max_chars(self.context_length),
+            scale=self.summary_scale,
         )
         if fallback_only:
             outcome = SummaryOutcome(summarizer.fallback(request), "deterministic_fallback")
         else:
             outcome = await summarizer.summarize(request, self.cooldown)
+            self.summary_scale = summarizer.scale  # what its overflows taught, kept
         if outcome.body is None:
             return self._abort(attempt, outcome.failure or SummaryFailure("other"))
         head: list[Mapping[str, Any]] = list(pruned[: plan.head_end])
@@ -332,9 +333,8 @@ class ContextCompressor(ContextEngine):
         return None
 
     def _summarizer_window(self) -> int:
-        if self.auxiliary is not None and self.auxiliary_context_length:
-            return min(self.context_length, int(self.auxiliary_context_length))
-        return self.context_length
+        own = self.auxiliary_context_length if self.auxiliary is not None else None
+        return min(self.context_length, int(own or self.context_length))
 
     # -- outcomes ------------------------------------------------------------------------
 

@@ -23,10 +23,10 @@ Scope = Literal["me", "chat"]
 MAX_NOTE_CHARS = 500
 #: The block never takes more than this share of the input budget (small windows)...
 WINDOW_SHARE = 0.125
-#: ...and below this budget (an input budget under 4,096 tokens: a 4K model) memory stays
-#: out of the session: no block, no tools, no flush. Its fixed cost would crowd the
-#: conversation out of a window that small.
-MIN_BLOCK_TOKENS = 512
+#: ...and below this budget memory stays out of the session — no block, no tools, no
+#: flush: the header and a note or two take about this much. An eighth of a 2K model's
+#: input budget still affords it (docs/design.md#memory-block).
+MIN_BLOCK_TOKENS = 96
 #: The tools a turn is offered only when it carries the block (agent/memory_tools.py).
 TOOL_NAMES = frozenset({"remember", "forget"})
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from agent.compression.assembly import repair_tool_pairs
 from agent.compression.markers import is_real_user_message, is_summary_message
-from agent.compression.settings import summary_token_cap
+from agent.compression.settings import TINY_WINDOW_LIMIT, summary_token_cap
 from agent.tokens import (
     IMAGE_TOKENS,
     count_images,
@@ -35,10 +35,14 @@ from agent.tokens import (
     estimate_text_tokens_rough,
 )
 
+#: The output reserve is at most the window over this: 1,024 tokens of a 4K window.
+RESERVE_DIVISOR = 4
 #: Share of the input budget the newest user message may always fill.
 NEWEST_SHARE = 0.5
 #: Share of the input budget any other single row may fill.
 ROW_SHARE = 0.25
+#: Share of a tiny window's input budget a compaction's tail may keep verbatim.
+TINY_TAIL_SHARE = 0.125
 #: When rows must be cut below their share, never below this share of the input budget...
 FLOOR_SHARE = 1 / 16
 #: ...nor below this many tokens.
@@ -81,8 +85,9 @@ class Window:
 
     @property
     def output_reserve(self) -> int:
-        """Tokens kept free for the reply: ``max_output_tokens``, at most half the window."""
-        return max(0, min(self.max_output_tokens, self.context_length // 2))
+        """Tokens kept free for the reply: ``max_output_tokens``, at most a quarter of the
+        window (on a small window the conversation needs the rest, docs/design.md#output-reserve)."""
+        return max(0, min(self.max_output_tokens, self.context_length // RESERVE_DIVISOR))
 
     @property
     def input_budget(self) -> int:
@@ -101,6 +106,13 @@ class Window:
     def newest_cap(self) -> int:
         """Estimated tokens the newest user message is always shown with, if it has them."""
         return self._cap(NEWEST_SHARE)
+
+    @property
+    def tail_cap(self) -> int:
+        """Estimated tokens a compaction keeps verbatim besides the newest exchange: less
+        on a tiny window, where what it frees must last turns (docs/design.md#boundaries)."""
+        tiny = self.context_length < TINY_WINDOW_LIMIT
+        return self._cap(TINY_TAIL_SHARE if tiny else ROW_SHARE)
 
     @property
     def floor_cap(self) -> int:

@@ -24,6 +24,7 @@ from agent.tokens import TokenCounter
 from agent.tools import BUILTIN_TOOLS, Tool, ToolBox, ToolSource
 from gateway.build import (
     Providers,
+    SummaryWindow,
     build_engine_factory,
     build_mcp_servers,
     build_providers,
@@ -48,7 +49,7 @@ from gateway.events import EventBus, load_hook
 from gateway.media.reading import MediaReader
 from gateway.media.transcription import transcriber_for
 from gateway.memory.commands import MemoryCommands
-from gateway.memory.flush import TIMEOUT_SECONDS, FlushBeforeCompaction
+from gateway.memory.flush import FlushBeforeCompaction
 from gateway.memory.scopes import Memories
 from gateway.provider_events import ReportedProvider, for_summaries
 from gateway.scheduling.scheduler import Scheduler
@@ -87,6 +88,9 @@ class Gateway:
         catch_up_from_store(self.adapters.values(), self.store.conversation, config)
         self.events = EventBus()
         self.windows = ContextLengthResolver(config.data_dir)
+        self.summary_window = SummaryWindow.of(
+            config, self.windows, self.providers, self.current_window
+        )
         #: How each model's server counts against the estimate (docs/design.md#calibration).
         self.calibrations = Calibrations()
         self._asking: set[asyncio.Task[None]] = set()
@@ -105,7 +109,6 @@ class Gateway:
         self.engine_choice: EngineChoice = resolve_context_engine(
             config.context.engine, ContextCompressor, [config.data_dir / "plugins"]
         )
-        self.context_length = self.current_window()
         # Per-chat model choice (docs/design.md#model-choice) and MCP tools (#mcp-tools).
         self.models = ModelChoices(
             model_choices(config.model, config.models),
@@ -174,7 +177,7 @@ class Gateway:
             self.lanes,
             self._reply,
             window_note=self.window_note,
-            memory=MemoryCommands(self.memories),
+            memory=MemoryCommands(self.memories, self.sessions),
             pairing=self.pairing,
             models=ModelCommand(self.models, self.store.conversation, self.sessions, self.lanes),
             tools=self.describe_tools,
@@ -193,7 +196,10 @@ class Gateway:
             moves=self.moves,
         )
         self._engine_factory = build_engine_factory(
-            config, self.engine_choice, for_summaries(self.providers, self.events)
+            config,
+            self.engine_choice,
+            for_summaries(self.providers, self.events),
+            self.summary_window.auxiliary,
         )
         # The operator's dashboard and /metrics (docs/design.md#dashboard), when enabled
         # (its web server, templates and Prometheus client are imported only then).
@@ -208,18 +214,12 @@ class Gateway:
     def _memory_flush(self) -> FlushBeforeCompaction | None:
         """The flush before every compaction (docs/design.md#memory-flush), on the summary
         model when one is configured."""
-        if self.memories is None or not self.config.memory.flush_before_compaction:
-            return None
-        return FlushBeforeCompaction(
-            self.memories,
-            ReportedProvider(self.providers.auxiliary or self.providers.main, "flush", self.events),
-            window=self.current_window,
-            timeout=min(TIMEOUT_SECONDS, self.config.compression.context_timeout_seconds),
-        )
+        provider = self.providers.auxiliary or self.providers.main
+        reported = ReportedProvider(provider, "flush", self.events)
+        return FlushBeforeCompaction.of(self.config, self.memories, reported, self.summary_window)
 
     def current_window(self) -> int:
-        """The main model's window now: a limit learned from an overflow counts at once,
-        and wins over ``model.context_length`` when it is smaller."""
+        """The main model's window now (a smaller limit learned from an overflow wins)."""
         model = self.config.model
         return self.windows.resolve(
             model.name, model.provider, model.base_url, override=model.context_length
@@ -313,8 +313,7 @@ class Gateway:
             self.database_checked = asyncio.create_task(self._check_database())
             self._asking.add(self.database_checked)
         # The windows the model servers really serve, before the first turn needs them.
-        self._asking |= await self.models.ask_servers(ASK_SERVERS_SECONDS)
-        self.context_length = self.current_window()
+        self._asking |= await self.models.ask_servers(ASK_SERVERS_SECONDS, self.summary_window.ask)
         self._subscribe_hooks()
         main = self.providers.main
         if caching_enabled(main.name, main.model, main.base_url):
@@ -324,7 +323,7 @@ class Gateway:
             "model %s via %s, window %s tokens, context engine %s",
             main.model,
             main.name,
-            f"{self.context_length:,}",
+            f"{self.current_window():,}",
             self.engine_choice.resolved,
         )
         if self.mcp is not None:  # before the adapters: the first turns have the tools

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from adapters.base import Adapter, InboundMessage
 from agent.compression.settings import CompressionSettings
 from agent.context_engine import ContextEngine, EngineChoice
+from agent.model_metadata import ContextLengthResolver
 from agent.providers import Provider, ProviderSettings, make_provider
 from gateway.config.models import DEFAULT_CHOICE, model_choices
 from gateway.config.schema import (
@@ -73,6 +74,52 @@ def build_providers(config: Config) -> Providers:
     return Providers(main, auxiliary, alternatives)
 
 
+@dataclass
+class SummaryWindow:
+    """The summary model's window (docs/design.md#summary-model): ``auxiliary.compression.
+    context_length``, else what its server serves, found like the main model's; the main
+    model's window when the main model writes the summaries."""
+
+    windows: ContextLengthResolver
+    main: Callable[[], int]
+    route: ModelRoute | None = None
+    configured: int | None = None
+    provider: Provider | None = None
+
+    @classmethod
+    def of(
+        cls,
+        config: Config,
+        windows: ContextLengthResolver,
+        providers: Providers,
+        main: Callable[[], int],
+    ) -> SummaryWindow:
+        route = summary_model_route(config)
+        configured = config.auxiliary.compression.context_length
+        return cls(windows, main, route, configured, providers.auxiliary)
+
+    def auxiliary(self) -> int | None:
+        """The summary model's own window; None when the main model summarizes."""
+        if self.route is None:
+            return None
+        route = self.route
+        return self.windows.resolve(
+            route.name, route.provider, route.base_url, override=self.configured
+        )
+
+    def __call__(self) -> int:
+        return self.auxiliary() or self.main()
+
+    async def ask(self) -> None:
+        """Ask its server what it serves (nothing to ask when the config says it)."""
+        if self.route is None or self.provider is None or self.configured:
+            return
+        route = self.route
+        await self.windows.ask_server(
+            route.name, route.provider, route.base_url, self.provider.served_window
+        )
+
+
 def _provider(route: ModelRoute, timeout: float, config: Config) -> Provider:
     return make_provider(
         ProviderSettings(
@@ -107,7 +154,10 @@ def compression_settings(config: Config) -> CompressionSettings:
 
 
 def build_engine_factory(
-    config: Config, choice: EngineChoice, providers: Providers
+    config: Config,
+    choice: EngineChoice,
+    providers: Providers,
+    summary_window: Callable[[], int | None] = lambda: None,
 ) -> Callable[..., ContextEngine]:
     """A function that makes one engine per session for a given window — and, for a chat
     that chose another model, that model's provider and output limit (it then writes
@@ -129,6 +179,7 @@ def build_engine_factory(
             else settings,
             main=own,
             auxiliary=providers.auxiliary,
+            auxiliary_context_length=summary_window(),
             model=own.model,
             provider=own.name,
             context_length=context_length,

@@ -9,6 +9,11 @@ from typing import Literal
 #: Windows below this never compress below :data:`SMALL_WINDOW_THRESHOLD_FLOOR` (docs/design.md#threshold).
 SMALL_WINDOW_LIMIT = 512_000
 SMALL_WINDOW_THRESHOLD_FLOOR = 0.75
+#: ...and windows below this (a local model's 2K-8K) not below this: their fixed part (the
+#: system prompt, tools, memory) takes a third of the input budget, and at 0.75 what a
+#: compaction frees lasts a turn or two.
+TINY_WINDOW_LIMIT = 16_384
+TINY_WINDOW_THRESHOLD_FLOOR = 0.85
 
 #: Lean tail budget: this share of the window, clamped, and never above the share cap (docs/design.md#boundaries).
 LEAN_TAIL_SHARE = 0.025
@@ -109,7 +114,9 @@ def resolve_model_threshold(
         rank = (len(substring), 1 if scope is not None else 0)
         if best is None or rank > best:
             best, ratio = rank, float(value)
-    if 0 < context_length < SMALL_WINDOW_LIMIT:
+    if 0 < context_length < TINY_WINDOW_LIMIT:
+        ratio = max(ratio, TINY_WINDOW_THRESHOLD_FLOOR)
+    elif 0 < context_length < SMALL_WINDOW_LIMIT:
         ratio = max(ratio, SMALL_WINDOW_THRESHOLD_FLOOR)
     return min(ratio, 1.0)
 

@@ -33,6 +33,9 @@ from agent.tokens import estimate_messages_tokens_rough
 
 log = logging.getLogger(__name__)
 
+#: A summary model's count, learned from its overflow, is taken this much heavier.
+SCALE_MARGIN = 1.05
+
 #: Why a summary failed, in words safe to show a user (no error text, no secrets).
 FAILURE_REASONS = {
     "timeout": "the summary model did not answer in time",
@@ -96,12 +99,16 @@ class Summarizer:
         timeout_seconds: float,
         abort_on_failure: bool,
         fallback_chars: int,
+        scale: float = 1.0,
     ) -> None:
         self.main = main
         self.auxiliary = auxiliary
         self.timeout_seconds = timeout_seconds
         self.abort_on_failure = abort_on_failure
         self.fallback_chars = fallback_chars
+        #: How many of the summary model's tokens one estimated token is, once an
+        #: overflow of it said (docs/design.md#summary-model).
+        self.scale = scale
 
     def fallback(self, request: SummaryRequest) -> str:
         """The deterministic summary of the whole request (no LLM), bounded."""
@@ -125,7 +132,8 @@ class Summarizer:
         previous = request.previous_summary
         aux_failed = False
         for call in calls:
-            outcome = await self._summarize_once(replace(call, previous_summary=previous), cooldown)
+            call = replace(call, previous_summary=previous, scale=max(call.scale, self.scale))
+            outcome = await self._summarize_once(call, cooldown)
             aux_failed = aux_failed or outcome.aux_failed
             if outcome.body is None:
                 return outcome
@@ -169,11 +177,19 @@ class Summarizer:
                 timeout_seconds=self.timeout_seconds,
             )
         except SummaryFailure as failure:
-            if failure.kind != "length":
+            if failure.prompt_tokens and failure.kind == "other":
+                # Over its window: it counts heavier than the estimate. Once more, read
+                # less by what it said (docs/design.md#summary-model).
+                ratio = failure.prompt_tokens / max(1, estimate_messages_tokens_rough(messages))
+                self.scale = max(self.scale, request.scale, ratio * SCALE_MARGIN)
+                window = failure.context_limit or request.input_budget_tokens
+                roomier = replace(request, input_budget_tokens=window, scale=self.scale)
+            elif failure.kind != "length":
                 raise
-            # Cut off by max_tokens: once more with more room to write, or less to read,
-            # before it counts as a failure (docs/design.md#failure-ladder).
-            roomier = roomier_request(request, estimate_messages_tokens_rough(messages))
+            else:
+                # Cut off by max_tokens: once more with more room to write, or less to
+                # read, before it counts as a failure (docs/design.md#failure-ladder).
+                roomier = roomier_request(request, estimate_messages_tokens_rough(messages))
             text = await request_summary(
                 provider,
                 build_summary_messages(roomier),

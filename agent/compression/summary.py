@@ -68,8 +68,11 @@ UPDATE_INSTRUCTION = (
 
 TOOL_ARGUMENTS_MAX_CHARS = 600
 MIN_TURN_CHARS = 80
-#: Tokens of the request that are not turns (instructions, template, previous summary framing).
-PROMPT_OVERHEAD_TOKENS = 1_500
+#: Tokens of the request that are not turns (instructions, template, previous summary
+#: framing: about 420 estimated), with room for the chat template.
+PROMPT_OVERHEAD_TOKENS = 600
+#: A summary is never asked to be longer than this share of its model's window.
+SUMMARIZER_OUTPUT_SHARE = 0.25
 #: A middle bigger than the summary model's window is folded in at most this many calls.
 MAX_SUMMARY_CALLS = 6
 
@@ -77,10 +80,20 @@ MAX_SUMMARY_CALLS = 6
 class SummaryFailure(Exception):
     """The summary call failed; ``kind`` decides the row of the failure table (docs/design.md#failure-ladder)."""
 
-    def __init__(self, kind: FailureKind, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        kind: FailureKind,
+        *,
+        retry_after: float | None = None,
+        prompt_tokens: int | None = None,
+        context_limit: int | None = None,
+    ) -> None:
         super().__init__(kind)
         self.kind: FailureKind = kind
         self.retry_after = retry_after
+        #: An overflow that says how the summary model counted the prompt, and its window.
+        self.prompt_tokens = prompt_tokens
+        self.context_limit = context_limit
 
 
 @dataclass(frozen=True)
@@ -92,7 +105,10 @@ class SummaryRequest:
     oversized_recent: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     focus: str | None = None
     budget_tokens: int = 2_000
+    #: The summary model's window, in its tokens...
     input_budget_tokens: int = 100_000
+    #: ...and how many of them one estimated token is (learned from its overflow errors).
+    scale: float = 1.0
 
 
 #: A ``/compress`` focus longer than this is cut: it steers the summary, it is not input.
@@ -115,6 +131,7 @@ def summary_request(
     focus: str | None,
     context_length: int,
     summarizer_window: int,
+    scale: float = 1.0,
 ) -> SummaryRequest:
     """What to ask the summary model for the middle of ``plan`` (docs/design.md#summary)."""
     turns, previous = middle_turns(pruned, plan)
@@ -125,8 +142,12 @@ def summary_request(
         previous_summary=previous,
         oversized_recent=[pruned[i] for i in plan.oversized],
         focus=bound_focus(focus),
-        budget_tokens=summary_token_budget(middle_tokens, context_length),
+        budget_tokens=min(
+            summary_token_budget(middle_tokens, context_length),
+            int(summarizer_window * SUMMARIZER_OUTPUT_SHARE),
+        ),
         input_budget_tokens=summarizer_window,
+        scale=scale,
     )
 
 
@@ -187,10 +208,8 @@ def _cut(text: str, cap: int) -> str:
 
 def _budget_chars(request: SummaryRequest) -> int:
     """Characters of previous summary + turns one summary call can carry."""
-    return max(
-        4_000,
-        (request.input_budget_tokens - request.budget_tokens - PROMPT_OVERHEAD_TOKENS) * 4,
-    )
+    room = (request.input_budget_tokens - request.budget_tokens) / max(1.0, request.scale)
+    return max(1_000, int(room - PROMPT_OVERHEAD_TOKENS) * 4)
 
 
 def plan_summary_calls(request: SummaryRequest) -> list[SummaryRequest]:
@@ -278,6 +297,10 @@ def classify_error(exc: BaseException) -> SummaryFailure:
         return SummaryFailure("malformed")
     if not isinstance(exc, ProviderError):
         return SummaryFailure("other")
+    if exc.kind == "overflow":  # e.g. a summary model whose tokenizer counts heavier
+        return SummaryFailure(
+            "other", prompt_tokens=exc.prompt_tokens, context_limit=exc.context_limit
+        )
     detail = getattr(exc, "detail", "") or ""
     if detail in ("stream_closed", "json_decode"):
         return SummaryFailure("malformed")

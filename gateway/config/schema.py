@@ -108,6 +108,8 @@ class AuxiliaryModelConfig:
     provider: Literal["openai", "anthropic"] | None = None
     base_url: str | None = None
     api_key: str | None = None
+    #: None: what its server serves, found like model.context_length.
+    context_length: int | None = field(default=None, metadata=_min(512))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from agent.model_metadata import ContextLengthResolver, ResolvedWindow
 from agent.providers import Provider
@@ -77,12 +79,17 @@ class ModelChoices:
     def describe(self, choice: ModelChoice) -> str:
         return f"{choice.route.name} via {choice.route.provider}, {self.window(choice):,} tokens"
 
-    async def ask_servers(self, within: float) -> set[asyncio.Task[None]]:
+    async def ask_servers(
+        self, within: float, *also: Callable[[], Coroutine[Any, Any, None]]
+    ) -> set[asyncio.Task[None]]:
         """Ask every model's server what window it serves (docs/design.md#served-window),
-        waiting at most ``within`` seconds; the asks still under way are returned, to finish
-        in the background. A server that serves less than the config says is told to the
-        operator in the log, once, when it answers."""
-        asks: dict[str, asyncio.Task[None]] = {}
+        and do ``also`` (the summary model's ask) beside them, waiting at most ``within``
+        seconds; the asks still under way are returned, to finish in the background. A
+        server that serves less than the config says is told to the operator in the log,
+        once, when it answers."""
+        asks: dict[str, asyncio.Task[None]] = {
+            f"also {n}": asyncio.create_task(ask()) for n, ask in enumerate(also)
+        }
         for choice in self.choices.values():
             route = choice.route
             key = f"{route.provider}|{route.base_url}|{route.name}"

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from adapters.base import InboundMessage
+from agent.memory import MemoryBlock
+from gateway.conversation.router import session_key
+from gateway.conversation.runtime import SessionRuntime
 from gateway.memory.scopes import ChatMemory, Memories
 from gateway.store import MemoryEntry
 
@@ -23,15 +27,25 @@ NOTHING = "I don't remember anything here yet."
 CONFIRM_SECONDS = 300.0
 
 
+class Sessions(Protocol):
+    async def existing(self, key: str) -> SessionRuntime | None: ...
+
+
 class MemoryCommands:
     """Answers ``/memory`` and ``/forget``; ``memories`` None when memory is off."""
 
     NAMES = frozenset({"memory", "forget"})
 
     def __init__(
-        self, memories: Memories | None, *, clock: Callable[[], float] = time.monotonic
+        self,
+        memories: Memories | None,
+        sessions: Sessions | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.memories = memories
+        #: Whose window decides what the prompt carries (/memory says what it leaves out).
+        self.sessions = sessions
         self.clock = clock
         #: (chat, person) -> when they asked to forget everything, awaiting "yes".
         self._asked: dict[tuple[str, str], float] = {}
@@ -44,11 +58,22 @@ class MemoryCommands:
             return MEMORY_OFF
         memory = self.memories.for_message(message)
         if name == "memory":
-            return describe(await numbered(memory), private=memory.private)
+            listed = describe(await numbered(memory), private=memory.private)
+            carried = await self._carried(message, memory)
+            return listed if carried is None else f"{listed}\n{carried}"
         words = argument.lower().split()
         if words[:1] == ["all"]:
             return await self.forget_all(memory, confirmed=words[1:2] == ["yes"])
         return await self.forget_one(memory, argument)
+
+    async def _carried(self, message: InboundMessage, memory: ChatMemory) -> str | None:
+        """What this chat's model sees of the notes, when it is not all of them: a small
+        window carries the most recently used (docs/design.md#memory-block)."""
+        runtime = await self.sessions.existing(session_key(message)) if self.sessions else None
+        if runtime is None:
+            return None
+        block = await memory.block(runtime.agent.window)
+        return carried_note(block, runtime.agent.window.context_length)
 
     async def forget_one(self, memory: ChatMemory, argument: str) -> str:
         listed = await numbered(memory)
@@ -111,3 +136,19 @@ def describe(entries: list[MemoryEntry], *, private: bool) -> str:
         + ("; /forget all removes everything about you." if private else ".")
     )
     return "\n".join(lines)
+
+
+def carried_note(block: MemoryBlock | None, window: int) -> str | None:
+    """One sentence when the prompt leaves notes out, else None."""
+    if block is None:
+        return (
+            f"This model's window ({window:,} tokens) is too small to carry notes, so I "
+            "don't see them now: they are kept, for a larger model (/model)."
+        )
+    if not block.left_out:
+        return None
+    carried = f"the {block.shown} most recently used" if block.shown else "none of them"
+    return (
+        f"This model's window ({window:,} tokens) carries {carried}; the other "
+        f"{block.left_out} are kept, and I find them when I search."
+    )

@@ -17,6 +17,7 @@ from typing import Any
 from agent.memory import block_budget
 from agent.memory_flush import flush_span
 from agent.providers.base import Provider
+from gateway.config.schema import Config
 from gateway.conversation.runtime import SessionRuntime
 from gateway.memory.scopes import Memories, Source
 
@@ -32,6 +33,21 @@ SPAN_WINDOW_SHARE = 0.25
 
 class FlushBeforeCompaction:
     """Called by the transcript with the rows a compaction is about to archive."""
+
+    @classmethod
+    def of(
+        cls,
+        config: Config,
+        memories: Memories | None,
+        provider: Provider,
+        window: Callable[[], int],
+    ) -> FlushBeforeCompaction | None:
+        """The flush ``config`` asks for, on ``provider`` (the summary model) and its
+        ``window``; None when memory or the flush is off."""
+        if memories is None or not config.memory.flush_before_compaction:
+            return None
+        timeout = min(TIMEOUT_SECONDS, config.compression.context_timeout_seconds)
+        return cls(memories, provider, window=window, timeout=timeout)
 
     def __init__(
         self,

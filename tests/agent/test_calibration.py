@@ -74,4 +74,4 @@ def test_a_fitted_request_leaves_the_margin_free_in_the_servers_tokens() -> None
     request = fit_request(rows, window, overhead_tokens=300)
     assert request.prompt_tokens == window.real(request.estimate)
     assert request.prompt_tokens + request.max_tokens + window.margin <= 4_096
-    assert request.max_tokens == window.output_reserve == 2_048
+    assert request.max_tokens == window.output_reserve == 1_024  # a quarter of the window

@@ -41,11 +41,17 @@ def test_disabled_compression_never_triggers():
     assert not engine.should_compress(10**9)
 
 
-@pytest.mark.parametrize("window", [8_192, 128_000, 200_000, 511_999])
+@pytest.mark.parametrize("window", [16_384, 128_000, 200_000, 511_999])
 def test_small_windows_never_trigger_below_75_percent(window):
     engine = engine_for("some-model", window, threshold=0.50)
     assert engine.threshold_ratio == 0.75
     assert engine.threshold_tokens == int(engine.input_budget * 0.75)
+
+
+@pytest.mark.parametrize("window", [2_048, 4_096, 8_192, 16_383])
+def test_tiny_windows_never_trigger_below_85_percent(window):
+    engine = engine_for("some-model", window, threshold=0.50)
+    assert engine.threshold_ratio == 0.85
 
 
 def test_large_windows_keep_the_configured_threshold():
@@ -117,10 +123,10 @@ def test_threshold_is_a_share_of_the_window_minus_the_output_reserve():
     assert engine.threshold_tokens == int(92_000 * 0.75)
 
 
-def test_output_reserve_never_takes_more_than_half_a_tiny_window():
+def test_output_reserve_never_takes_more_than_a_quarter_of_the_window():
     engine = engine_for("m", 4_096, max_output_tokens=8_000)
-    assert engine.output_reserve == 2_048
-    assert engine.threshold_tokens == int(2_048 * 0.75)
+    assert engine.output_reserve == 1_024
+    assert engine.threshold_tokens == int(3_072 * 0.85)
 
 
 @pytest.mark.parametrize(("prompt", "expected"), [(10_000, 8_000), (95_000, 5_000), (99_999, 1)])
@@ -143,7 +149,8 @@ def test_invalid_settings_are_refused():
         CompressionSettings(tail_mode="fat")  # type: ignore[arg-type]
 
 
-def test_small_auxiliary_window_caps_the_trigger():
+def test_a_smaller_summary_window_bounds_no_threshold():
+    # It reads the span in pieces that fit it (docs/design.md#summary-model).
     aux = ScriptedSummarizer(model="small-aux")
     engine = ContextCompressor(
         main=ScriptedSummarizer(model="gpt-4.1"),
@@ -151,7 +158,7 @@ def test_small_auxiliary_window_caps_the_trigger():
         auxiliary_context_length=200_000,
         context_length=1_047_576,
     )
-    assert engine.threshold_tokens == 200_000
+    assert engine.threshold_tokens == int(engine.input_budget * 0.5)
 
 
 def test_repeating_the_same_model_keeps_the_usage_reading():

@@ -36,12 +36,15 @@ def test_the_block_keeps_the_most_recently_used_within_its_budget() -> None:
     assert f"({block.left_out} older note(s) not shown" in block.text
 
 
-def test_a_small_window_gets_a_smaller_block_or_none() -> None:
+def test_a_small_window_gets_a_smaller_block_down_to_2k() -> None:
     assert block_budget(1500, Window(200_000, 4096)) == 1500
     assert block_budget(1500, Window(8192, 512)) == 960
-    assert block_budget(1500, Window(8192, 4096)) == MIN_BLOCK_TOKENS  # the defaults on 8K
+    assert block_budget(1500, Window(8192, 4096)) == 768  # the defaults on 8K
     assert block_budget(300, Window(8192, 4096)) == 300  # a small max_tokens is no window's
-    assert block_budget(1500, Window(4096, 512)) == 0  # a 4K model: no memory
+    assert block_budget(1500, Window(4096, 4096)) == 384  # a 4K model
+    assert block_budget(1500, Window(2048, 4096)) == 192  # a 2K model: the header, a few notes
+    assert block_budget(1500, Window(512, 4096)) == 0  # no room for even the header
+    assert MIN_BLOCK_TOKENS > render_block([], max_tokens=10**6).tokens
 
 
 def test_the_block_goes_after_the_system_prompt() -> None:

@@ -25,6 +25,7 @@ from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama, FakeVllm
 from tests.fakes.telegram_server import FakeTelegram
 from tests.harness import (
     RecordingAdapter,
+    is_summary_request,
     is_turn_request,
     make_config,
     running_gateway,
@@ -275,3 +276,37 @@ async def test_how_the_server_counts_outlives_a_restart(tmp_path: Path) -> None:
             assert runtime is not None
             # Russian counts 1.6 times the estimate here: known before the first request.
             assert runtime.agent.calibration.ratio > 1.3
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+async def test_a_2k_summary_model_beside_an_8k_main_one_gets_only_what_fits_it(
+    tmp_path: Path, language: str
+) -> None:
+    # auxiliary.compression names a small model on its own server and no window: it is
+    # asked, like the main one, and every call to it — summary pieces, their merge, the
+    # memory flush — fits its 2,048 tokens (docs/design.md#summary-model).
+    rng = random.Random(3)
+    async with FakeVllm(served=8_192) as main, FakeVllm(served=2_048) as small:
+        main.responder = model_answer(language, rng)
+        small.responder = summarizing()
+        summary = {"model": small.model, "base_url": small.openai_base_url}
+        config = make_config(
+            tmp_path, main, model={"name": main.model}, auxiliary={"compression": summary}
+        )
+        adapter = RecordingAdapter()
+        async with running_gateway(config, adapter) as gateway:
+            for turn in range(40):
+                fact = f"fact: #{turn} {FACTS[language][turn % 3]}. " if turn % 10 == 0 else ""
+                await adapter.say(fact + text_of_length(rng, language, 900))
+                await adapter.wait_sent(turn + 1)
+            await turns_done(gateway)
+    summaries = [r for r in small.requests if is_summary_request(r)]
+    assert len({r.body["messages"][1]["content"][:200] for r in summaries}) >= 3
+    # Russian counts 1.6 times the estimate there: its first refusal says so, and the
+    # call is made again, reading less; none after.
+    assert small.refusals == (1 if language == "ru" else 0) and main.refusals == 0
+    over = [r for r in small.requests if r.prompt_tokens + r.max_tokens > 2_048]
+    assert len(over) == small.refusals
+    assert not any(is_summary_request(r) for r in main.requests)  # never fell back
+    assert small.window_asks >= 1
+    assert not any(marker in text for text in adapter.texts() for marker in ERRORS)

@@ -23,8 +23,9 @@ from tests.fakes.media_files import flate_bomb_pdf
 from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing, turns_done
 
 WINDOW = 8192
-#: The threshold of an 8K window: 0.75 (small windows) of the input budget (8192 - 4096).
-THRESHOLD = int(0.75 * (WINDOW - 4096))
+#: The threshold of an 8K window: 0.85 (tiny windows) of the input budget (the window less
+#: its reserve, a quarter of it).
+THRESHOLD = int(0.85 * (WINDOW - WINDOW // 4))
 
 
 def _big_log(size: int) -> bytes:

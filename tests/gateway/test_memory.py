@@ -301,3 +301,45 @@ async def test_a_full_memory_never_pushes_a_request_past_a_small_window(
         assert request.prompt_tokens + request.max_tokens <= 8_192
     for request in turns:  # an eighth of the input budget at most (docs/design.md#memory-block)
         assert 0 < len(memory_block(request) or "") // 4 <= (8_192 - 512) // 8
+
+
+async def test_memory_stays_on_down_to_2k_and_says_what_the_window_leaves_out(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    model = fake_llm.responder = MemoryModel(lossy=True)  # summaries lose every fact
+    fake_llm.context_window = 4_096  # the server refuses anything bigger
+    small = {"name": "fake-model", "context_length": 2_048}
+    config = make_config(
+        tmp_path, fake_llm, model={"context_length": 4_096}, models={"small": small}
+    )
+    adapter = RecordingAdapter()
+    async with running_gateway(config, adapter) as gateway:
+        assert await ask(adapter, f"remember chat: {PEANUTS}") == "Noted."
+        for i in range(12):
+            await ask(adapter, f"chatting {i} " + "w" * 1_200)
+        assert model.flushes  # compactions at 4K were flushed first
+        assert await ask(adapter, "/memory") == (
+            f"What I remember in this chat:\n1. {PEANUTS}\n\n"
+            "/forget N removes one; /forget all removes everything about you."
+        )
+        await ask(adapter, "/model small")
+        for i in range(20):  # more notes than an eighth of a 2K window holds
+            await gateway.store.memory.remember(
+                NewMemory(MemoryOwner("chat", "console:t"), f"note {i}: " + "m" * 120)
+            )
+        await ask(adapter, "what should I pack for lunch?")
+        listed = await ask(adapter, "/memory")
+        await turns_done(gateway)
+    last = turn_requests(fake_llm)[-1]
+    block = memory_block(last) or ""
+    assert 0 < len(block) // 4 <= 2_048 // 8 and "older note(s) not shown" in block
+    assert last.prompt_tokens + last.max_tokens <= 2_048
+    offered = [
+        {t["function"]["name"] for t in r.body.get("tools", [])} for r in turn_requests(fake_llm)
+    ]
+    assert "remember" in offered[0]  # at 4K, with its schema
+    shown = block.count("- [#")
+    assert listed.endswith(
+        f"This model's window (2,048 tokens) carries the {shown} most recently used; "
+        f"the other {21 - shown} are kept, and I find them when I search."
+    )

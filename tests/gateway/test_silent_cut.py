@@ -70,7 +70,7 @@ async def test_an_overflow_with_the_servers_numbers_is_answered_with_a_smaller_r
         config = make_config(tmp_path, vllm, model={"name": vllm.model, "context_length": 4_096})
         adapter = RecordingAdapter()
         async with running_gateway(config, adapter):
-            await adapter.say("please read this: " + "words of a long text " * 260)
+            await adapter.say("please read this: " + "words of a long text " * 150)
             (reply,) = await adapter.wait_sent(1)
     assert reply == "a short answer"
     refused, answered = vllm.requests

@@ -31,7 +31,7 @@ async def test_forty_turns_of_compactions_store_each_message_once(
             await gateway.store.conversation.current_session("console:t")
         ).compression_count
 
-    assert compressions >= 4
+    assert compressions >= 3
     user_rows = db.rows(
         tmp_path,
         "SELECT substr(content, 1, 8), created_at FROM messages WHERE role = 'user'"

@@ -71,7 +71,7 @@ async def test_failing_summaries_fall_back_to_a_bounded_summary_that_keeps_facts
         adapter = RecordingAdapter()
         async with running_gateway(config(tmp_path, llm), adapter) as gateway:
             gateway.events.subscribe(["session:compress"], lambda _, p: compressions.append(p))
-            await chat(adapter, 25)
+            await chat(adapter, 35)
             await gateway.events.drain()
         requests = list(llm.requests)
 

@@ -120,7 +120,7 @@ async def replay(
     adapter = ReplayAdapter()
     gateway = Gateway(config, [adapter], providers=providers)
     main = gateway.providers.main
-    result = ReplayResult(config.model.name, main.name, gateway.context_length, 0)
+    result = ReplayResult(config.model.name, main.name, gateway.current_window(), 0)
     current = {"turn": 0, "message": 0}
 
     def on_compress(event: str, payload: dict[str, Any]) -> None:
