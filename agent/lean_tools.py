@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.context_engine import ContextEngine
+from agent.memory import TOOL_NAMES as MEMORY_TOOL_NAMES
 from agent.tokens import estimate_json_tokens_rough
 from agent.tools import ToolBox, ToolContext, ToolOutput
 from agent.window import Window
@@ -79,6 +80,14 @@ class ToolOffer:
     _chosen: dict[tuple[int, float, int, int], list[dict[str, Any]]] = field(
         default_factory=dict, repr=False
     )
+
+    @classmethod
+    def of(cls, schemas: list[dict[str, Any]], lean_share: float, *, memory: bool) -> ToolOffer:
+        """A turn's offer of ``schemas``: without a memory block (``memory``), memory's
+        own tools are left out (docs/design.md#memory-tools)."""
+        if not memory:
+            schemas = [s for s in schemas if schema_name(s) not in MEMORY_TOOL_NAMES]
+        return cls(schemas, lean_share)
 
     def offered(self, window: Window) -> list[dict[str, Any]]:
         """The schemas a request on ``window`` carries (worked out once per window)."""

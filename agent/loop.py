@@ -19,9 +19,10 @@ from typing import Any
 
 from agent.calibration import Calibration, Calibrations
 from agent.context_engine import ContextEngine
-from agent.lean_tools import ToolOffer, schema_name
-from agent.memory import TOOL_NAMES, MemoryBlock, with_block
+from agent.lean_tools import ToolOffer
+from agent.memory import MemoryBlock, with_block
 from agent.model_metadata import ContextLengthResolver
+from agent.next_request import next_request_tokens
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
 from agent.silent_cut import StreamedChars, cut_error, least_count
 from agent.tokens import estimate_json_tokens_rough
@@ -34,7 +35,7 @@ from agent.turn_result import (
     TurnResult,
     is_empty,
 )
-from agent.usage_anchor import UsageAnchor, anchored_tokens, build_anchor
+from agent.usage_anchor import UsageAnchor, build_anchor
 from agent.window import FittedRequest, Window, fit_request, represented_tokens
 from agent.window_lessons import WindowLessons
 
@@ -99,8 +100,7 @@ class Agent:
         turn = _Turn(self, list(messages), transcript, anchor, on_text, cache_ttl)
         turn.on_retract = on_retract
         turn.memory = memory
-        if memory is None:  # no memory this turn: its tools are not offered either
-            turn.offer.schemas = [s for s in turn.offer.schemas if schema_name(s) not in TOOL_NAMES]
+        turn.offer = self.tool_offer(memory=memory is not None)
         context = context or ToolContext(transcript=transcript)
         try:
             await turn.run(context)
@@ -112,6 +112,10 @@ class Agent:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self.toolbox.schemas() + list(self.engine.tools())
+
+    def tool_offer(self, *, memory: bool) -> ToolOffer:
+        """What a turn offers of its tools (docs/design.md#lean-tools)."""
+        return ToolOffer.of(self.tool_schemas(), self.lean_share, memory=memory)
 
     @property
     def window(self) -> Window:
@@ -168,7 +172,7 @@ class _Turn:
         self.result = TurnResult(messages=messages, anchor=anchor)
         #: Every tool the turn may call, and what a request offers of them on its window
         #: (docs/design.md#lean-tools).
-        self.offer = ToolOffer(agent.tool_schemas(), agent.lean_share)
+        self.offer = agent.tool_offer(memory=True)
         self.memory: MemoryBlock | None = None
         self.on_retract: RetractCallback | None = None
         #: The request last sent: an overflow's numbers are about it.
@@ -224,16 +228,15 @@ class _Turn:
 
     def prompt_tokens(self) -> tuple[int, bool]:
         """Tokens the next request will carry, and whether a provider count backs them."""
-        route = self.agent.provider.route
-        if self.anchor is not None:
-            anchored = anchored_tokens(
-                self.anchor, self.messages, route, estimate=self.agent.represented
-            )
-            if anchored is not None:
-                return anchored, True
         memory = self.memory.tokens if self.memory is not None else 0
-        overhead = self.agent.window.real(self.schema_tokens + memory)
-        return self.agent.represented(self.messages) + overhead, False
+        agent = self.agent
+        return next_request_tokens(
+            self.messages,
+            agent.window,
+            agent.provider.route,
+            anchor=self.anchor,
+            overhead=self.schema_tokens + memory,
+        )
 
     async def gate(self, trigger: str) -> None:
         tokens, real = self.prompt_tokens()

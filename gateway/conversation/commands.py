@@ -15,11 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from adapters.base import InboundMessage
-from agent.compression.markers import SUMMARY_PREFIX
-from agent.tokens import estimate_json_tokens_rough
-from agent.window import Window, row_caps
 from gateway.conversation.background import BackgroundTasks
-from gateway.conversation.hygiene import measure_tokens
+from gateway.conversation.fullness import Fullness, measure_fullness, next_memory_block
 from gateway.conversation.lanes import Lanes
 from gateway.conversation.pairing import Pairing
 from gateway.conversation.router import LATER, Answer, session_key
@@ -117,10 +114,10 @@ class Commands:
         if self.memory is not None and self.memory.handles(name):
             return Answer(await self.memory(message, name, argument))
         if name == "status":
-            return Answer(await self.status(key, asker=message))
+            return Answer(await self.status(key))
         if name == "context":
             summary = argument.lower().startswith("summ")
-            return Answer(await self.context(key, show_summary=summary, asker=message))
+            return Answer(await self.context(key, show_summary=summary))
         if name == "usage":
             return Answer(await self.usage(key))
         if name == "model" and self.models is not None:
@@ -181,38 +178,29 @@ class Commands:
 
         return await self.lanes.submit(key, job)
 
-    async def _memory(self, asker: InboundMessage | None, window: Window) -> int:
-        """Tokens of the memory block this chat's requests carry for ``asker``."""
+    async def fullness(self, runtime: SessionRuntime) -> tuple[SessionTranscript, Fullness]:
+        """How full the session's context is (docs/design.md#fullness): the one number
+        ``/status``, ``/context`` and the dashboard show."""
+        transcript = await self.sessions.transcript(runtime)
         memories = self.memory.memories if self.memory is not None else None
-        if memories is None or asker is None:
-            return 0
-        block = await memories.for_message(asker).block(window)
-        return block.tokens if block is not None else 0
+        block = await next_memory_block(memories, runtime)
+        return transcript, measure_fullness(runtime, transcript, block)
 
-    async def status(self, key: str, *, asker: InboundMessage | None = None) -> str:
+    async def status(self, key: str) -> str:
         runtime = await self.sessions.existing(key)
         if runtime is None:
             return "No conversation yet. Say something!"
-        transcript = await self.sessions.transcript(runtime)
-        # The memory block counts like any part of the prompt (docs/design.md#memory-block).
-        transcript.memory_tokens = await self._memory(asker, runtime.agent.window)
-        reading = measure_tokens(runtime, transcript, transcript.restore_anchor())
+        transcript, fullness = await self.fullness(runtime)
         engine = runtime.engine
-        window = engine.context_length
-        share = 100 * reading.tokens / window if window else 0
-        source = {
-            "api": "provider count",
-            "anchor": "provider count + estimate of newer messages",
-            "estimate": "estimate",
-        }[reading.source]
         provider = runtime.agent.provider
         busy = " · a reply is being written" if self.lanes.busy(key) else ""
         note = self.window_note(runtime) if self.window_note is not None else ""
         learned = f" ({note})" if note else ""
         return "\n".join(
             [
-                f"Model: {provider.model} ({provider.name}) · window {window:,} tokens{learned}",
-                f"Context: {reading.tokens:,} tokens ({share:.0f}%, {source}) · "
+                f"Model: {provider.model} ({provider.name}) · "
+                f"window {fullness.window:,} tokens{learned}",
+                f"Context: {fullness.phrase}, {fullness.how} · "
                 f"{len(transcript.messages)} messages active{busy}",
                 f"Compresses at {engine.threshold_tokens:,} tokens · "
                 f"compressions so far: {engine.compression_count}",
@@ -220,29 +208,23 @@ class Commands:
             ]
         )
 
-    async def context(
-        self, key: str, *, show_summary: bool, asker: InboundMessage | None = None
-    ) -> str:
+    async def context(self, key: str, *, show_summary: bool) -> str:
         runtime = await self.sessions.existing(key)
         if runtime is None:
             return "No conversation yet."
-        transcript = await self.sessions.transcript(runtime)
-        parts, summary_text = context_breakdown(runtime, transcript)
-        window = runtime.engine.context_length
-        # The memory block rides after the system prompt (docs/design.md#memory-block).
-        head = {name: tokens for name, tokens in parts.items() if name in ("system", "tools")}
-        parts = {**head, "memory": await self._memory(asker, runtime.agent.window), **parts}
+        _, fullness = await self.fullness(runtime)
+        window = fullness.window
         lines = [f"Context window: {window:,} tokens"]
-        for name, tokens in parts.items():
+        for name, tokens in fullness.parts.items():
             lines.append(f"{name:<12} {bar(tokens, window)} {tokens:>8,}")
-        total = sum(parts.values())
-        lines.append(
-            f"{'total':<12} {bar(total, window)} {total:>8,} ({100 * total / window:.0f}%)"
-        )
+        lines.append(f"{'total':<12} {bar(fullness.tokens, window)} {fullness.tokens:>8,}")
         text = "```\n" + "\n".join(lines) + "\n```"
+        text += f"\nIn use: {fullness.phrase}, {fullness.how}."
         if show_summary:
-            text += "\n\n" + (summary_text or "There is no summary yet: nothing was compressed.")
-        elif summary_text:
+            text += "\n\n" + (
+                fullness.summary or "There is no summary yet: nothing was compressed."
+            )
+        elif fullness.summary:
             text += "\nSend /context summary to read the current summary."
         return text
 
@@ -256,28 +238,6 @@ class Commands:
             f"({u.cache_read_tokens:,} read from cache, {u.cache_write_tokens:,} written to it) · "
             f"{u.completion_tokens:,} tokens out"
         )
-
-
-def context_breakdown(
-    runtime: SessionRuntime, transcript: SessionTranscript
-) -> tuple[dict[str, int], str | None]:
-    """Tokens per part of the context (system, tools, summary, conversation), counted as
-    a request shows them, and the current summary's text (``/context``, the dashboard)."""
-    parts = {"system": 0, "tools": 0, "summary": 0, "conversation": 0}
-    summary_text = None
-    caps = row_caps(transcript.messages, runtime.agent.window)
-    for message, cap in zip(transcript.messages, caps, strict=True):
-        content = message.get("content")
-        tokens = min(transcript.count(message), cap)  # as a request shows it
-        if message.get("role") == "system":
-            parts["system"] += tokens
-        elif isinstance(content, str) and content.startswith(SUMMARY_PREFIX):
-            parts["summary"] += tokens
-            summary_text = content
-        else:
-            parts["conversation"] += tokens
-    parts["tools"] = estimate_json_tokens_rough(runtime.agent.tool_schemas())
-    return parts, summary_text
 
 
 def bar(tokens: int, window: int, width: int = 20) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from agent.model_metadata import ContextLengthResolver, ResolvedWindow
+from agent.model_metadata import CACHE_FILE_NAME, ContextLengthResolver, ResolvedWindow
 from agent.providers import Provider
 from agent.served_window import ENLARGE_HINTS
 from gateway.config.models import DEFAULT_CHOICE, ModelChoice
@@ -146,12 +146,14 @@ def window_note(resolved: ResolvedWindow, configured: int | None, config_key: st
             return WindowNote(text, served_less=True)
         return WindowNote(f"what {resolved.server or 'the server'} says it serves")
     if resolved.source == "confirmed":
-        if smaller:
-            return WindowNote(f"learned from the provider; config says {configured:,}")
-        return WindowNote("learned from the provider")
+        learned = {
+            "overflow": "learned from an overflow error",
+            "truncation": "shown by a prompt the server cut",
+        }.get(resolved.how or "", f"written in {CACHE_FILE_NAME}")
+        return WindowNote(f"{learned}; {config_key} says {configured:,}" if smaller else learned)
     return WindowNote(
         {
-            "override": config_key,
+            "override": f"set by {config_key}",
             "declared": "what the model declares; the server has not said what it serves yet",
             "table": "the table of known models",
             "default": f"a cautious guess: set {config_key}",

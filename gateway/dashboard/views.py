@@ -2,7 +2,8 @@
 
 :class:`Views` reads the store through its own read-only view (the dashboard never holds
 the gateway's connection for a page) and the live numbers from :class:`LiveState`. A
-session's context is measured the way ``/status`` and ``/context`` measure it.
+chat's fullness is the one number ``/status`` and ``/context`` show
+(docs/design.md#fullness).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import time
 from datetime import datetime
 from typing import Any
 
-from gateway.conversation.commands import context_breakdown, describe_cooldown
-from gateway.conversation.hygiene import HYGIENE_THRESHOLD, measure_tokens
+from gateway.conversation.commands import describe_cooldown
+from gateway.conversation.fullness import Fullness
+from gateway.conversation.hygiene import HYGIENE_THRESHOLD
 from gateway.dashboard.chart import Limits, render_chart
 from gateway.dashboard.live import LiveState
 from gateway.dashboard.parts import GatewayParts
@@ -114,15 +116,32 @@ class Views:
 
     async def sessions(self, sort: str = "updated", descending: bool = True) -> dict[str, Any]:
         now = time.time()
-        rows = [self._session_row(s, now) for s in await self.reader.dashboard.sessions()]
+        rows = [
+            self._session_row(s, now, await self._fullness(s))
+            for s in await self.reader.dashboard.sessions()
+        ]
         key = SORT_KEYS.get(sort, SORT_KEYS["updated"])
         rows.sort(key=key, reverse=descending)
         return {"now": now, "sessions": rows, "sort": sort, "descending": descending}
 
-    def _session_row(self, session: SessionOverview, now: float) -> dict[str, Any]:
+    async def _fullness(self, session: SessionOverview) -> Fullness | None:
+        """The chat's fullness, when it is open in this gateway; a chat not open since the
+        start is not opened for a listing."""
         runtime = self.gateway.sessions.cached(session.session_key)
-        window = runtime.engine.context_length if runtime else self.gateway.current_window()
-        tokens = session.active_tokens
+        if runtime is None or runtime.id != session.session_id:
+            return None
+        runtime = await self.gateway.sessions.existing(session.session_key)  # its window now
+        if runtime is None:
+            return None
+        return (await self.gateway.commands.fullness(runtime))[1]
+
+    def _session_row(
+        self, session: SessionOverview, now: float, fullness: Fullness | None
+    ) -> dict[str, Any]:
+        if fullness is not None:
+            tokens, window = fullness.tokens, fullness.window
+        else:  # the stored rows alone, against the configured model's window
+            tokens, window = session.active_tokens, self.gateway.current_window()
         return {
             "session_key": session.session_key,
             "platform": session.platform,
@@ -133,6 +152,10 @@ class Views:
             "tokens": tokens,
             "window": window,
             "share": tokens / window if window else 0.0,
+            "measured": fullness is not None,
+            "phrase": fullness.phrase
+            if fullness is not None
+            else f"{tokens:,} of {window:,} tokens in stored rows",
             "updated_at": session.updated_at,
             "compressions": session.compression_count,
             "cooldown_left": cooldown_left(session.engine_state, now),
@@ -149,11 +172,9 @@ class Views:
         if not found or runtime is None:
             return None
         session = found[0]
-        transcript = await self.gateway.sessions.transcript(runtime)
-        parts, summary = context_breakdown(runtime, transcript)
-        reading = measure_tokens(runtime, transcript, transcript.restore_anchor())
+        _, fullness = await self.gateway.commands.fullness(runtime)
         engine = runtime.engine
-        window = engine.context_length
+        window = fullness.window
         limits = Limits(window, int(window * HYGIENE_THRESHOLD), engine.threshold_tokens)
         turns = await self.reader.dashboard.turn_history(session.session_id)
         compactions = await self.reader.dashboard.compactions(
@@ -161,14 +182,16 @@ class Views:
         )
         data = {
             "now": now,
-            "session": self._session_row(session, now),
+            "session": self._session_row(session, now, fullness),
             "model": runtime.agent.provider.model,
             "context": {
-                "parts": parts,
-                "total": sum(parts.values()),
+                "parts": fullness.parts,
                 "window": window,
-                "tokens": reading.tokens,
-                "source": reading.source,
+                "tokens": fullness.tokens,
+                "percent": fullness.percent,
+                "phrase": fullness.phrase,
+                "counted": fullness.counted,
+                "how": fullness.how,
                 "threshold": engine.threshold_tokens,
                 "hygiene": limits.hygiene,
             },
@@ -176,7 +199,7 @@ class Views:
             "chart": render_chart(turns, compactions, limits),
             "turns": len(turns),
             "compactions": [{"at": c.at, **vars(c.mark)} for c in compactions[-20:]],
-            "summary": summary,
+            "summary": fullness.summary,
             "query": query,
             "reminders": [
                 {"due_at": r.due_at, "text": r.text}

@@ -41,19 +41,20 @@ async def test_the_token_source_follows_what_is_known(tmp_path: Path, fake_llm: 
     async with running_gateway(config, adapter) as gateway:
         await adapter.say("hello", **GROUP)
         await adapter.wait_sent(1)
-        assert "provider count)" in await status(adapter)  # (a) nothing appended since
+        assert "%), by the server's last count" in await status(adapter)  # nothing since
         await adapter.say("overnight chatter", addressed=False, **GROUP)
         await turns_done(gateway)
-        assert "provider count + estimate of newer messages" in await status(adapter)  # (b)
+        # The server's count of the last request, and an estimate of the rows since.
+        assert "%), by the server's last count" in await status(adapter)
     restarted = RecordingAdapter("telegram")
     async with running_gateway(config, restarted):
         # After a restart only the persisted anchor is left.
-        assert "provider count + estimate of newer messages" in await status(restarted)
+        assert "%), by the server's last count" in await status(restarted)
     # The transcript is rewritten elsewhere (by hand, or another tool).
     db.execute(tmp_path, "UPDATE messages SET active = 0, compacted = 1 WHERE role = 'assistant'")
     again = RecordingAdapter("telegram")
     async with running_gateway(config, again):
-        assert "%, estimate)" in await status(again)  # (c): the anchor's row is gone
+        assert "%), estimated" in await status(again)  # the anchor's row is gone
 
 
 async def test_a_night_of_chatter_is_compressed_before_the_agent_runs(
