@@ -11,8 +11,10 @@ each with a tokenizer that counts Russian 1.6 times the estimate. The config's
 ``context_length`` is right, twice the served window ("wrong"), or absent ("none").
 
 Printed per run: turns answered, refusals (400s), prompts cut silently, replies stopped
-by a full window, summaries per turn, facts recalled, and the largest prompt — and
-prompt + max_tokens — as a share of the served window, by the server's own count.
+by a full window, summaries (compactions) per turn, facts recalled, and the largest
+prompt — and prompt + max_tokens, and the tool schemas — as a share of the served
+window, by the server's own count. The summaries the fakes write are short (the facts
+they were given): a real model's, up to its budget, leave less room.
 """
 
 from __future__ import annotations
@@ -60,9 +62,11 @@ async def main() -> None:
     windows = (4_096,) if args.quick else WINDOWS
     print(
         f"{'server':<12} {'window':>6} {'config':<6} {'lang':<4} {'answered':>8} {'400s':>4} "
-        f"{'cut':>4} {'clip':>4} {'sum/turn':>8} {'recall':>6} {'prompt/W':>8} {'+out/W':>7}"
+        f"{'cut':>4} {'clip':>4} {'sum/turn':>8} {'recall':>6} {'prompt/W':>8} {'+out/W':>7} "
+        f"{'tools/W':>7}"
     )
     totals = Outcome()
+    by_window = {window: Outcome() for window in windows}
     started = time.perf_counter()
     for server, window, config, language in itertools.product(SERVERS, windows, CONFIGS, LANGUAGES):
         o = await one(server, window, config, language, args.turns)
@@ -73,11 +77,13 @@ async def main() -> None:
         totals.clipped += o.clipped
         totals.asked += o.asked
         totals.recalled += o.recalled
+        by_window[window].turns += o.turns
+        by_window[window].compactions += o.compactions
         print(
             f"{server:<12} {window:>6} {config:<6} {language:<4} "
             f"{o.answered:>4}/{o.turns:<3} {o.refusals:>4} {o.cuts:>4} {o.clipped:>4} "
             f"{o.compactions / o.turns:>8.2f} {o.recall:>6.2f} {o.max_prompt:>8.2f} "
-            f"{o.max_fill:>7.2f}",
+            f"{o.max_fill:>7.2f} {o.tool_share:>7.2f}",
             flush=True,
         )
     print(
@@ -85,6 +91,8 @@ async def main() -> None:
         f"{totals.cuts} cut, {totals.clipped} clipped, recall {totals.recall:.2f} "
         f"({time.perf_counter() - started:.0f} s)"
     )
+    for window, o in by_window.items():
+        print(f"{window:>6}: {o.compactions / o.turns:.2f} compactions per turn")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ not recalled. Summaries keep every "fact:" phrase they are given (tests/harness.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from contextlib import AbstractAsyncContextManager
@@ -70,6 +71,8 @@ class Outcome:
     max_prompt: float = 0.0
     max_fill: float = 0.0
     clipped: int = 0
+    #: The largest share of the served window the tool schemas took, by the server's count.
+    tool_share: float = 0.0
 
     @property
     def recall(self) -> float:
@@ -220,6 +223,9 @@ async def run_chat(
     outcome.compactions = sum(1 for r in server.requests if is_summary_request(r))
     answers = [r for r in server.requests if is_turn_request(r)]
     outcome.max_prompt = max((r.sent_tokens or r.prompt_tokens) / server.served for r in answers)
+    outcome.tool_share = max(
+        server.tokens.text(json.dumps(r.body.get("tools") or [])) / server.served for r in answers
+    )
     outcome.max_fill = max(
         ((r.sent_tokens or r.prompt_tokens) + r.max_tokens) / server.served for r in answers
     )
