@@ -65,8 +65,8 @@ class _Attempt:
 class ContextCompressor(ContextEngine):
     """The default engine (``context.engine: compressor``).
 
-    ``main`` is the session's provider; ``auxiliary`` the optional summary model from
-    ``auxiliary.compression`` (with its window, if known, in ``auxiliary_context_length``).
+    ``main`` is the session's provider; ``auxiliary`` the optional summary model, its window
+    in ``auxiliary_context_length`` (a number, or a function asked when it summarizes).
     ``clock`` returns epoch seconds; cooldowns are wall-clock so they survive restarts.
     """
 
@@ -81,7 +81,7 @@ class ContextCompressor(ContextEngine):
         auxiliary: Provider | None = None,
         model: str | None = None,
         provider: str | None = None,
-        auxiliary_context_length: int | None = None,
+        auxiliary_context_length: int | Callable[[], int | None] | None = None,
         clock: Callable[[], float] = time.time,
         session_id: str = "",
     ) -> None:
@@ -117,7 +117,6 @@ class ContextCompressor(ContextEngine):
             self.settings.model_thresholds,
             self.context_length,
         )
-        # A smaller summary model reads in pieces (docs/design.md#summary-model).
         self.threshold_tokens = max(1, int(self.input_budget * self.threshold_ratio))
 
     @property
@@ -332,8 +331,9 @@ class ContextCompressor(ContextEngine):
             return AUX_NOTICE
         return None
 
-    def _summarizer_window(self) -> int:
+    def _summarizer_window(self) -> int:  # docs/design.md#summary-model
         own = self.auxiliary_context_length if self.auxiliary is not None else None
+        own = own() if callable(own) else own
         return min(self.context_length, int(own or self.context_length))
 
     # -- outcomes ------------------------------------------------------------------------

@@ -62,6 +62,14 @@ _CALL_SCHEMA: dict[str, Any] = {
     },
 }
 _WORD = re.compile(r"[a-z0-9]+")
+#: Words that match every tool's description, and so find nothing.
+_COMMON = frozenset(
+    "a an and are as at be by can do for from get i in is it me my of on or set "
+    "that the this to tool tools use what when with you your".split()
+)
+#: Offered first on a small window, after what the model found: the memory block the
+#: request carries tells the model to remember.
+_FIRST = ("remember", "forget")
 
 
 def schema_name(schema: dict[str, Any]) -> str:
@@ -106,7 +114,8 @@ class ToolOffer:
         chosen = [_FIND_SCHEMA, _CALL_SCHEMA]
         used = window.real(estimate_json_tokens_rough(chosen))
         by_name = {schema_name(s): s for s in self.schemas}
-        first = [by_name[name] for name in self.found if name in by_name]
+        names = dict.fromkeys((*self.found, *_FIRST))
+        first = [by_name[name] for name in names if name in by_name]
         for schema in first + [s for s in self.schemas if s not in first]:
             cost = window.real(estimate_json_tokens_rough([schema]))
             if used + cost <= room:
@@ -125,7 +134,8 @@ class ToolOffer:
         """Run a call of the model's: ``find_tools``, ``call_tool``, or any tool of the
         turn by its own name, offered in the last request or not."""
         if name == FIND_TOOLS:
-            return self.find(str(arguments.get("query") or ""))
+            # An answer about as big as a message may be on this window.
+            return self.find(str(arguments.get("query") or ""), engine.context_length // 2)
         if name == CALL_TOOL:
             name, arguments = _call_arguments(arguments)
         if name in {schema_name(schema) for schema in engine.tools()}:
@@ -136,9 +146,10 @@ class ToolOffer:
                 return f"Error: the tool {name} failed unexpectedly."
         return await toolbox.run(name, arguments, context)
 
-    def find(self, query: str) -> str:
-        """The answer to ``find_tools``: the best matches, each with its parameters."""
-        wanted = set(_WORD.findall(query.lower()))
+    def find(self, query: str, max_chars: int = 8_000) -> str:
+        """The answer to ``find_tools``: the best matches, each with its parameters, in
+        at most ``max_chars`` (the best one always, whole)."""
+        wanted = set(_WORD.findall(query.lower())) - _COMMON
         scored = []
         for index, schema in enumerate(self.schemas):
             function = schema.get("function", {})
@@ -152,13 +163,16 @@ class ToolOffer:
                 scored.append((-score, index, function))
         if not scored:
             return f"No tool matches {query!r}. Try other words."
-        lines = []
+        lines: list[str] = []
         for _, _, function in sorted(scored)[:FOUND_AT_MOST]:
             name = str(function.get("name", ""))
+            parameters = json.dumps(function.get("parameters", {}), separators=(",", ":"))
+            line = f"{name}: {function.get('description', '')} parameters: {parameters}"
+            if lines and sum(map(len, lines)) + len(line) > max_chars:
+                break
+            lines.append(line)
             if name not in self.found:
                 self.found.append(name)
-            parameters = json.dumps(function.get("parameters", {}), separators=(",", ":"))
-            lines.append(f"{name}: {function.get('description', '')} parameters: {parameters}")
         return "Tools you can call now, by name:\n" + "\n".join(lines)
 
 

@@ -217,6 +217,7 @@ class _Turn:
             self.record(completion)
             if not completion.tool_calls:
                 self.result.reply = completion.text
+                self.result.cut_short = completion.finish_reason == "length"
                 return
             await self.run_tools(completion, context)
             trigger = "post_tool"
@@ -356,13 +357,14 @@ class _Turn:
 
     def record(self, completion: Completion) -> None:
         self.messages.append(completion.as_message())
-        if completion.usage is None:
-            self.result.requests += 1
+        usage = completion.usage
+        if usage is not None:
+            self.engine.update_from_response(usage)
+        self.count_usage(usage)
+        # A view that left rows out counts less than the rows (docs/design.md#request-view).
+        if usage is None or (self.sent is not None and self.sent.left_out > 0):
             self.anchor = self.result.anchor = None
             return
-        usage = completion.usage
-        self.engine.update_from_response(usage)
-        self.count_usage(usage)
         self.anchor = self.result.anchor = build_anchor(
             usage,
             self.messages,

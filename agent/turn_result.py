@@ -27,10 +27,19 @@ class TurnResult:
     usage: Usage = field(default_factory=Usage)
     requests: int = 0
     compressions: list[CompressionResult] = field(default_factory=list)
+    #: The reply stopped at the output limit it was given (finish_reason "length").
+    cut_short: bool = False
 
     @property
     def notices(self) -> list[str]:
         return [c.notice for c in self.compressions if c.notice]
+
+
+#: Told after a reply that stopped at its length limit (docs/design.md#output-reserve).
+CUT_SHORT = (
+    "(That reply reached its length limit, model.max_output_tokens, or the room left in "
+    'the model\'s window, and stops there: say "go on" for the rest.)'
+)
 
 
 #: What the user gets when the model answered nothing twice (docs/design.md#empty-answer).

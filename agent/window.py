@@ -123,10 +123,10 @@ class Window:
         return math.ceil(estimate * max(1.0, self.scale))
 
     def max_tokens_for(self, prompt_tokens: int) -> int:
-        """Output tokens a request of ``prompt_tokens`` (server tokens) asks for: the
-        reserve, less where the prompt leaves less room (never past the window)."""
+        """Output tokens a request of ``prompt_tokens`` (server tokens) asks for: up to
+        ``max_output_tokens`` in the room the prompt leaves (more than the reserve)."""
         room = self.context_length - max(0, int(prompt_tokens)) - self.margin
-        return max(1, min(self.output_reserve, room))
+        return max(1, min(self.max_output_tokens, room))
 
 
 def newest_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:

@@ -148,12 +148,12 @@ class WindowLessons:
     def smaller_reply(self, exc: ProviderError, sent: FittedRequest | None) -> FittedRequest | None:
         """``sent`` again, asking for a smaller reply that fits beside the prompt as the
         server counted it — when the server said so and the room is worth a reply
-        (docs/design.md#overflow-recovery). Never more than was asked, nor the reserve."""
+        (docs/design.md#overflow-recovery). Never more than was asked."""
         if sent is None or exc.prompt_tokens is None or exc.detail == TRUNCATED:
             return None
         window = self.agent.engine.context_length
         room = min(exc.context_limit or window, window) - exc.prompt_tokens
-        smaller = min(room, sent.max_tokens - 1, self.agent.window.output_reserve)
+        smaller = min(room, sent.max_tokens - 1)
         if smaller < min(MIN_REPLY_TOKENS, self.agent.window.output_reserve):
             return None
         return replace(sent, prompt_tokens=exc.prompt_tokens, max_tokens=smaller)

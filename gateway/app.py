@@ -140,6 +140,7 @@ class Gateway:
             ),
             timezone=config.agent.timezone,
             memories=self.memories,
+            before_turn=self.summary_window.before_turn,
         )
         # With replicas a lane runs only while this replica holds its session, and then
         # reads the session afresh: another replica may have moved it on.

@@ -7,6 +7,7 @@ parts. Adapters never read the config themselves (docs/design.md#house).
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import secrets
@@ -30,6 +31,7 @@ from gateway.config.schema import (
 )
 from gateway.conversation.access import place_allowed, user_listed
 from gateway.conversation.commands import COMMAND_LIST
+from gateway.conversation.runtime import SessionRuntime
 from gateway.logs import redact_from_now_on
 from gateway.private_files import write_private
 from gateway.store import ConversationStore, SQLiteStore, Store
@@ -110,14 +112,24 @@ class SummaryWindow:
     def __call__(self) -> int:
         return self.auxiliary() or self.main()
 
-    async def ask(self) -> None:
-        """Ask its server what it serves (nothing to ask when the config says it)."""
+    async def ask(self, *, load: bool = False) -> None:
+        """Ask its server what it serves (nothing to ask when the config says it);
+        ``load``: have it load the model first, if that is how it would say (Ollama)."""
         if self.route is None or self.provider is None or self.configured:
             return
         route = self.route
-        await self.windows.ask_server(
-            route.name, route.provider, route.base_url, self.provider.served_window
-        )
+        served = functools.partial(self.provider.served_window, load=load)
+        await self.windows.ask_server(route.name, route.provider, route.base_url, served)
+
+    async def before_turn(self, runtime: SessionRuntime) -> None:
+        """Once a chat is half way to its threshold, ask again a server that could not
+        say at start (down, or its model not loaded: loading it now, as the summary
+        would), so that the first summary is sized by what it really serves."""
+        engine, route = runtime.engine, self.route
+        if route is None or engine.last_prompt_tokens < engine.threshold_tokens // 2:
+            return
+        if self.windows.wants_asking(route.name, route.provider, route.base_url, load=True):
+            await self.ask(load=True)
 
 
 def _provider(route: ModelRoute, timeout: float, config: Config) -> Provider:
@@ -157,7 +169,7 @@ def build_engine_factory(
     config: Config,
     choice: EngineChoice,
     providers: Providers,
-    summary_window: Callable[[], int | None] = lambda: None,
+    summary_window: Callable[[], int | None] | None = None,
 ) -> Callable[..., ContextEngine]:
     """A function that makes one engine per session for a given window — and, for a chat
     that chose another model, that model's provider and output limit (it then writes
@@ -168,6 +180,7 @@ def build_engine_factory(
     """
     settings = compression_settings(config)
     factory = choice.factory
+    builtin = choice.resolved == "compressor"
 
     def build(
         context_length: int, main: Provider | None = None, max_output_tokens: int | None = None
@@ -179,10 +192,11 @@ def build_engine_factory(
             else settings,
             main=own,
             auxiliary=providers.auxiliary,
-            auxiliary_context_length=summary_window(),
             model=own.model,
             provider=own.name,
             context_length=context_length,
+            # The built-in reads the summary model's window when it summarizes.
+            **({"auxiliary_context_length": summary_window} if builtin else {}),
         )
 
     return build

@@ -237,7 +237,7 @@ class Summarizer:
 def roomier_request(request: SummaryRequest, prompt_tokens: int) -> SummaryRequest:
     """A retry for a summary cut by its output limit: twice the output budget where the
     summary model's window has room for it, else the same budget over half the input."""
-    room = request.input_budget_tokens - prompt_tokens
+    room = request.input_budget_tokens - int(prompt_tokens * max(1.0, request.scale))
     doubled = min(2 * request.budget_tokens, room)
     if doubled >= request.budget_tokens * 1.25:
         return replace(request, budget_tokens=doubled)

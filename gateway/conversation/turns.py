@@ -17,7 +17,7 @@ from adapters.base import Adapter, DeliveryError, OutboundMessage
 from agent.memory import MemoryBlock
 from agent.providers.base import ProviderError
 from agent.tools import ToolContext
-from agent.turn_result import EMPTY_ANSWER, CompressionExhausted, TurnResult
+from agent.turn_result import CUT_SHORT, EMPTY_ANSWER, CompressionExhausted, TurnResult
 from agent.usage_anchor import UsageAnchor, anchored_tokens
 from gateway.conversation.hygiene import HygieneOutcome
 from gateway.conversation.runtime import SessionRuntime
@@ -47,6 +47,7 @@ class TurnRunner:
         hygiene: HygieneStep | None = None,
         timezone: str = "UTC",
         memories: Memories | None = None,
+        before_turn: Callable[[SessionRuntime], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.sessions = sessions
@@ -57,6 +58,8 @@ class TurnRunner:
         self.timezone = timezone
         #: Long-term memory (docs/design.md#memory); None: memory is off.
         self.memories = memories
+        #: Run before each turn's first request (the summary model's window, asked again).
+        self.before_turn = before_turn
 
     async def drain(self, key: str) -> None:
         waiting = await self.store.waiting(key)
@@ -96,6 +99,8 @@ class TurnRunner:
                 transcript.memory, transcript.memory_tokens = memory, block.tokens
         # The window the server really serves, before hygiene sizes a summary for it.
         await runtime.agent.prepare()
+        if self.before_turn is not None:
+            await self.before_turn(runtime)
         if self.hygiene is not None:
             outcome = await self.hygiene(runtime, transcript, anchor)
             anchor = outcome.anchor
@@ -150,6 +155,8 @@ class TurnRunner:
             delivered = await self.deliver(outbound, text, stream=stream)
             if delivered:
                 await self.store.mark_delivered(ids[-1:])
+            if result.cut_short:
+                await self.deliver(outbound, CUT_SHORT)
         elapsed = time.perf_counter() - started
         self.events.emit(
             "agent:turn_end",

@@ -278,15 +278,20 @@ async def test_how_the_server_counts_outlives_a_restart(tmp_path: Path) -> None:
             assert runtime.agent.calibration.ratio > 1.3
 
 
-@pytest.mark.parametrize("language", ["en", "ru"])
+@pytest.mark.parametrize(("language", "server"), [("en", "vllm"), ("ru", "vllm"), ("en", "ollama")])
 async def test_a_2k_summary_model_beside_an_8k_main_one_gets_only_what_fits_it(
-    tmp_path: Path, language: str
+    tmp_path: Path, language: str, server: str
 ) -> None:
     # auxiliary.compression names a small model on its own server and no window: it is
     # asked, like the main one, and every call to it — summary pieces, their merge, the
-    # memory flush — fits its 2,048 tokens (docs/design.md#summary-model).
+    # memory flush — fits its 2,048 tokens (docs/design.md#summary-model). An Ollama
+    # model not loaded at start says only what it declares (40,960): it is asked again,
+    # loading it, before the first summary needs its window.
     rng = random.Random(3)
-    async with FakeVllm(served=8_192) as main, FakeVllm(served=2_048) as small:
+    summary_server = (
+        FakeVllm(served=2_048) if server == "vllm" else FakeOllama(served=2_048, declared=40_960)
+    )
+    async with FakeVllm(served=8_192) as main, summary_server as small:
         main.responder = model_answer(language, rng)
         small.responder = summarizing()
         summary = {"model": small.model, "base_url": small.openai_base_url}
@@ -305,8 +310,34 @@ async def test_a_2k_summary_model_beside_an_8k_main_one_gets_only_what_fits_it(
     # Russian counts 1.6 times the estimate there: its first refusal says so, and the
     # call is made again, reading less; none after.
     assert small.refusals == (1 if language == "ru" else 0) and main.refusals == 0
+    assert getattr(small, "cuts", []) == []  # nothing cut silently either
     over = [r for r in small.requests if r.prompt_tokens + r.max_tokens > 2_048]
     assert len(over) == small.refusals
     assert not any(is_summary_request(r) for r in main.requests)  # never fell back
     assert small.window_asks >= 1
     assert not any(marker in text for text in adapter.texts() for marker in ERRORS)
+
+
+async def test_a_long_answer_on_a_4k_window_uses_the_room_left_and_a_cut_one_says_so(
+    tmp_path: Path,
+) -> None:
+    # A thinking model writes ~1,500 tokens of reasoning and answer: more than the reserve
+    # (a quarter of 4K), less than the room a short prompt leaves (docs/design.md#output-reserve).
+    thought = "<think>" + "let me weigh this step by step " * 190 + "</think> Take the train."
+    async with FakeVllm(served=4_096) as vllm:
+        vllm.responder = lambda request: Reply(thought)
+        config = make_config(tmp_path, vllm, model={"name": vllm.model})
+        adapter = RecordingAdapter()
+        async with running_gateway(config, adapter):
+            await adapter.say("train or bus?")
+            [answer] = await adapter.wait_sent(1)
+            assert answer.endswith("Take the train.")
+        # With model.max_output_tokens 512 the same answer stops there, and the user is told.
+        config = make_config(tmp_path, vllm, model={"name": vllm.model, "max_output_tokens": 512})
+        adapter = RecordingAdapter()
+        async with running_gateway(config, adapter):
+            await adapter.say("and back?")
+            cut, notice = await adapter.wait_sent(2)
+    assert vllm.refusals == 0
+    assert not cut.endswith("Take the train.")
+    assert "reached its length limit" in notice and "go on" in notice

@@ -160,6 +160,22 @@ class _LocalServer(FakeLLM):
             return reply.usage
         return (recorded.prompt_tokens, self.tokens.text(reply.text) + 1)
 
+    async def _next_reply(self, recorded: Recorded) -> Reply:
+        # All three stop a reply at max_tokens (num_predict, n_predict) and say
+        # finish_reason "length" (done_reason on Ollama's own API).
+        reply = await super()._next_reply(recorded)
+        return _cut_to(reply, recorded.max_tokens, self.tokens) if recorded.max_tokens else reply
+
+
+def _cut_to(reply: Reply, tokens: int, counter: LlamaTokens) -> Reply:
+    """``reply`` stopped after ``tokens`` of its text, as a server's generation limit does."""
+    if reply.status != 200 or counter.text(reply.text) <= tokens:
+        return reply
+    words = reply.text.split()
+    while words and counter.text(" ".join(words)) > tokens:
+        words.pop()
+    return replace(reply, text=" ".join(words), finish_reason="length", tool_calls=[])
+
 
 class FakeOllama(_LocalServer):
     """Ollama: see the module docstring."""
@@ -456,10 +472,7 @@ class FakeLlamaCpp(_LocalServer):
             return reply
         # The slot is full before the reply is: it stops where the window ends.
         self.clipped += 1
-        words = reply.text.split()
-        while words and self.tokens.text(" ".join(words)) > room:
-            words.pop()
-        return replace(reply, text=" ".join(words), finish_reason="length", tool_calls=[])
+        return _cut_to(reply, room, self.tokens)
 
 
 class FakeVllm(_LocalServer):
