@@ -4,7 +4,8 @@ Per iteration: the compression gate (docs/design.md#gates) → one provider call
 max_tokens fits the window (docs/design.md#output-reserve) → the reply appended → tool calls run and their results
 appended. Every response's usage calibrates the estimate (docs/design.md#calibration),
 and one whose prompt the server plainly cut is treated as an overflow
-(docs/design.md#silent-truncation). An overflow teaches the window and the server's count;
+(docs/design.md#silent-truncation). Every call streams, shown or not
+(docs/design.md#slow-models). An overflow teaches the window and the server's count;
 the request is retried with a smaller reply when the server's numbers say that fits, else
 compressed and retried, a bounded number of times (docs/design.md#overflow-recovery). No
 context-pressure warning is ever put in the prompt (docs/design.md#nothing-leaves-unsummarized).
@@ -323,12 +324,15 @@ class _Turn:
         at_least = least_count(
             self.anchor, self.messages, route, request, agent.window, overhead, agent.represented
         )
+        # Streamed whether or not the platform shows it: the timeout bounds the silence
+        # between tokens, so a slow model that is still writing is never cut off, a
+        # stalled one is (docs/design.md#slow-models).
         streamed = StreamedChars(self.on_text)
         completion = await agent.provider.complete(
             with_block(request.messages, memory.message if memory is not None else None),
             max_tokens=request.max_tokens,
             tools=offered,
-            on_text=streamed if self.on_text is not None else None,
+            on_text=streamed,
             cache_ttl=self.cache_ttl,
         )
         self.may_defer = False

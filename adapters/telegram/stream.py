@@ -1,13 +1,18 @@
 """A reply shown while it is written: one message, edited in place as the text grows.
 
 Partial text is shown plain (half-written Markdown would not parse); the last edit
-carries the formatting. Edits in one chat are at least ``stream_edit_interval`` apart
-(Telegram allows about one per second per chat); updates arriving sooner are skipped,
-the latest text is shown by the next edit that is due.
+carries the formatting. The first text goes out the moment it arrives, as a message
+(unless this chat saw an edit less than ``stream_edit_interval`` ago). Edits in one chat
+are at least ``stream_edit_interval`` apart (Telegram allows about one per second per
+chat) and are made beside the stream, never in its way: :meth:`update` only notes the
+text, and one edit due at the end of the interval shows the latest of it — so a model
+that pauses (before a tool call, say) is shown up to its last word, and the model's
+tokens are never read later for Telegram being slow (docs/design.md#slow-models).
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 from adapters.base import DeliveryError, OutboundMessage, ReplyStream
@@ -25,23 +30,69 @@ class TelegramReplyStream(ReplyStream):
         self._target = target
         self._message_id: int | None = None
         self._shown = ""
+        self._latest = ""
+        #: The first message could not be sent: the rest goes out whole at the end.
+        self._given_up = False
+        self._finished = False
+        #: Makes the edits that are due; ``_editing`` while a request of it is out.
+        self._editor: asyncio.Task[None] | None = None
+        self._editing = False
 
     async def update(self, text_so_far: str) -> None:
         preview = self._preview(text_so_far)
-        chat_id = self._target.chat_id
-        if not preview or preview == self._shown or not self._sender.edit_due(chat_id):
+        if not preview or self._given_up or self._finished:
             return
-        if self._message_id is None:
+        self._latest = preview
+        if self._message_id is None and self._editor is None:
+            if self._sender.edit_due(self._target.chat_id):
+                await self._send_first(preview)  # at once: the first text is never held
+                return
+        if self._editor is None or self._editor.done():
+            self._editor = asyncio.create_task(self._show_when_due())
+
+    async def _send_first(self, text: str) -> None:
+        try:
+            self._message_id = await self._sender.send_plain(self._target, text)
+        except DeliveryError:
+            self._given_up = True  # logged by the sender; finish() sends the whole reply
+            return
+        self._sender.mark_edited(self._target.chat_id)
+        self._shown = text
+
+    async def _show_when_due(self) -> None:
+        """Show the latest text at the next slot this chat has, until it is shown."""
+        chat_id = self._target.chat_id
+        while self._latest != self._shown and not (self._finished or self._given_up):
+            await self._sender.wait_for_edit_slot(chat_id)
+            text = self._latest
+            self._editing = True
             try:
-                self._message_id = await self._sender.send_plain(self._target, preview)
-            except DeliveryError:
-                return  # logged by the sender; finish() will try a normal send
-            self._sender.mark_edited(chat_id)
-            self._shown = preview
-        elif await self._sender.try_edit_plain(chat_id, self._message_id, preview):
-            self._shown = preview
+                if self._message_id is None:
+                    await self._send_first(text)
+                    continue
+                if await self._sender.try_edit_plain(chat_id, self._message_id, text):
+                    self._shown = text
+                elif self._sender.edit_due(chat_id):
+                    # Refused, not flood control (that postpones the slot itself):
+                    # the next try, at the next update, waits its interval too.
+                    self._sender.mark_edited(chat_id)
+                    return
+            finally:
+                self._editing = False
+
+    async def _stop_editing(self) -> None:
+        """No more partial edits: one on its way is let finish (its answer decides the
+        next edit's slot), one waiting for its slot is dropped."""
+        self._finished = True
+        editor = self._editor
+        if editor is None or editor.done():
+            return
+        if not self._editing:
+            editor.cancel()
+        await asyncio.gather(editor, return_exceptions=True)
 
     async def finish(self, final_text: str) -> list[str]:
+        await self._stop_editing()
         if self._message_id is None:
             return await self._sender.send(replace(self._target, text=final_text))
         chunks = self._sender.split(final_text)

@@ -24,6 +24,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import httpx2
+
 from agent.providers.base import ErrorKind, ProviderError
 
 #: ``ProviderError.detail`` values. The compressor aborts (and paces retries) on these
@@ -251,10 +253,15 @@ def transport_failure(
 ) -> ProviderError | None:
     """Failures below the API that both SDKs raise alike (their exception classes share
     one shape): a timeout, a lost connection, an unparsable body. None for anything else.
+
+    The transport's own errors are mapped here too: the anthropic SDK lets a stream's
+    read fail with httpx2's exception, unwrapped (openai wraps it), so a stream that
+    stalls past the read timeout would otherwise leave as no ProviderError at all
+    (docs/design.md#slow-models).
     """
-    if isinstance(exc, sdk.APITimeoutError):
+    if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
         return local_failure(provider, "timeout", "the request timed out")
-    if isinstance(exc, sdk.APIConnectionError):
+    if isinstance(exc, sdk.APIConnectionError | httpx2.TransportError):
         if stream_started:
             return local_failure(
                 provider, "other", "the connection closed mid-stream", detail=STREAM_CLOSED

@@ -102,8 +102,9 @@ def _wire_tool_call(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def _field(value: Any, name: str) -> Any:
-    """A field of a reply read as JSON (a dict) or as the SDK's object (a stream chunk)."""
-    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+    """A field of a reply or a stream chunk read as JSON; None where the server sent
+    something else than an object there (forgiving, like the rest of this module)."""
+    return value.get(name) if isinstance(value, dict) else None
 
 
 def _usage_from(raw: Any) -> Usage | None:
@@ -119,6 +120,11 @@ def _usage_from(raw: Any) -> Usage | None:
         cache_read_tokens=int(_field(details, "cached_tokens") or 0) if details else 0,
         cache_write_tokens=int(_field(details, "cache_write_tokens") or 0) if details else 0,
     )
+
+
+def _options(timeout: float | None) -> dict[str, Any]:
+    """Request options for the client's POST: a timeout only when the call sets one."""
+    return {"timeout": timeout} if timeout is not None else {}
 
 
 def _finish_reason(raw: str | None, has_tool_calls: bool) -> str:
@@ -139,20 +145,22 @@ class _StreamedReply:
         self.model = ""
 
     def add_tool_delta(self, delta: Any) -> None:
-        index = getattr(delta, "index", None)
-        call_id = getattr(delta, "id", None)
-        if index is None:  # some servers omit it: a new id starts a new call
+        index = _field(delta, "index")
+        call_id = _field(delta, "id")
+        if not isinstance(index, int):  # some servers omit it: a new id starts a new call
             known = {c["id"] for c in self.calls.values()}
             starts_new = not self.calls or (call_id and call_id not in known)
             index = len(self.calls) if starts_new else max(self.calls)
         entry = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
         if call_id:
-            entry["id"] = call_id
-        function = getattr(delta, "function", None)
+            entry["id"] = str(call_id)
+        function = _field(delta, "function")
         if function is not None:
-            if function.name and not entry["name"]:
-                entry["name"] = function.name
-            entry["arguments"] += function.arguments or ""
+            name = _field(function, "name")
+            if name and not entry["name"]:
+                entry["name"] = str(name)
+            arguments = _field(function, "arguments")
+            entry["arguments"] += arguments if isinstance(arguments, str) else ""
 
     def completion(self) -> Completion:
         calls = tuple(
@@ -166,21 +174,6 @@ class _StreamedReply:
             finish_reason=_finish_reason(self.finish_reason, bool(calls)),
             model=self.model,
         )
-
-
-def _sdk_arguments(body: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-    # The SDK walks its arguments through a TypedDict transform: about 0.15 ms per message
-    # and as much again for tool schemas, per call, on the event loop (150 ms for a long
-    # chat). The body is plain JSON already, so everything but the model rides in
-    # extra_body, which the SDK merges over the body untouched.
-    arguments: dict[str, Any] = {
-        "model": body["model"],
-        "messages": [],
-        "extra_body": {key: value for key, value in body.items() if key != "model"},
-    }
-    if timeout is not None:
-        arguments["timeout"] = timeout
-    return arguments
 
 
 class OpenAIProvider(SDKProvider):
@@ -240,9 +233,8 @@ class OpenAIProvider(SDKProvider):
         # auth, retries and errors, without create()'s walk over every parameter and the
         # typed objects it builds of a reply we read five fields of (half a millisecond
         # of the event loop per call, on these machines).
-        options: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
         post = self._client.post(
-            "/chat/completions", cast_to=httpx2.Response, body=body, options=options
+            "/chat/completions", cast_to=httpx2.Response, body=body, options=_options(timeout)
         )
         response = await self._sdk(post)
         try:
@@ -257,11 +249,18 @@ class OpenAIProvider(SDKProvider):
         self, body: dict[str, Any], timeout: float | None, on_text: TextCallback
     ) -> Completion:
         reply = _StreamedReply()
+        # The same door, streaming: each chunk comes as the JSON it was (``cast_to=object``),
+        # not as typed objects built per token (three quarters of a stream's cost on the
+        # event loop otherwise: 0.2 ms a chunk here, and every turn streams,
+        # docs/design.md#slow-models). The SDK still reads the SSE, its errors and [DONE].
         stream = await self._sdk(
-            self._client.chat.completions.create(
-                **_sdk_arguments(body, timeout),
+            self._client.post(
+                "/chat/completions",
+                cast_to=object,
+                body={**body, "stream": True, "stream_options": {"include_usage": True}},
+                options=_options(timeout),
                 stream=True,
-                stream_options={"include_usage": True},
+                stream_cls=openai.AsyncStream[object],
             )
         )
         async with stream:
@@ -273,18 +272,19 @@ class OpenAIProvider(SDKProvider):
         return reply.completion()
 
     async def _take_chunk(self, chunk: Any, reply: _StreamedReply, on_text: TextCallback) -> None:
-        reply.model = chunk.model or reply.model
-        if chunk.usage is not None:
-            reply.usage = _usage_from(chunk.usage)
-        for choice in chunk.choices or []:
-            delta = choice.delta
-            if delta is not None and delta.content:
-                reply.text.append(delta.content)
-                await on_text(delta.content)
-            for call in (delta.tool_calls if delta is not None else None) or []:
+        reply.model = str(_field(chunk, "model") or reply.model)
+        if _field(chunk, "usage") is not None:
+            reply.usage = _usage_from(_field(chunk, "usage"))
+        for choice in _field(chunk, "choices") or []:
+            delta = _field(choice, "delta")
+            content = _field(delta, "content") if delta is not None else None
+            if isinstance(content, str) and content:
+                reply.text.append(content)
+                await on_text(content)
+            for call in (_field(delta, "tool_calls") if delta is not None else None) or []:
                 reply.add_tool_delta(call)
-            if choice.finish_reason:
-                reply.finish_reason = choice.finish_reason
+            if _field(choice, "finish_reason"):
+                reply.finish_reason = str(_field(choice, "finish_reason"))
 
     def _parse_response(self, data: Any) -> Completion:
         """A chat completion read as JSON, forgiving about what is missing."""

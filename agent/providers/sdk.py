@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Awaitable
 from types import ModuleType
 from typing import Any, TypeVar
 
+import httpx2
+
 from agent.providers.base import (
     Completion,
     Provider,
@@ -46,11 +48,19 @@ class SDKProvider(Provider):
     def __init__(self, settings: ProviderSettings) -> None:
         self.model = settings.model
         self.base_url = settings.base_url
-        #: Seconds a request may take (a model that loads on demand may need them).
+        #: Seconds a request may wait for its next bytes: both SDKs hand the number to
+        #: httpx2 as connect, write and read timeouts, and a read timeout bounds each wait
+        #: on the socket, not the whole request (docs/design.md#slow-models). A model that
+        #: loads on demand is silent until loaded: this must cover that too.
         self.timeout = settings.timeout
         self._secret = settings.api_key
-        # JSON errors too: a malformed body or stream event raises them from inside the SDK.
-        self._failures: tuple[type[BaseException], ...] = (self.sdk_error, json.JSONDecodeError)
+        # JSON errors too: a malformed body or stream event raises them from inside the SDK;
+        # and the transport's, which the anthropic SDK lets out of a stream unwrapped.
+        self._failures: tuple[type[BaseException], ...] = (
+            self.sdk_error,
+            json.JSONDecodeError,
+            httpx2.TransportError,
+        )
         self._client: Any = self.client_class(
             api_key=settings.api_key or PLACEHOLDER_KEY,
             base_url=settings.base_url,

@@ -229,6 +229,40 @@ async def test_stream_edits_at_most_once_per_interval_and_formats_the_final_edit
     assert (edits[-1].parse_mode, edits[-1].text) == ("HTML", "<b>Done:</b> " + " ".join(words))
 
 
+async def test_a_stream_that_pauses_shows_its_latest_text_within_an_interval(
+    telegram_server, start_telegram
+):
+    # A model that writes a few words and then pauses (before a tool call, or a slow
+    # model between tokens): the words are shown without waiting for more.
+    adapter = await start_telegram(stream=True, stream_edit_interval=0.2)
+    stream = adapter.open_stream(_reply(""))
+    await stream.update("Let me")
+    await stream.update("Let me check")  # within the interval: shown when it ends
+    await telegram_server.wait_for(lambda: len(telegram_server.edits) == 1)
+    [first], [edit] = telegram_server.sent, telegram_server.edits
+    assert (first.text, edit.text) == ("Let me", "Let me check")
+    assert edit.at - first.at >= 0.2
+    await stream.finish("Let me check the weather.")
+    assert telegram_server.edits[-1].text == "Let me check the weather."
+
+
+async def test_a_slow_telegram_never_holds_up_the_stream(telegram_server, start_telegram):
+    adapter = await start_telegram(stream=True, stream_edit_interval=0.05)
+    stream = adapter.open_stream(_reply(""))
+    await stream.update("one")
+    telegram_server.hold("editMessageText")  # an edit that takes its time
+    await stream.update("one two")
+    await telegram_server.wait_for(lambda: bool(telegram_server.method_calls("editMessageText")))
+    async with asyncio.timeout(1):  # the model's next tokens are taken at once meanwhile
+        await stream.update("one two three")
+        await stream.update("one two three four")
+    telegram_server.release("editMessageText")
+    await stream.finish("one two three four five")
+    edits = [e.text for e in telegram_server.edits]
+    assert len(telegram_server.sent) == 1  # and still one message, finished whole
+    assert (edits[0], edits[-1]) == ("one two", "one two three four five")
+
+
 async def test_stream_final_text_same_as_shown_does_not_fail(telegram_server, start_telegram):
     adapter = await start_telegram(stream=True, stream_edit_interval=0.05)
     stream = adapter.open_stream(_reply(""))

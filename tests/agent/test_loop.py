@@ -235,3 +235,19 @@ async def test_provider_failures_end_the_turn_with_a_typed_error(
     result = await agent.run_turn(messages, MemoryTranscript())
     assert result.error is not None and result.error.kind == kind
     assert result.messages == messages  # nothing invented, nothing dropped
+
+
+async def test_turns_stream_from_the_model_shown_or_not_and_summaries_do_not(
+    fake_llm: FakeLLM, tmp_path: Path, agents
+) -> None:
+    # Nothing shows this turn (no on_text), yet its requests stream: that is what lets
+    # the timeout tell a slow model from a stalled one (docs/design.md#slow-models).
+    fake_llm.context_window = 16_000
+    fake_llm.responder = summarizing()
+    agent = agents(fake_llm, tmp_path, window=100_000)
+    result = await agent.run_turn(chat(20), MemoryTranscript())
+
+    assert result.error is None and result.reply == "ok"
+    summaries = [r for r in fake_llm.requests if is_summary_request(r)]
+    assert summaries and not any(r.stream for r in summaries)
+    assert all(r.stream for r in chat_requests(fake_llm))

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent.providers import Provider, ProviderSettings, make_provider
+from agent.providers import Provider, ProviderError, ProviderSettings, make_provider
 from tests.agent.provider_calls import Deltas, chat, failure
 from tests.fakes.llm_server import FakeLLM, Reply
 
@@ -37,6 +37,33 @@ async def test_timeout(provider: Provider, fake_llm: FakeLLM, stream: bool) -> N
     fake_llm.script(Reply(hang=True))
 
     assert (await failure(provider, KEY, stream=stream, timeout=0.2)).kind == "timeout"
+
+
+async def test_a_stream_that_stalls_is_a_timeout(provider: Provider, fake_llm: FakeLLM) -> None:
+    # Two tokens, then silence with the connection open (the anthropic SDK lets this
+    # read's timeout out unwrapped: it must still be a ProviderError of kind timeout).
+    fake_llm.script(Reply("one two three four", tokens_per_second=50, stall_after=2))
+    deltas = Deltas()
+
+    with pytest.raises(ProviderError) as caught:
+        await provider.complete(chat(), max_tokens=32, on_text=deltas, timeout=0.3)
+
+    assert caught.value.kind == "timeout"
+    assert "".join(deltas.pieces) == "one two"
+
+
+async def test_a_slow_stream_outlasts_its_timeout(provider: Provider, fake_llm: FakeLLM) -> None:
+    # The timeout bounds the silence between tokens, not the reply: 12 tokens at 20 a
+    # second take 0.55 s, more than twice the 0.25 s timeout.
+    words = " ".join(f"w{i}" for i in range(12))
+    fake_llm.script(Reply(words, tokens_per_second=20))
+    deltas = Deltas()
+
+    completion = await provider.complete(chat(), max_tokens=64, on_text=deltas, timeout=0.25)
+
+    (request,) = fake_llm.requests
+    assert completion.text == words and len(deltas.pieces) == 12
+    assert request.tokens[-1][0] - request.tokens[0][0] > 2 * 0.25
 
 
 @pytest.mark.parametrize("api", APIS)

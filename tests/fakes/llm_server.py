@@ -33,6 +33,27 @@ a non-streamed request with ``stream_error`` gets it as a plain error response
 ``truncate=True`` ends a stream cleanly but before it finished; ``raw_body`` is sent
 verbatim (malformed JSON, an HTML 502 from a proxy, another server's error shape).
 
+**A slow model** (``tokens_per_second``) and **a stalled one** (``stall_after``) behave
+as the local servers do. Each streams one chunk per token and nothing between them: no
+keep-alive, no progress while the model loads or reads the prompt. vLLM sends its first
+chunk (the role) with the first generated token, then one chunk per token
+(``vllm/entrypoints/openai/chat_completion/serving.py``,
+``chat_completion_stream_generator``); llama.cpp's server "stays silent until the first
+token is generated" (ggml-org/llama.cpp#21952) unless a request asks for
+``return_progress`` (ggml-org/llama.cpp#15827), and answers 503 "Loading model" while it
+loads (mostlygeek/llama-swap#146); Ollama loads the model (``scheduleRunner`` in
+``server/routes.go``'s ChatHandler) before it writes anything, even headers, then sends a
+chunk per token (load progress in the stream is a proposal for its native API only,
+ollama/ollama#11315). Without streaming each answers once the whole reply is generated.
+So here: ``delay`` is the silence before the first token (a model loading, a long
+prompt); the reply's words then go out one per chunk, ``1 / tokens_per_second`` apart,
+and a non-streamed request gets its answer when the last of them would have gone.
+``stall_after=N`` sends N tokens and then nothing more, the connection open, until the
+client gives up or the fake stops (a non-streamed request is never answered). When each
+token left is in ``Recorded.tokens`` (``time.monotonic()``, text), and when a whole
+answer left in ``Recorded.answered_at``: the fake Telegram server stamps its messages on
+the same clock.
+
 Prompt tokens are estimated like SPEC T1: ``(chars + 3) // 4`` over roles, text, tool
 call names/arguments, tool ids, the system prompt and the tools JSON, with a flat 1500
 tokens per image (``FakeLLM.count_tokens`` can be replaced). With ``context_window``
@@ -124,6 +145,10 @@ class Reply:
     delay: float = 0.0
     chunk_delay: float = 0.0
     hang: bool = False
+    #: Pace: one token (a word) per chunk, this many a second (see the module docstring).
+    tokens_per_second: float | None = None
+    #: Tokens sent before the stream goes silent for good (see the module docstring).
+    stall_after: int | None = None
     stream_error: str | None = None
     truncate: bool = False
     #: Sent verbatim with ``status`` (as an SSE body for a 200 stream): malformed replies.
@@ -133,6 +158,21 @@ class Reply:
     @property
     def resolved_finish_reason(self) -> str:
         return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
+
+    @property
+    def per_token(self) -> bool:
+        """Streamed one token per chunk, as a local server does (paced or stalling)."""
+        return self.tokens_per_second is not None or self.stall_after is not None
+
+    def pieces(self) -> list[str]:
+        """The text deltas of a stream: a token (a word) each when ``per_token``, else a
+        few (bounded, so long replies stay cheap)."""
+        if not self.per_token:
+            return _text_pieces(self.text)
+        words = re.findall(r"\s*\S+", self.text)
+        if not words:
+            return [self.text] if self.text else []
+        return [*words[:-1], words[-1] + self.text[len("".join(words)) :]]
 
 
 @dataclass
@@ -146,6 +186,10 @@ class Recorded:
     #: The prompt's tokens as sent, when the server cut it (tests/fakes/local_servers.py):
     #: then ``body`` is what the model saw and ``prompt_tokens`` what it reported.
     sent_tokens: int | None = None
+    #: (``time.monotonic()``, text) of each streamed text delta, when it was written.
+    tokens: list[tuple[float, str]] = field(default_factory=list)
+    #: When the whole answer (a non-streamed body, a stream's last event) was written.
+    answered_at: float | None = None
 
     @property
     def cut(self) -> bool:
@@ -405,8 +449,18 @@ class FakeLLM:
         wire = OpenAIWire if api == "openai" else AnthropicWire
         shaper = wire(reply, recorded, usage, next(self._ids))
         if not recorded.stream:
+            await self._until_generated(reply)
+            recorded.answered_at = time.monotonic()
             return web.json_response(shaper.message(), headers=reply.headers)
-        return await self._stream(request, shaper, reply)
+        return await self._stream(request, shaper, reply, recorded)
+
+    async def _until_generated(self, reply: Reply) -> None:
+        """A non-streamed answer leaves when its last token is generated; a stalled
+        generation never ends."""
+        if reply.stall_after is not None:
+            await self._stopping.wait()
+        elif reply.tokens_per_second:
+            await asyncio.sleep((len(reply.pieces()) - 1) / reply.tokens_per_second)
 
     async def _next_reply(self, recorded: Recorded) -> Reply:
         if self._queue:
@@ -447,18 +501,36 @@ class FakeLLM:
         return reply.usage
 
     async def _stream(
-        self, request: web.Request, shaper: OpenAIWire | AnthropicWire, reply: Reply
+        self,
+        request: web.Request,
+        shaper: OpenAIWire | AnthropicWire,
+        reply: Reply,
+        recorded: Recorded,
     ) -> web.StreamResponse:
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
             | reply.headers
         )
         await response.prepare(request)
-        for index, event in enumerate(shaper.events()):
+        events = shaper.events()
+        last_token = max((i for i, e in enumerate(events) if isinstance(e, Token)), default=-1)
+        for index, event in enumerate(events):
             if reply.chunk_delay and index:
                 await asyncio.sleep(reply.chunk_delay)
+            if (
+                reply.stall_after is not None
+                and len(recorded.tokens) >= reply.stall_after
+                and (isinstance(event, Token) or index > last_token)
+            ):
+                await self._stopping.wait()  # silence, the connection open
+                return response
+            if isinstance(event, Token) and recorded.tokens and reply.tokens_per_second:
+                await asyncio.sleep(1 / reply.tokens_per_second)
             await response.write(event.encode())
+            if isinstance(event, Token):
+                recorded.tokens.append((time.monotonic(), event.text))
         await response.write_eof()
+        recorded.answered_at = time.monotonic()
         return response
 
 
@@ -482,6 +554,17 @@ def _error_response(api: str, reply: Reply) -> web.Response:
             code = "invalid_api_key"
         payload = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
     return web.json_response(payload, status=status, headers=headers)
+
+
+class Token(str):
+    """An SSE event carrying one text delta of the reply: paced, stalled and timed."""
+
+    text: str
+
+    def __new__(cls, event: str, text: str) -> Token:
+        token = super().__new__(cls, event)
+        token.text = text
+        return token
 
 
 def _sse(data: dict[str, Any], event: str | None = None) -> str:
@@ -560,10 +643,8 @@ class OpenAIWire:
     def events(self) -> list[str]:
         reply = self.reply
         out = [self._chunk({"role": "assistant", "content": ""})]
-        for piece in (
-            _text_pieces(reply.text)[:1] if reply.stream_error else _text_pieces(reply.text)
-        ):
-            out.append(self._chunk({"content": piece}))
+        for piece in reply.pieces()[:1] if reply.stream_error else reply.pieces():
+            out.append(Token(self._chunk({"content": piece}), piece))
         if reply.stream_error:
             error = {"message": reply.error_message or "Overloaded", "type": reply.stream_error}
             return [*out, _sse({"error": error | {"code": reply.error_code}})]
@@ -663,15 +744,11 @@ class AnthropicWire:
                     "content_block_start",
                 )
             )
-            pieces = _text_pieces(reply.text)
+            pieces = reply.pieces()
             for piece in pieces[:1] if reply.stream_error else pieces:
                 delta = {"type": "text_delta", "text": piece}
-                out.append(
-                    _sse(
-                        {"type": "content_block_delta", "index": 0, "delta": delta},
-                        "content_block_delta",
-                    )
-                )
+                event = {"type": "content_block_delta", "index": 0, "delta": delta}
+                out.append(Token(_sse(event, "content_block_delta"), piece))
         if reply.stream_error:
             error = {"type": reply.stream_error, "message": reply.error_message or "Overloaded"}
             return [*out, _sse({"type": "error", "error": error}, "error")]
