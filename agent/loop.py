@@ -314,19 +314,14 @@ class _Turn:
         agent = self.agent
         request = retry or fit_request(self.messages, agent.window, overhead_tokens=overhead)
         if request.excerpted or request.left_out:
-            log.info(
-                "request fitted to the window: %d row(s) shown as excerpts, %d left out",
-                request.excerpted,
-                request.left_out,
-            )
+            cut = (request.excerpted, request.left_out)
+            log.info("request fitted to the window: %d row(s) as excerpts, %d left out", *cut)
         self.sent = request
         route = agent.provider.route
         at_least = least_count(
             self.anchor, self.messages, route, request, agent.window, overhead, agent.represented
         )
-        # Streamed whether or not the platform shows it: the timeout bounds the silence
-        # between tokens, so a slow model that is still writing is never cut off, a
-        # stalled one is (docs/design.md#slow-models).
+        # Always streamed: the timeout bounds silence, not length (docs/design.md#slow-models).
         streamed = StreamedChars(self.on_text)
         completion = await agent.provider.complete(
             with_block(request.messages, memory.message if memory is not None else None),
