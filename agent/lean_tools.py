@@ -116,12 +116,14 @@ class ToolOffer:
         by_name = {schema_name(s): s for s in self.schemas}
         names = dict.fromkeys((*self.found, *_FIRST))
         first = [by_name[name] for name in names if name in by_name]
+        picked: list[dict[str, Any]] = []
         for schema in first + [s for s in self.schemas if s not in first]:
             cost = window.real(estimate_json_tokens_rough([schema]))
             if used + cost <= room:
-                chosen.append(schema)
+                picked.append(schema)
                 used += cost
-        return chosen
+        # In their own order, whatever was picked first: the prefix a server caches holds.
+        return chosen + [s for s in self.schemas if any(s is p for p in picked)]
 
     async def answer(
         self,
@@ -138,6 +140,8 @@ class ToolOffer:
             return self.find(str(arguments.get("query") or ""), engine.context_length // 2)
         if name == CALL_TOOL:
             name, arguments = _call_arguments(arguments)
+            if name == FIND_TOOLS:
+                return self.find(str(arguments.get("query") or ""), engine.context_length // 2)
         if name in {schema_name(schema) for schema in engine.tools()}:
             try:
                 return await engine.call_tool(name, arguments)

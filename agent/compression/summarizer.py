@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 
 #: A summary model's count, learned from its overflow, is taken this much heavier.
 SCALE_MARGIN = 1.05
+#: ...and never more than this (CJK on a Latin-trained tokenizer: a token a character,
+#: four times the estimate); a larger figure is a server's error, not its tokenizer.
+MAX_SCALE = 4.0
 
 #: Why a summary failed, in words safe to show a user (no error text, no secrets).
 FAILURE_REASONS = {
@@ -181,7 +184,7 @@ class Summarizer:
                 # Over its window: it counts heavier than the estimate. Once more, read
                 # less by what it said (docs/design.md#summary-model).
                 ratio = failure.prompt_tokens / max(1, estimate_messages_tokens_rough(messages))
-                self.scale = max(self.scale, request.scale, ratio * SCALE_MARGIN)
+                self.scale = min(MAX_SCALE, max(self.scale, request.scale, ratio * SCALE_MARGIN))
                 window = failure.context_limit or request.input_budget_tokens
                 roomier = replace(request, input_budget_tokens=window, scale=self.scale)
             elif failure.kind != "length":

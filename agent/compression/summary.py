@@ -71,6 +71,8 @@ MIN_TURN_CHARS = 80
 #: Tokens of the request that are not turns (instructions, template, previous summary
 #: framing: about 420 estimated), with room for the chat template.
 PROMPT_OVERHEAD_TOKENS = 600
+#: A summary call reads at least this many characters of turns, however small its window.
+MIN_CALL_CHARS = 500
 #: A summary is never asked to be longer than this share of its model's window.
 SUMMARIZER_OUTPUT_SHARE = 0.25
 #: A middle bigger than the summary model's window is folded in at most this many calls.
@@ -209,7 +211,7 @@ def _cut(text: str, cap: int) -> str:
 def _budget_chars(request: SummaryRequest) -> int:
     """Characters of previous summary + turns one summary call can carry."""
     room = (request.input_budget_tokens - request.budget_tokens) / max(1.0, request.scale)
-    return max(1_000, int(room - PROMPT_OVERHEAD_TOKENS) * 4)
+    return max(MIN_CALL_CHARS, int(room - PROMPT_OVERHEAD_TOKENS) * 4)
 
 
 def plan_summary_calls(request: SummaryRequest) -> list[SummaryRequest]:
@@ -222,7 +224,7 @@ def plan_summary_calls(request: SummaryRequest) -> list[SummaryRequest]:
     turns of each call are shortened to fit, longest first.
     """
     budget = _budget_chars(request)
-    room = max(2_000, budget - min(budget // 3, request.budget_tokens * 4 + 200))
+    room = max(MIN_CALL_CHARS, budget - min(budget // 3, request.budget_tokens * 4 + 200))
     chunks: list[list[Mapping[str, Any]]] = [[]]
     size = 0
     for message in request.turns:
@@ -257,7 +259,7 @@ def build_summary_messages(request: SummaryRequest) -> list[dict[str, Any]]:
     previous = _cut(previous, budget_chars // 3) if previous else ""
     rendered = [render_message(m) for m in request.turns]
     recent = [render_message(m) for m in request.oversized_recent]
-    bounded = bound_texts(rendered + recent, max(2_000, budget_chars - len(previous)))
+    bounded = bound_texts(rendered + recent, max(MIN_CALL_CHARS, budget_chars - len(previous)))
     turns, recent = bounded[: len(rendered)], bounded[len(rendered) :]
 
     parts: list[str] = []

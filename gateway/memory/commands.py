@@ -147,8 +147,14 @@ def carried_note(block: MemoryBlock | None, window: int) -> str | None:
         )
     if not block.left_out:
         return None
-    carried = f"the {block.shown} most recently used" if block.shown else "none of them"
+    if not block.shown:
+        carried = "none of these notes"
+    elif block.shown == 1:
+        carried = "only the note used most recently"
+    else:
+        carried = f"only the {block.shown} notes used most recently"
+    rest = "the other is" if block.left_out == 1 else f"the other {block.left_out} are"
     return (
-        f"This model's window ({window:,} tokens) carries {carried}; the other "
-        f"{block.left_out} are kept, and I find them when I search."
+        f"This model's window ({window:,} tokens) carries {carried}; {rest} kept, and "
+        "I find them when I search."
     )

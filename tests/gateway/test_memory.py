@@ -342,6 +342,6 @@ async def test_memory_stays_on_down_to_2k_and_says_what_the_window_leaves_out(
     assert {"find_tools", "remember"} <= offered[-1]  # at 2K, lean, remember first
     shown = block.count("- [#")
     assert listed.endswith(
-        f"This model's window (2,048 tokens) carries the {shown} most recently used; "
-        f"the other {21 - shown} are kept, and I find them when I search."
+        f"This model's window (2,048 tokens) carries only the {shown} notes used most "
+        f"recently; the other {21 - shown} are kept, and I find them when I search."
     )
