@@ -32,9 +32,11 @@ def configured_secrets(config: Config) -> list[str]:
     return [v for v in dict.fromkeys(found) if v and v != NO_KEY_NEEDED]
 
 
-def _walk(obj: Any, *, secret: bool) -> Iterator[str]:
+def _walk(obj: Any, *, secret: bool, loose: bool = False) -> Iterator[str]:
+    """``secret``: every string below is one; ``loose``: a field of values that may be
+    (an MCP server's ``env`` and ``headers``): those that look like a credential are."""
     if isinstance(obj, str):
-        if secret:
+        if secret or (loose and _looks_like_credential(obj)):
             yield obj
             yield obj.split()[-1] if obj.strip() else ""  # "Bearer <credential>" alone
         yield from _url_secrets(obj)
@@ -42,15 +44,35 @@ def _walk(obj: Any, *, secret: bool) -> Iterator[str]:
         for spec in fields(obj):
             if spec.metadata.get("internal"):
                 continue
-            # SECRET_VALUES (typed_yaml) marks a field whose every value is a secret.
-            named = bool(spec.metadata.get("secret")) or bool(SECRET_NAME.search(spec.name))
-            yield from _walk(getattr(obj, spec.name), secret=secret or named)
+            named = bool(SECRET_NAME.search(spec.name))
+            # SECRET_VALUES (typed_yaml) marks a field whose values may be secrets.
+            values = bool(spec.metadata.get("secret"))
+            yield from _walk(getattr(obj, spec.name), secret=secret or named, loose=values)
     elif isinstance(obj, dict):
         for key, value in obj.items():
-            yield from _walk(value, secret=secret or bool(SECRET_NAME.search(str(key))))
+            named = secret or _names_a_secret(str(key))
+            yield from _walk(value, secret=named, loose=loose)
     elif isinstance(obj, tuple):
+        # A command line: the value after "--api-key", or of "--token=...", is a secret.
+        flag = False
         for item in obj:
-            yield from _walk(item, secret=secret)
+            name, equals, value = str(item).partition("=")
+            if equals and _names_a_secret(name):
+                yield value
+            yield from _walk(item, secret=secret or flag, loose=loose)
+            flag = isinstance(item, str) and item.startswith("-") and _names_a_secret(item)
+
+
+def _names_a_secret(name: str) -> bool:
+    """``GITHUB_TOKEN``, ``api_key``, ``--api-key``, ``X-Api-Key``: a name that says so."""
+    return bool(SECRET_NAME.search(name.strip("-").lower().replace("-", "_")))
+
+
+def _looks_like_credential(value: str) -> bool:
+    """A value that may be a credential: one long word, neither a path nor a URL
+    (``production``, ``/home/owl/notes``, ``application/json`` are not)."""
+    word = value.split()[-1] if value.strip() else ""
+    return len(word) >= 12 and "/" not in word and not (word.isalpha() and word.islower())
 
 
 def _url_secrets(text: str) -> list[str]:

@@ -159,7 +159,8 @@ class Pairing:
         minutes = max(1, math.ceil((stored.expires_at - now) / 60))
         return (
             f"This is a private bot. To ask its owner for access, send them this code: "
-            f"{stored.code}\nIt is valid for {minutes} more minutes. Until the owner approves "
+            f"{stored.code}\nIt is valid for up to {minutes} more minute{'s' * (minutes != 1)} "
+            "(less once many people are waiting). Until the owner approves "
             "it, nothing you write here is read or kept."
         )
 

@@ -16,6 +16,7 @@ from adapters.base import OutboundMessage
 from adapters.telegram import TelegramAdapter
 from gateway.build import WEBHOOK_SECRET_FILE, telegram_adapter
 from gateway.config.schema import load_config, parse_config
+from gateway.config.secrets import configured_secrets
 from gateway.conversation.lanes import Lanes
 from gateway.logs import SESSION_KEY, setup_logging
 from tests.adapters.conftest import fast_settings
@@ -335,3 +336,29 @@ def test_a_providers_key_from_the_environment_is_redacted_for_every_model_it_ser
     handler.setStream(logged)  # type: ignore[attr-defined]
     log.warning("keys: anthropic-env-key-0001, openai-env-key-0002")
     assert logged.getvalue().endswith("keys: [redacted], [redacted]\n")
+
+
+def test_mcp_values_that_are_no_secret_stay_readable_and_a_command_lines_key_does_not(
+    tmp_path: Path,
+) -> None:
+    config = parse_config(
+        {
+            "data_dir": str(tmp_path),
+            "tools": {
+                "mcp_servers": {
+                    "files": {
+                        "command": ["mcp-files", "--api-key", "cmdline-key-0015", "--depth=3"],
+                        "env": {"MODE": "production", "NOTES": "/home/owl/notes"},
+                    },
+                    "web": {
+                        "command": ["mcp-web", "--token=inline-token-0016"],
+                        "headers": {"Accept": "application/json", "X-Trace": "k9Zq2-77xPq-41"},
+                    },
+                }
+            },
+        },
+        {},
+    )
+    secrets = configured_secrets(config)
+    assert {"cmdline-key-0015", "inline-token-0016", "k9Zq2-77xPq-41"} <= set(secrets)
+    assert not {"production", "/home/owl/notes", "application/json", "3"} & set(secrets)

@@ -87,7 +87,7 @@ async def test_a_code_expires_after_an_hour(pairing: Pairing, clock: Clock) -> N
     first = code_in(await pairing.request("telegram", "666", "Eve", "666"))
     clock.now += 3599
     assert [r.code for r in await pairing.pending()] == [first]
-    assert "1 more minutes" in await pairing.request("telegram", "666", "Eve", "666")
+    assert "up to 1 more minute " in await pairing.request("telegram", "666", "Eve", "666")
     clock.now += 1
     assert await pairing.pending() == []
     assert await pairing.approve(first, "cli") is None
