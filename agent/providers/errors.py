@@ -20,6 +20,7 @@ from __future__ import annotations
 import email.utils
 import json
 import re
+import ssl
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -261,7 +262,7 @@ def transport_failure(
     """
     if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
         return local_failure(provider, "timeout", "the request timed out")
-    if isinstance(exc, sdk.APIConnectionError | httpx2.TransportError):
+    if isinstance(exc, sdk.APIConnectionError | httpx2.RequestError | ssl.SSLError):
         if stream_started:
             return local_failure(
                 provider, "other", "the connection closed mid-stream", detail=STREAM_CLOSED

@@ -140,6 +140,8 @@ class _StreamedReply:
     def __init__(self) -> None:
         self.text: list[str] = []
         self.calls: dict[int, dict[str, str]] = {}
+        #: The call each of the server's indexes now fills.
+        self._slot_of: dict[int, int] = {}
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.model = ""
@@ -150,8 +152,15 @@ class _StreamedReply:
         if not isinstance(index, int):  # some servers omit it: a new id starts a new call
             known = {c["id"] for c in self.calls.values()}
             starts_new = not self.calls or (call_id and call_id not in known)
-            index = len(self.calls) if starts_new else max(self.calls)
-        entry = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+            slot = len(self.calls) if starts_new else max(self.calls)
+        else:
+            slot = self._slot_of.get(index, -1)
+            held = self.calls.get(slot, {}).get("id")
+            # Ollama streams parallel calls whole, each at index 0 with an id of its own
+            # (ollama/ollama#15457): another id at a known index is another call.
+            if slot < 0 or (call_id and held and held != str(call_id)):
+                slot = self._slot_of[index] = len(self.calls)
+        entry = self.calls.setdefault(slot, {"id": "", "name": "", "arguments": ""})
         if call_id:
             entry["id"] = str(call_id)
         function = _field(delta, "function")
@@ -273,8 +282,9 @@ class OpenAIProvider(SDKProvider):
 
     async def _take_chunk(self, chunk: Any, reply: _StreamedReply, on_text: TextCallback) -> None:
         reply.model = str(_field(chunk, "model") or reply.model)
-        if _field(chunk, "usage") is not None:
-            reply.usage = _usage_from(_field(chunk, "usage"))
+        usage = _usage_from(_field(chunk, "usage"))
+        if usage is not None:  # a later chunk's empty usage keeps the real one
+            reply.usage = usage
         for choice in _field(chunk, "choices") or []:
             delta = _field(choice, "delta")
             content = _field(delta, "content") if delta is not None else None

@@ -11,6 +11,8 @@ what differs: how a request is built, how a response is read.
 from __future__ import annotations
 
 import json
+import logging
+import ssl
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable
 from types import ModuleType
@@ -26,6 +28,8 @@ from agent.providers.base import (
     TextCallback,
 )
 from agent.providers.errors import STREAM_CLOSED, local_failure, transport_failure
+
+log = logging.getLogger(__name__)
 
 #: A keyless client cannot even build a request (the SDKs refuse); this one gets an honest
 #: 401 from a server that wants a key, and nothing at all from a local one that does not.
@@ -44,6 +48,8 @@ class SDKProvider(Provider):
     sdk_error: type[BaseException]
     #: Named in "cannot reach ..." when no base URL is configured.
     default_host: str
+    #: False once the server refused a stream it would answer whole.
+    streams: bool = True
 
     def __init__(self, settings: ProviderSettings) -> None:
         self.model = settings.model
@@ -59,7 +65,8 @@ class SDKProvider(Provider):
         self._failures: tuple[type[BaseException], ...] = (
             self.sdk_error,
             json.JSONDecodeError,
-            httpx2.TransportError,
+            httpx2.RequestError,  # a transport's failure, a body that will not decode
+            ssl.SSLError,
         )
         self._client: Any = self.client_class(
             api_key=settings.api_key or PLACEHOLDER_KEY,
@@ -109,9 +116,18 @@ class SDKProvider(Provider):
         timeout: float | None = None,
     ) -> Completion:
         body = self.build_request(messages, max_tokens=max_tokens, tools=tools, cache_ttl=cache_ttl)
-        if on_text is None:
+        if on_text is None or not self.streams:
             return await self._create(body, timeout)
-        return await self._stream(body, timeout, on_text)
+        try:
+            return await self._stream(body, timeout, on_text)
+        except ProviderError as exc:
+            if not refuses_streaming(exc):
+                raise
+            # It answers, only not as a stream (an older llama.cpp with tools, a proxy
+            # that knows no stream_options): from now on it is read whole.
+            log.warning("%s does not stream (%s): reading its replies whole", self.name, exc)
+            self.streams = False
+            return await self._create(body, timeout)
 
     async def _sdk(self, call: Awaitable[T], *, stream_started: bool = False) -> T:
         """Await an SDK call; whatever the SDK raises leaves as one ProviderError."""
@@ -151,3 +167,10 @@ class SDKProvider(Provider):
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def refuses_streaming(exc: ProviderError) -> bool:
+    """A refusal of the stream itself, not of the request: llama.cpp's 500 "Cannot use
+    tools with stream" (its builds of early 2025), a gateway's 400 "Unknown parameter:
+    'stream_options'"."""
+    return exc.status in (400, 500) and exc.kind != "overflow" and "stream" in str(exc).lower()
