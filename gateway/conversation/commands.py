@@ -201,7 +201,8 @@ class Commands:
                 f"Model: {provider.model} ({provider.name}) · "
                 f"window {fullness.window:,} tokens{learned}",
                 f"Context: {fullness.phrase}, {fullness.how} · "
-                f"{len(transcript.messages)} messages active{busy}",
+                f"{len(transcript.messages)} message{'s' * (len(transcript.messages) != 1)} "
+                f"active{busy}",
                 f"Compresses at {engine.threshold_tokens:,} tokens · "
                 f"compressions so far: {engine.compression_count}",
                 f"Cooldown: {describe_cooldown(engine.export_state())}",

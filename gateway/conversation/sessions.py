@@ -83,7 +83,7 @@ class SessionRegistry:
         """:meth:`open`, with the current session's record (None: none) just read."""
         runtime = self._open.get(origin.session_key)
         if runtime is not None and record is not None and runtime.id == record.id:
-            self._follow_window(runtime)
+            self.follow_window(runtime)
             return runtime
         created = record is None
         choice = await self.store.chat_model(origin.session_key)  # docs/design.md#model-choice
@@ -103,9 +103,10 @@ class SessionRegistry:
             )
         return runtime
 
-    def _follow_window(self, runtime: SessionRuntime) -> None:
-        """A smaller window learned in another session (an overflow there) applies here
-        before this session's next request, not after an overflow of its own."""
+    def follow_window(self, runtime: SessionRuntime) -> None:
+        """The window the model's server serves now applies to ``runtime``: a smaller one
+        learned in another session (an overflow there) before this session's next request,
+        not after an overflow of its own; a larger one a server said it serves since."""
         window = self.window(runtime) if self.window is not None else runtime.engine.context_length
         if window != runtime.engine.context_length:
             provider = runtime.agent.provider

@@ -99,6 +99,7 @@ class TurnRunner:
                 transcript.memory, transcript.memory_tokens = memory, block.tokens
         # The window the server really serves, before hygiene sizes a summary for it.
         await runtime.agent.prepare()
+        self.sessions.follow_window(runtime)  # what the server just said applies now
         if self.before_turn is not None:
             await self.before_turn(runtime)
         if self.hygiene is not None:

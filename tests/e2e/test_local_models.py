@@ -341,3 +341,25 @@ async def test_a_long_answer_on_a_4k_window_uses_the_room_left_and_a_cut_one_say
     assert vllm.refusals == 0
     assert not cut.endswith("Take the train.")
     assert "reached its length limit" in notice and "go on" in notice
+
+
+async def test_an_ollama_restarted_with_a_larger_window_is_used_at_once_not_compacted_for(
+    tmp_path: Path,
+) -> None:
+    """The operator raises OLLAMA_CONTEXT_LENGTH under a chat that filled its 4K window;
+    the model is not loaded yet. The first message's ask (loading it) says 16K, and that
+    window applies to the very turn: no summary is written for the old one."""
+    async with FakeOllama(served=4_096, loaded=True) as ollama:
+        await run_chat(tmp_path, ollama, turns=14)  # about as much as 4K holds
+        ollama.served, ollama.loaded = 16_384, False
+        summaries = sum(1 for r in ollama.requests if is_summary_request(r))
+        adapter = RecordingAdapter()
+        config = make_config(tmp_path, ollama, model={"name": ollama.model})
+        ollama.responder = summarizing(model_answer("en", random.Random(1)))
+        async with running_gateway(config, adapter):
+            await adapter.say(text_of_length(random.Random(2), "en", 3_000))
+            await adapter.wait_sent(1)
+            await adapter.say("/status")
+            (status,) = (await adapter.wait_sent(2))[1:]
+    assert sum(1 for r in ollama.requests if is_summary_request(r)) == summaries
+    assert "16,384" in status
