@@ -44,6 +44,7 @@ from agent.compression.summarizer import (
 from agent.compression.summary import SummaryFailure, summary_request
 from agent.compression.telemetry import log_attempt
 from agent.context_engine import CommitStatus, CompressionResult, ContextEngine, FailureClass
+from agent.messages import JSON, Message
 from agent.providers.base import Provider, Usage
 from agent.tokens import estimate_message_tokens_rough
 from agent.window import Window, represented_tokens
@@ -57,7 +58,7 @@ log = logging.getLogger(__name__)
 class _Attempt:
     attempt_id: str
     trigger_source: str
-    messages: list[dict[str, Any]]
+    messages: list[Message]
     tokens_before: int
     tool_results_pruned: int = 0
 
@@ -199,7 +200,7 @@ class ContextCompressor(ContextEngine):
         self.last_completion_tokens = 0
         self.awaiting_real_usage = True
 
-    def export_state(self) -> dict[str, Any]:
+    def export_state(self) -> JSON:
         """Cooldown, ladders and counters, JSON-safe, for the session row (docs/design.md#cooldown)."""
         return {
             "compression_count": self.compression_count,
@@ -224,7 +225,7 @@ class ContextCompressor(ContextEngine):
 
     async def compress(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         focus: str | None = None,
         force: bool = False,
@@ -308,7 +309,7 @@ class ContextCompressor(ContextEngine):
             self.summary_scale = summarizer.scale  # what its overflows taught, kept
         if outcome.body is None:
             return self._abort(attempt, outcome.failure or SummaryFailure("other"))
-        head: list[Mapping[str, Any]] = list(pruned[: plan.head_end])
+        head: list[Message] = list(pruned[: plan.head_end])
         if plan.summary_index is None:
             head = with_system_note(head)  # first compression only: keeps the prefix cached
         tail = messages[plan.tail_start :]
@@ -349,7 +350,7 @@ class ContextCompressor(ContextEngine):
         return replace(self._unchanged(attempt, "aborted", failure_class), notice=notice)
 
     def _commit(
-        self, attempt: _Attempt, compacted: list[dict[str, Any]], outcome: SummaryOutcome
+        self, attempt: _Attempt, compacted: list[Message], outcome: SummaryOutcome
     ) -> CompressionResult:
         tokens_after = represented_tokens(compacted, self.window)
         if tokens_after >= attempt.tokens_before:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from agent.messages import JSON, Message, ToolSchema
 from agent.providers.base import Usage
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ class CompressionResult:
     the user (e.g. that the summary failed and ``/compress`` retries), or None.
     """
 
-    messages: list[dict[str, Any]]
+    messages: list[Message]
     committed: bool
     commit_status: CommitStatus
     method: Method = "none"
@@ -135,7 +136,7 @@ class ContextEngine(ABC):
     @abstractmethod
     async def compress(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         focus: str | None = None,
         force: bool = False,
@@ -147,11 +148,11 @@ class ContextEngine(ABC):
         ``focus`` is an optional topic the summary should favour.
         """
 
-    def tools(self) -> list[dict[str, Any]]:
+    def tools(self) -> list[ToolSchema]:
         """OpenAI-style tool schemas this engine offers the agent (none by default)."""
         return []
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> str:
+    async def call_tool(self, name: str, arguments: JSON) -> str:
         """Run one of :meth:`tools`; returns plain text for the model."""
         raise KeyError(name)
 
@@ -161,7 +162,7 @@ class ContextEngine(ABC):
     def on_session_reset(self) -> None:  # noqa: B027 - optional hook
         """The user started over (``/new``); forget per-conversation state."""
 
-    def export_state(self) -> dict[str, Any]:
+    def export_state(self) -> JSON:
         """JSON-safe state to persist on the session row (cooldowns, counters).
 
         It is handed back through :meth:`restore_state` when the session is reopened, so

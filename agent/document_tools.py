@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.messages import JSON
 from agent.tools import Tool, ToolContext, ToolInputError
 
 #: Characters one call returns (below the default ``agent.tool_result_max_chars``).
 READ_CHARS = 6000
 
 
-async def _read_document(arguments: dict[str, Any], context: ToolContext) -> str:
+async def _read_document(arguments: JSON, context: ToolContext) -> str:
     document_id = str(arguments.get("document_id") or "").strip()
     if not document_id:
         raise ToolInputError("document_id is required (the id in the document's header)")

@@ -17,10 +17,10 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from agent.context_engine import ContextEngine
 from agent.memory import TOOL_NAMES as MEMORY_TOOL_NAMES
+from agent.messages import JSON, ToolSchema
 from agent.tokens import estimate_json_tokens_rough
 from agent.tools import ToolBox, ToolContext, ToolOutput
 from agent.window import Window
@@ -34,7 +34,7 @@ MAX_SHARE = 0.25
 #: Tools a search answers with at most.
 FOUND_AT_MOST = 5
 
-_FIND_SCHEMA: dict[str, Any] = {
+_FIND_SCHEMA: ToolSchema = {
     "type": "function",
     "function": {
         "name": FIND_TOOLS,
@@ -49,7 +49,7 @@ _FIND_SCHEMA: dict[str, Any] = {
         },
     },
 }
-_CALL_SCHEMA: dict[str, Any] = {
+_CALL_SCHEMA: ToolSchema = {
     "type": "function",
     "function": {
         "name": CALL_TOOL,
@@ -72,7 +72,7 @@ _COMMON = frozenset(
 _FIRST = ("remember", "forget")
 
 
-def schema_name(schema: dict[str, Any]) -> str:
+def schema_name(schema: ToolSchema) -> str:
     return str(schema.get("function", {}).get("name", ""))
 
 
@@ -80,31 +80,31 @@ def schema_name(schema: dict[str, Any]) -> str:
 class ToolOffer:
     """What one turn offers of ``schemas`` (every tool it may call)."""
 
-    schemas: list[dict[str, Any]]
+    schemas: list[ToolSchema]
     #: Share of the window past which the schemas are not all sent.
     lean_share: float = 0.20
     #: Tools ``find_tools`` answered with this turn: offered first.
     found: list[str] = field(default_factory=list)
-    _chosen: dict[tuple[int, float, int, int], list[dict[str, Any]]] = field(
+    _chosen: dict[tuple[int, float, int, int], list[ToolSchema]] = field(
         default_factory=dict, repr=False
     )
 
     @classmethod
-    def of(cls, schemas: list[dict[str, Any]], lean_share: float, *, memory: bool) -> ToolOffer:
+    def of(cls, schemas: list[ToolSchema], lean_share: float, *, memory: bool) -> ToolOffer:
         """A turn's offer of ``schemas``: without a memory block (``memory``), memory's
         own tools are left out (docs/design.md#memory-tools)."""
         if not memory:
             schemas = [s for s in schemas if schema_name(s) not in MEMORY_TOOL_NAMES]
         return cls(schemas, lean_share)
 
-    def offered(self, window: Window) -> list[dict[str, Any]]:
+    def offered(self, window: Window) -> list[ToolSchema]:
         """The schemas a request on ``window`` carries (worked out once per window)."""
         key = (window.context_length, window.scale, len(self.found), len(self.schemas))
         if key not in self._chosen:
             self._chosen[key] = self._choose(window)
         return self._chosen[key]
 
-    def _choose(self, window: Window) -> list[dict[str, Any]]:
+    def _choose(self, window: Window) -> list[ToolSchema]:
         everything = window.real(estimate_json_tokens_rough(self.schemas))
         if everything <= self.lean_share * window.context_length:
             return self.schemas
@@ -116,7 +116,7 @@ class ToolOffer:
         by_name = {schema_name(s): s for s in self.schemas}
         names = dict.fromkeys((*self.found, *_FIRST))
         first = [by_name[name] for name in names if name in by_name]
-        picked: list[dict[str, Any]] = []
+        picked: list[ToolSchema] = []
         for schema in first + [s for s in self.schemas if s not in first]:
             cost = window.real(estimate_json_tokens_rough([schema]))
             if used + cost <= room:
@@ -128,7 +128,7 @@ class ToolOffer:
     async def answer(
         self,
         name: str,
-        arguments: dict[str, Any],
+        arguments: JSON,
         engine: ContextEngine,
         toolbox: ToolBox,
         context: ToolContext,
@@ -180,7 +180,7 @@ class ToolOffer:
         return "Tools you can call now, by name:\n" + "\n".join(lines)
 
 
-def _call_arguments(arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _call_arguments(arguments: JSON) -> tuple[str, JSON]:
     """``call_tool``'s tool name and its arguments (an object, or JSON text of one)."""
     inner = arguments.get("arguments") or {}
     if isinstance(inner, str):

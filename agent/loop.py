@@ -14,14 +14,14 @@ context-pressure warning is ever put in the prompt (docs/design.md#nothing-leave
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from agent.calibration import Calibration, Calibrations
 from agent.context_engine import ContextEngine
 from agent.lean_tools import ToolOffer
 from agent.memory import MemoryBlock, with_block
+from agent.messages import Message, ToolSchema
 from agent.model_metadata import ContextLengthResolver
 from agent.next_request import next_request_tokens
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
@@ -80,7 +80,7 @@ class Agent:
 
     async def run_turn(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         transcript: Transcript,
         *,
         anchor: UsageAnchor | None = None,
@@ -111,7 +111,7 @@ class Agent:
 
     # -- shared arithmetic ----------------------------------------------------------------
 
-    def tool_schemas(self) -> list[dict[str, Any]]:
+    def tool_schemas(self) -> list[ToolSchema]:
         return self.toolbox.schemas() + list(self.engine.tools())
 
     def tool_offer(self, *, memory: bool) -> ToolOffer:
@@ -131,7 +131,7 @@ class Agent:
             calibration.margin(bare.input_budget),
         )
 
-    def represented(self, messages: Sequence[Mapping[str, Any]]) -> int:
+    def represented(self, messages: Sequence[Message]) -> int:
         """Server tokens of ``messages`` as a request shows them (oversized rows as
         excerpts), by the calibrated estimate."""
         return represented_tokens(messages, self.window)
@@ -158,7 +158,7 @@ class _Turn:
     def __init__(
         self,
         agent: Agent,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         transcript: Transcript,
         anchor: UsageAnchor | None,
         on_text: TextCallback | None,
@@ -186,11 +186,11 @@ class _Turn:
         self.may_defer = anchor is None
 
     @property
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[Message]:
         return self.result.messages
 
     @property
-    def schemas(self) -> list[dict[str, Any]]:
+    def schemas(self) -> list[ToolSchema]:
         """The tool schemas the next request offers, on the window as it is now."""
         return self.offer.offered(self.agent.window)
 

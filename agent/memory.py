@@ -9,10 +9,11 @@ prompt cache holds while memory does not change (docs/design.md#memory-block).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
+from agent.messages import Message
 from agent.tokens import estimate_message_tokens_rough
 from agent.window import Window
 
@@ -84,7 +85,7 @@ class MemoryBlock:
     left_out: int = 0
 
     @property
-    def message(self) -> dict[str, Any]:
+    def message(self) -> Message:
         return {"role": "system", "content": self.text}
 
     @property
@@ -139,15 +140,13 @@ def _line(note: Note) -> str:
     return f"- [#{note.id}] {' '.join(note.text.split())}"
 
 
-def with_block(
-    messages: Sequence[Mapping[str, Any]], block: Mapping[str, Any] | None
-) -> list[dict[str, Any]]:
+def with_block(messages: Sequence[Message], block: Message | None) -> list[Message]:
     """``messages`` with ``block`` right after the leading system rows: after the cached
     system prompt, before the conversation (docs/design.md#memory-block)."""
-    shown = [m if isinstance(m, dict) else dict(m) for m in messages]
+    shown = list(messages)
     if block is None:
         return shown
     at = 0
     while at < len(shown) and shown[at].get("role") == "system":
         at += 1
-    return [*shown[:at], dict(block), *shown[at:]]
+    return [*shown[:at], block, *shown[at:]]

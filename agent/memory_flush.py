@@ -13,12 +13,13 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from agent.compression.markers import is_summary_message, text_of
 from agent.memory import MAX_NOTE_CHARS, Memory, Note
+from agent.messages import Message
 from agent.providers.base import Provider, ProviderError
 from agent.tokens import estimate_text_tokens_rough
 from nightowl_errors import NightowlError
@@ -78,7 +79,7 @@ class FlushOutcome:
     failure: str = ""
 
 
-def render_span(messages: Sequence[Mapping[str, Any]], budget_tokens: int) -> tuple[str, int]:
+def render_span(messages: Sequence[Message], budget_tokens: int) -> tuple[str, int]:
     """The span as numbered lines within ``budget_tokens``, and how many rows it shows.
 
     When the span is too big every line still shows: each is cut to one common length
@@ -128,7 +129,7 @@ def _level(sizes: Sequence[int], room: int) -> int:
     return max(sizes)
 
 
-def flush_request(span_text: str, known: Sequence[Note], known_tokens: int) -> list[dict[str, Any]]:
+def flush_request(span_text: str, known: Sequence[Note], known_tokens: int) -> list[Message]:
     """The flush's two messages; the known notes most recently used first, within
     ``known_tokens`` (a chat may hold hundreds)."""
     lines: list[str] = []
@@ -151,7 +152,7 @@ def flush_request(span_text: str, known: Sequence[Note], known_tokens: int) -> l
 
 async def flush_span(
     provider: Provider,
-    span: Sequence[Mapping[str, Any]],
+    span: Sequence[Message],
     memory: Memory,
     *,
     known: Sequence[Note] = (),
@@ -183,7 +184,7 @@ async def flush_span(
 
 async def _ask(
     provider: Provider,
-    request: list[dict[str, Any]],
+    request: list[Message],
     output: int,
     text: str,
     rows: int,

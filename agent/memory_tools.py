@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.memory import MAX_NOTE_CHARS, Memory, Scope
+from agent.messages import JSON
 from agent.tools import Tool, ToolContext, ToolInputError
 
 REMEMBER_DESCRIPTION = (
@@ -33,7 +34,7 @@ def _note_id(value: Any, name: str) -> int | None:
         raise ToolInputError(f"{name} must be a note id such as 12") from None
 
 
-async def _remember(arguments: dict[str, Any], context: ToolContext) -> str:
+async def _remember(arguments: JSON, context: ToolContext) -> str:
     text = " ".join(str(arguments.get("text") or "").split())
     if not text:
         raise ToolInputError("text is required")
@@ -49,7 +50,7 @@ async def _remember(arguments: dict[str, Any], context: ToolContext) -> str:
     return f"Remembered as #{done.note.id} {where}{replaced}."
 
 
-async def _forget(arguments: dict[str, Any], context: ToolContext) -> str:
+async def _forget(arguments: JSON, context: ToolContext) -> str:
     note_id = _note_id(arguments.get("id"), "id")
     if note_id is None:
         raise ToolInputError("id is required")

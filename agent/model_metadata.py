@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 import yaml
 
+from agent.messages import JSON
 from agent.served_window import SERVERS, ServedWindow, Server
 from agent.window_table import DEFAULT_CONTEXT_LENGTH, static_context_length
 
@@ -81,8 +82,8 @@ class Confirmed:
     server: Server | None = None
     learned_at: int = 0
 
-    def to_yaml(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {"limit": self.limit, "source": self.how}
+    def to_yaml(self) -> JSON:
+        entry: JSON = {"limit": self.limit, "source": self.how}
         if self.server:
             entry["server"] = self.server
         return entry | {"learned_at": self.learned_at}

@@ -11,9 +11,10 @@ them (docs/design.md#request-view) and of what travels beside them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
+from agent.messages import Message
 from agent.usage_anchor import UsageAnchor, anchored_tokens
 from agent.window import Window, represented_tokens
 
@@ -26,7 +27,7 @@ class RequestSize(NamedTuple):
 
 
 def next_request_tokens(
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Message],
     window: Window,
     route: str,
     *,

@@ -9,7 +9,8 @@ wrote. Anthropic allows at most four breakpoints per request.
 from __future__ import annotations
 
 import copy
-from typing import Any
+
+from agent.messages import Message
 
 CacheTTL = str  # "5m" | "1h"
 
@@ -25,8 +26,8 @@ def cache_marker(ttl: CacheTTL = "5m") -> dict[str, str]:
 
 
 def apply_anthropic_cache_control(
-    messages: list[dict[str, Any]], ttl: CacheTTL = "5m", native_anthropic: bool = True
-) -> list[dict[str, Any]]:
+    messages: list[Message], ttl: CacheTTL = "5m", native_anthropic: bool = True
+) -> list[Message]:
     """Return a deep copy of ``messages`` with ``system_and_3`` cache breakpoints.
 
     Marks the first system message and the last three non-system messages: string
@@ -46,7 +47,7 @@ def apply_anthropic_cache_control(
     return marked
 
 
-def _place_marker(message: dict[str, Any], ttl: CacheTTL, native_anthropic: bool) -> None:
+def _place_marker(message: Message, ttl: CacheTTL, native_anthropic: bool) -> None:
     content = message.get("content")
     if message.get("role") == "tool":
         if native_anthropic:

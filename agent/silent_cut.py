@@ -14,9 +14,9 @@ then tokens from the front, the system prompt first, and reports the count it ke
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
+from agent.messages import Message
 from agent.providers.base import ProviderError, TextCallback, Usage
 from agent.tokens import token_floor
 from agent.usage_anchor import UsageAnchor, anchor_matches
@@ -36,12 +36,12 @@ CUT_SLACK_TOKENS = 32
 
 def least_count(
     anchor: UsageAnchor | None,
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Message],
     route: str,
     request: FittedRequest,
     window: Window,
     overhead: int,
-    represent: Callable[[Sequence[Mapping[str, Any]]], int],
+    represent: Callable[[Sequence[Message]], int],
 ) -> int | None:
     """The fewest prompt tokens the server can count for ``request`` without having cut
     it: its own count of the prompt it last answered, plus the least the rows since can

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from agent.messages import Message
+
 log = logging.getLogger(__name__)
 
 #: Tokens an image part counts, whatever its encoded size (docs/design.md#tokens).
@@ -60,7 +62,7 @@ def _content_chars_and_images(content: Any) -> tuple[int, int]:
     return len(str(content)), 0
 
 
-def _message_chars_and_images(message: Mapping[str, Any]) -> tuple[int, int]:
+def _message_chars_and_images(message: Message) -> tuple[int, int]:
     chars, images = _content_chars_and_images(message.get("content"))
     chars += len(str(message.get("role") or ""))
     tool_calls = message.get("tool_calls")
@@ -72,7 +74,7 @@ def _message_chars_and_images(message: Mapping[str, Any]) -> tuple[int, int]:
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
-def token_floor(messages: Iterable[Mapping[str, Any]]) -> int:
+def token_floor(messages: Iterable[Message]) -> int:
     """Tokens any real tokenizer counts at least for ``messages``' text: one per
     whitespace-separated word (tokenizers split text at whitespace before merging; a run of
     one character, a line of dashes, may be a single long token) and one per two CJK
@@ -94,13 +96,13 @@ def token_floor(messages: Iterable[Mapping[str, Any]]) -> int:
     return total
 
 
-def count_images(message: Mapping[str, Any]) -> int:
+def count_images(message: Message) -> int:
     """Image parts of one message (their tokens are a flat guess, never measured)."""
     content = message.get("content")
     return _content_chars_and_images(content)[1] if isinstance(content, list) else 0
 
 
-def estimate_message_tokens_rough(message: Mapping[str, Any]) -> int:
+def estimate_message_tokens_rough(message: Message) -> int:
     """Rough tokens of one message: (chars of role + content + tool calls + 3) // 4.
 
     Image parts count :data:`IMAGE_TOKENS` each, never their base64 length.
@@ -119,7 +121,7 @@ def estimate_json_tokens_rough(value: object) -> int:
     return estimate_text_tokens_rough(json.dumps(value)) if value else 0
 
 
-def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int:
+def estimate_messages_tokens_rough(messages: Iterable[Message]) -> int:
     """Rough tokens of a message list (docs/design.md#tokens): total chars + 3, divided by 4."""
     chars = images = 0
     for message in messages:
@@ -306,7 +308,7 @@ class TokenCounter:
             self._resolved = True
         return self._encoding
 
-    def count(self, message: Mapping[str, Any]) -> int:
+    def count(self, message: Message) -> int:
         """Tokens of ``message`` (role, content, tool calls, plus per-message framing)."""
         encoding = self._ensure_encoding()
         if encoding is None:
@@ -318,7 +320,7 @@ class TokenCounter:
             return estimate_message_tokens_rough(message)
 
     @staticmethod
-    def _count_exact(encoding: Any, message: Mapping[str, Any]) -> int:
+    def _count_exact(encoding: Any, message: Message) -> int:
         def tokens(text: str) -> int:
             return len(encoding.encode(text, disallowed_special=())) if text else 0
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent.memory import Memory
+from agent.messages import JSON, ToolSchema
 from agent.transcript import Transcript
 from nightowl_errors import NightowlError
 
@@ -22,8 +23,8 @@ log = logging.getLogger(__name__)
 
 #: What a tool answers: text, or a list of OpenAI content parts (text and ``image_url``),
 #: the shape a user row with photos has (docs/design.md#mcp-results).
-ToolOutput = str | list[dict[str, Any]]
-Handler = Callable[[dict[str, Any], "ToolContext"], Awaitable[ToolOutput]]
+ToolOutput = str | list[JSON]
+Handler = Callable[[JSON, "ToolContext"], Awaitable[ToolOutput]]
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,10 @@ class ToolContext:
 class Tool:
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JSON
     handler: Handler
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> ToolSchema:
         return {
             "type": "function",
             "function": {
@@ -90,10 +91,10 @@ class ToolBox:
                 offered.setdefault(tool.name, tool)
         return offered
 
-    def schemas(self) -> list[dict[str, Any]]:
+    def schemas(self) -> list[ToolSchema]:
         return [tool.schema() for tool in self.offered().values()]
 
-    async def run(self, name: str, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+    async def run(self, name: str, arguments: JSON, context: ToolContext) -> ToolOutput:
         tool = self.offered().get(name)
         if tool is None:
             return f"Error: there is no tool named {name!r}."
@@ -128,7 +129,7 @@ class ToolInputError(NightowlError):
 # -- built-in tools -----------------------------------------------------------------------
 
 
-async def _current_time(arguments: dict[str, Any], context: ToolContext) -> str:
+async def _current_time(arguments: JSON, context: ToolContext) -> str:
     name = str(arguments.get("timezone") or context.timezone or "UTC")
     try:
         zone: Any = ZoneInfo(name)
@@ -140,7 +141,7 @@ async def _current_time(arguments: dict[str, Any], context: ToolContext) -> str:
     return now.strftime(f"%A, %Y-%m-%d %H:%M:%S ({name}, UTC%z)")
 
 
-async def _session_search(arguments: dict[str, Any], context: ToolContext) -> str:
+async def _session_search(arguments: JSON, context: ToolContext) -> str:
     query = str(arguments.get("query") or "").strip()
     if not query:
         raise ToolInputError("query is required")

@@ -7,9 +7,10 @@ store and hands one to each turn.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from agent.context_engine import CompressionResult
+from agent.messages import JSON, Message
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,8 @@ class Transcript(Protocol):
     def session_id(self) -> str: ...
 
     async def commit_compaction(
-        self, result: CompressionResult, original: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
+        self, result: CompressionResult, original: list[Message]
+    ) -> list[Message]:
         """Make ``result.messages`` the active conversation, in one transaction.
 
         ``original`` is the list that was compressed. Every message of it is kept —
@@ -51,7 +52,7 @@ class Transcript(Protocol):
         """
         ...
 
-    async def save_engine_state(self, state: dict[str, Any]) -> None:
+    async def save_engine_state(self, state: JSON) -> None:
         """Persist the context engine's state (cooldowns, counters) with the session."""
         ...
 

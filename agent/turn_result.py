@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from agent.context_engine import CompressionResult
+from agent.messages import Message
 from agent.providers.base import Completion, ProviderError, Usage
 from agent.usage_anchor import UsageAnchor
 from nightowl_errors import NightowlError
@@ -20,7 +20,7 @@ RetractCallback = Callable[[int], Awaitable[None]]
 class TurnResult:
     """What a turn produced. ``messages`` is the whole conversation after it."""
 
-    messages: list[dict[str, Any]]
+    messages: list[Message]
     reply: str | None = None
     error: ProviderError | CompressionExhausted | None = None
     anchor: UsageAnchor | None = None

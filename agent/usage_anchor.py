@@ -23,11 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from agent.messages import JSON, Message
 from agent.providers.base import Usage
 from agent.tokens import estimate_messages_tokens_rough
 
 
-def boundary_fingerprint(messages: Sequence[Mapping[str, Any]], covered: int) -> str:
+def boundary_fingerprint(messages: Sequence[Message], covered: int) -> str:
     """A cheap hash of ``covered`` and the last covered message's role, content, tool calls.
 
     Only that one message is hashed (O(1) in history length): enough to notice that the
@@ -66,7 +67,7 @@ class UsageAnchor:
     def from_response(
         cls,
         usage: Usage | None,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Sequence[Message],
         route: str,
         ratio: float = 1.0,
         overhead: int | None = None,
@@ -90,7 +91,7 @@ class UsageAnchor:
             overhead=overhead,
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSON:
         """JSON-safe form for the session row."""
         return asdict(self)
 
@@ -115,7 +116,7 @@ class UsageAnchor:
 
 def build_anchor(
     usage: Usage | None,
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Message],
     route: str,
     ratio: float = 1.0,
     overhead: int | None = None,
@@ -124,7 +125,7 @@ def build_anchor(
     return UsageAnchor.from_response(usage, messages, route, ratio, overhead)
 
 
-def anchor_matches(anchor: UsageAnchor, messages: Sequence[Mapping[str, Any]], route: str) -> bool:
+def anchor_matches(anchor: UsageAnchor, messages: Sequence[Message], route: str) -> bool:
     """Whether ``anchor`` still describes a prefix of ``messages`` on this route."""
     return (
         anchor.route == route
@@ -135,10 +136,10 @@ def anchor_matches(anchor: UsageAnchor, messages: Sequence[Mapping[str, Any]], r
 
 def anchored_tokens(
     anchor: UsageAnchor | None,
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Message],
     route: str,
     *,
-    estimate: Callable[[Sequence[Mapping[str, Any]]], int] = estimate_messages_tokens_rough,
+    estimate: Callable[[Sequence[Message]], int] = estimate_messages_tokens_rough,
 ) -> int | None:
     """The server's count of the prompt it answered + an ``estimate`` of only the rows
     after it: its reply, and what came since. The reply is estimated, not taken from the

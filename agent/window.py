@@ -28,6 +28,7 @@ from typing import Any
 from agent.compression.assembly import repair_tool_pairs
 from agent.compression.markers import is_real_user_message, is_summary_message
 from agent.compression.settings import TINY_WINDOW_LIMIT, summary_token_cap
+from agent.messages import Message
 from agent.tokens import (
     IMAGE_TOKENS,
     count_images,
@@ -129,7 +130,7 @@ class Window:
         return max(1, min(self.max_output_tokens, room))
 
 
-def newest_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
+def newest_user_index(messages: Sequence[Message]) -> int | None:
     """Index of the newest message a person wrote (summaries do not count)."""
     for index in range(len(messages) - 1, -1, -1):
         if is_real_user_message(messages[index]):
@@ -137,7 +138,7 @@ def newest_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
     return None
 
 
-def row_caps(messages: Sequence[Mapping[str, Any]], window: Window) -> list[int]:
+def row_caps(messages: Sequence[Message], window: Window) -> list[int]:
     """The most tokens each row is shown with (rule 1 and 2). A compaction summary is shown
     whole up to what the compressor lets it take (docs/design.md#summary-budget), within
     the newest message's share: it carries everything before it."""
@@ -155,7 +156,7 @@ def row_caps(messages: Sequence[Mapping[str, Any]], window: Window) -> list[int]
 
 
 def represented_tokens(
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Message],
     window: Window,
     tokens: Sequence[int] | None = None,
 ) -> int:
@@ -192,17 +193,17 @@ def excerpt_text(text: str, max_chars: int) -> str:
     return f"{text[:head]}\n\n{note}\n\n{text[len(text) - tail :]}"
 
 
-def represent(message: Mapping[str, Any], cap: int) -> Mapping[str, Any]:
+def represent(message: Message, cap: int) -> Message:
     """``message`` if it fits ``cap`` tokens, else a copy whose text is an excerpt.
 
     The same message and cap always give the same bytes (prompt caching).
     """
     if estimate_message_tokens_rough(message) <= cap:
         return message
-    copy = dict(message)
+    copy = message.copy()
     if copy.get("tool_calls"):
         copy["tool_calls"] = [_short_arguments(call, cap) for call in copy["tool_calls"]]
-    rest = estimate_message_tokens_rough({**copy, "content": None})
+    rest = estimate_message_tokens_rough(copy | {"content": None})
     room_chars = max(0, (cap - rest) * 4 - 4)
     content = copy.get("content")
     if isinstance(content, str):
@@ -250,7 +251,7 @@ class FittedRequest:
     turn to turn, so the server's last count says little about it.
     """
 
-    messages: list[dict[str, Any]]
+    messages: list[Message]
     prompt_tokens: int
     max_tokens: int
     estimate: int = 0
@@ -261,7 +262,7 @@ class FittedRequest:
 
 
 def fit_request(
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Message],
     window: Window,
     *,
     overhead_tokens: int = 0,
@@ -276,7 +277,7 @@ def fit_request(
     scale = max(1.0, window.scale)
     budget = max(1, int(window.input_budget / scale) - overhead_tokens)
     # One estimate per row: most turns take none of the three cuts below.
-    shown: list[Mapping[str, Any]] = []
+    shown: list[Message] = []
     tokens: list[int] = []
     excerpted = 0
     for message, cap in zip(messages, row_caps(messages, window), strict=True):
@@ -317,7 +318,7 @@ def fit_request(
     )
 
 
-def _wire_tokens(message: Mapping[str, Any], rough: int | None = None) -> int:
+def _wire_tokens(message: Message, rough: int | None = None) -> int:
     """The rough estimate (``rough`` when already taken) plus what it leaves out but a
     request carries (ids, tool names)."""
     if rough is None:
@@ -328,7 +329,7 @@ def _wire_tokens(message: Mapping[str, Any], rough: int | None = None) -> int:
     return rough + estimate_text_tokens_rough(str(call_id or "") + str(name or ""))
 
 
-def _total(messages: Sequence[Mapping[str, Any]]) -> int:
+def _total(messages: Sequence[Message]) -> int:
     return sum(_wire_tokens(m) for m in messages)
 
 
@@ -347,8 +348,8 @@ def _water_level(tokens: Sequence[int], budget: int) -> int:
 
 
 def _cut_largest(
-    shown: list[Mapping[str, Any]], newest: int | None, budget: int, floor: int
-) -> list[Mapping[str, Any]]:
+    shown: list[Message], newest: int | None, budget: int, floor: int
+) -> list[Message]:
     """Rule 3a: cut the largest rows (not the newest user message) to one level >= floor."""
     tokens = [_wire_tokens(m) for m in shown]
     others = [t for i, t in enumerate(tokens) if i != newest]
@@ -360,7 +361,7 @@ def _cut_largest(
     ]
 
 
-def _protected_head(shown: Sequence[Mapping[str, Any]]) -> int:
+def _protected_head(shown: Sequence[Message]) -> int:
     """Leading system rows and a compaction summary right after them stay in any request."""
     end = 0
     while end < len(shown) and shown[end].get("role") == "system":
@@ -371,8 +372,8 @@ def _protected_head(shown: Sequence[Mapping[str, Any]]) -> int:
 
 
 def _leave_out_oldest(
-    shown: list[Mapping[str, Any]], newest: int | None, budget: int
-) -> tuple[list[Mapping[str, Any]], int]:
+    shown: list[Message], newest: int | None, budget: int
+) -> tuple[list[Message], int]:
     """Rule 3b: leave out the oldest rows after the protected head, never the newest
     exchange (the newest user message and what follows it)."""
     head = _protected_head(shown)
@@ -384,7 +385,7 @@ def _leave_out_oldest(
         first_kept += 1
     if first_kept == head:
         return shown, 0
-    kept: list[Mapping[str, Any]] = list(repair_tool_pairs([*shown[:head], *shown[first_kept:]]))
+    kept: list[Message] = list(repair_tool_pairs([*shown[:head], *shown[first_kept:]]))
     left_out = first_kept - head
     note = LEFT_OUT_NOTE.format(count=left_out)
     if kept and kept[0].get("role") == "system" and isinstance(kept[0].get("content"), str):
@@ -392,7 +393,7 @@ def _leave_out_oldest(
     return kept, left_out
 
 
-def _squeeze_everything(shown: list[Mapping[str, Any]], budget: int) -> list[Mapping[str, Any]]:
+def _squeeze_everything(shown: list[Message], budget: int) -> list[Message]:
     """Last resort (a system prompt or tool schemas that fill the window): cut every row to
     one level, the newest user message included."""
     tokens = [_wire_tokens(m) for m in shown]

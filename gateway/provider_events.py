@@ -13,6 +13,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from agent.messages import Message, ToolSchema
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback
 from agent.served_window import ServedWindow
 from gateway.build import Providers
@@ -51,10 +52,10 @@ class ReportedProvider(Provider):
 
     async def complete(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         max_tokens: int,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSchema] | None = None,
         on_text: TextCallback | None = None,
         cache_ttl: str | None = None,
         timeout: float | None = None,

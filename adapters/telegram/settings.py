@@ -60,7 +60,7 @@ class TelegramSettings:
     #: Seconds one getUpdates long poll may wait for news.
     poll_timeout: float = 30.0
     #: No successful getUpdates for this long while running: log and rebuild the poller.
-    health_timeout_seconds: float = 120.0
+    health_timeout_seconds: float = 300.0
     #: (command, description) pairs registered with setMyCommands at start.
     bot_commands: tuple[tuple[str, str], ...] = ()
     #: A reply needing more messages than this goes out as its first message plus the

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from agent.compression.markers import (
     MERGED_MESSAGE_DELIMITER,
@@ -11,8 +11,7 @@ from agent.compression.markers import (
     SYSTEM_COMPACTION_NOTE,
     summary_message_text,
 )
-
-Message = Mapping[str, Any]
+from agent.messages import Message
 
 
 def _side(role: str | None) -> str | None:
@@ -51,8 +50,8 @@ def with_system_note(head: Sequence[Message]) -> list[Message]:
     return result
 
 
-def _merge_into(message: Message, summary_text: str) -> dict[str, Any]:
-    merged = dict(message)
+def _merge_into(message: Message, summary_text: str) -> Message:
+    merged = message.copy()
     prefix = f"{summary_text}\n\n{MERGED_MESSAGE_DELIMITER}\n\n"
     content = message.get("content")
     if isinstance(content, list):
@@ -62,9 +61,7 @@ def _merge_into(message: Message, summary_text: str) -> dict[str, Any]:
     return merged
 
 
-def assemble(
-    head: Sequence[Message], summary_body: str, tail: Sequence[Message]
-) -> list[dict[str, Any]]:
+def assemble(head: Sequence[Message], summary_body: str, tail: Sequence[Message]) -> list[Message]:
     """Head, then the summary message (or the summary merged into the first tail row), then
     the tail unchanged; orphaned tool pairs repaired."""
     text = summary_message_text(summary_body)
@@ -73,7 +70,7 @@ def assemble(
     role = choose_summary_role(head_role, tail_role)
     # Kept messages are the very objects given (never mutated): the caller recognises
     # them, and their stored rows stay as they are (docs/design.md#compaction-commit).
-    result: list[Mapping[str, Any]] = list(head)
+    result: list[Message] = list(head)
     if role == "merge":
         result.append(_merge_into(tail[0], text))
         result.extend(tail[1:])
@@ -91,7 +88,7 @@ def _call_ids(message: Message) -> list[str]:
     ]
 
 
-def repair_tool_pairs(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:
     """Drop tool results whose call is gone; give calls whose results are gone a stub.
 
     A stub result is inserted right after the calling assistant message's own results,
@@ -100,7 +97,7 @@ def repair_tool_pairs(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """
     called = {cid for m in messages if m.get("role") == "assistant" for cid in _call_ids(m)}
     answered = {str(m.get("tool_call_id")) for m in messages if m.get("role") == "tool"} & called
-    result: list[dict[str, Any]] = []
+    result: list[Message] = []
     pending: list[str] = []
 
     def flush() -> None:
@@ -113,10 +110,10 @@ def repair_tool_pairs(messages: Sequence[Message]) -> list[dict[str, Any]]:
         if role == "tool":
             if str(message.get("tool_call_id")) not in called:
                 continue
-            result.append(message)  # type: ignore[arg-type]
+            result.append(message)
             continue
         flush()
-        result.append(message)  # type: ignore[arg-type]
+        result.append(message)
         if role == "assistant":
             pending.extend(cid for cid in _call_ids(message) if cid not in answered)
     flush()

@@ -23,6 +23,7 @@ from agent.compression.markers import (
     merged_original_text,
     summary_body,
 )
+from agent.messages import Message
 
 #: First compression: system prompt + first exchange (docs/design.md#boundaries).
 HEAD_MESSAGES = 3
@@ -34,8 +35,6 @@ TAIL_COUNT_FLOOR = 8
 TAIL_MIN_ROWS = 3
 #: Tail rows are added while under the budget, and past it up to this factor, whole rows only.
 SOFT_CEILING_FACTOR = 1.5
-
-Message = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -78,14 +77,14 @@ def unanswered_tool_round(messages: Sequence[Message]) -> range:
 
 def prune_old_tool_results(
     messages: Sequence[Message], protect_from: int
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[Message], int]:
     """Phase 1 (no LLM): clear tool output longer than 200 chars before ``protect_from``.
 
     A tool round the model has not answered yet stays verbatim wherever it is. Returns a
     new list (messages that change are copied, never mutated) and how many were cleared.
     """
     keep = unanswered_tool_round(messages)
-    result: list[dict[str, Any]] = []
+    result: list[Message] = []
     pruned = 0
     for index, message in enumerate(messages):
         content = message.get("content")
@@ -98,7 +97,7 @@ def prune_old_tool_results(
             result.append({**message, "content": PRUNED_TOOL_OUTPUT})
             pruned += 1
         else:
-            result.append(message)  # type: ignore[arg-type]
+            result.append(message)
     return result, pruned
 
 
@@ -274,20 +273,20 @@ def _head_without_merge(messages: Sequence[Message], head_end: int, start: int) 
     return head_end
 
 
-def middle_turns(pruned: Sequence[Message], plan: Plan) -> tuple[list[dict[str, Any]], str | None]:
+def middle_turns(pruned: Sequence[Message], plan: Plan) -> tuple[list[Message], str | None]:
     """The middle rows to summarize, and the previous summary found among them.
 
     A summary that was merged into a message gives back that message's own text as a turn.
     """
     previous = None
-    turns: list[dict[str, Any]] = []
+    turns: list[Message] = []
     for index in range(plan.head_end, plan.tail_start):
         message = pruned[index]
         if index == plan.summary_index:
             previous = summary_body(message)
             original = merged_original_text(message)
             if original:
-                turns.append({**message, "content": original})
+                turns.append(message | {"content": original})
             continue
-        turns.append(dict(message))
+        turns.append(message.copy())
     return turns, previous

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent.messages import JSON
+
 LADDER_SECONDS = (60.0, 300.0, 900.0)
 FLAT_SECONDS = 30.0
 #: Consecutive overload aborts after which the fallback summary is committed instead.
@@ -63,7 +65,7 @@ class CooldownState:
         if healthy:
             self.overload_failures = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSON:
         return {
             "cooldown_until": self.until,
             "cooldown_reason": self.reason,
@@ -73,7 +75,7 @@ class CooldownState:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CooldownState:
+    def from_dict(cls, data: JSON) -> CooldownState:
         def number(key: str, cast: type) -> Any:
             try:
                 return cast(data.get(key) or 0)

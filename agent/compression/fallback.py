@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from agent.compression.markers import is_real_user_message, text_of
+from agent.messages import Message
 
 #: The most any fallback summary holds, on the largest windows.
 MAX_CHARS = 8_000
@@ -128,7 +128,7 @@ def parse_sections(summary: str | None) -> dict[str, list[str]]:
 
 
 def _recent_findings(
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Message],
 ) -> tuple[list[str], list[str], list[str]]:
     """The latest decisions, errors and file paths, newest scanned first, in order."""
     decisions: dict[str, None] = {}
@@ -174,9 +174,9 @@ def _fill(items: Sequence[str], room: int) -> tuple[list[str], int]:
 
 
 def build_fallback_summary(
-    turns: Sequence[Mapping[str, Any]],
+    turns: Sequence[Message],
     previous_summary: str | None,
-    extra: Sequence[Mapping[str, Any]] = (),
+    extra: Sequence[Message] = (),
     *,
     max_chars: int = MAX_CHARS,
 ) -> str:

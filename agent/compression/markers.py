@@ -8,7 +8,8 @@ a restart too — instead of in process memory.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+
+from agent.messages import Message
 
 SUMMARY_PREFIX = "[CONTEXT COMPACTION]"
 SUMMARY_INTRO = (
@@ -34,7 +35,7 @@ STUB_TOOL_RESULT = "[Result from earlier conversation — see the context summar
 SUMMARY_SEARCH_WINDOW = 16
 
 
-def text_of(message: Mapping[str, Any]) -> str:
+def text_of(message: Message) -> str:
     """The plain text of a message's content (text parts joined; images left out)."""
     content = message.get("content")
     if isinstance(content, str):
@@ -49,14 +50,14 @@ def text_of(message: Mapping[str, Any]) -> str:
     return "" if content is None else str(content)
 
 
-def is_summary_message(message: Mapping[str, Any]) -> bool:
+def is_summary_message(message: Message) -> bool:
     """Whether this message carries a compaction summary (standalone or merged)."""
     return message.get("role") in ("user", "assistant") and text_of(message).startswith(
         SUMMARY_PREFIX
     )
 
 
-def summary_body(message: Mapping[str, Any]) -> str:
+def summary_body(message: Message) -> str:
     """The summary text of a summary message, without the intro and end markers."""
     text = text_of(message)
     text = text.split(MERGED_MESSAGE_DELIMITER, 1)[0]
@@ -67,7 +68,7 @@ def summary_body(message: Mapping[str, Any]) -> str:
     return text.replace(SUMMARY_END, "").strip()
 
 
-def merged_original_text(message: Mapping[str, Any]) -> str | None:
+def merged_original_text(message: Message) -> str | None:
     """For a summary merged into a tail message: that message's own text, else None."""
     text = text_of(message)
     if MERGED_MESSAGE_DELIMITER not in text:
@@ -75,7 +76,7 @@ def merged_original_text(message: Mapping[str, Any]) -> str | None:
     return text.split(MERGED_MESSAGE_DELIMITER, 1)[1].lstrip("\n")
 
 
-def find_summary_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
+def find_summary_index(messages: Sequence[Message]) -> int | None:
     """Index of the latest compaction summary near the start of the list, or None."""
     found = None
     for index, message in enumerate(messages[:SUMMARY_SEARCH_WINDOW]):
@@ -89,6 +90,6 @@ def summary_message_text(body: str) -> str:
     return f"{SUMMARY_INTRO}\n\n{body.strip()}\n\n{SUMMARY_END}"
 
 
-def is_real_user_message(message: Mapping[str, Any]) -> bool:
+def is_real_user_message(message: Message) -> bool:
     """A user message a person wrote (not a summary compression inserted)."""
     return message.get("role") == "user" and not is_summary_message(message)

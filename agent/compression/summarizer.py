@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
 
 from agent.compression.cooldown import (
     FLAT_SECONDS,
@@ -28,6 +27,7 @@ from agent.compression.summary import (
     request_summary,
 )
 from agent.context_engine import FailureClass, Method
+from agent.messages import Message
 from agent.providers.base import Provider
 from agent.tokens import estimate_messages_tokens_rough
 
@@ -170,7 +170,7 @@ class Summarizer:
         return SummaryOutcome(text, method, aux_failed=aux_failed)
 
     async def _call(
-        self, provider: Provider, messages: list[dict[str, Any]], request: SummaryRequest
+        self, provider: Provider, messages: list[Message], request: SummaryRequest
     ) -> str:
         try:
             text = await request_summary(
@@ -204,7 +204,7 @@ class Summarizer:
             text = summary_body({"role": "assistant", "content": text})
         return text
 
-    async def _call_main(self, messages: list[dict[str, Any]], request: SummaryRequest) -> str:
+    async def _call_main(self, messages: list[Message], request: SummaryRequest) -> str:
         try:
             return await self._call(self.main, messages, request)
         except SummaryFailure as failure:

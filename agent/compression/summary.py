@@ -13,11 +13,12 @@ import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 from agent.compression.boundaries import Plan, middle_turns
 from agent.compression.markers import text_of
 from agent.compression.settings import summary_token_budget
+from agent.messages import Message
 from agent.providers.base import Provider, ProviderError
 
 FailureKind = Literal[
@@ -102,9 +103,9 @@ class SummaryFailure(Exception):
 class SummaryRequest:
     """What the summarizer is asked to condense."""
 
-    turns: Sequence[Mapping[str, Any]]
+    turns: Sequence[Message]
     previous_summary: str | None = None
-    oversized_recent: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    oversized_recent: Sequence[Message] = field(default_factory=tuple)
     focus: str | None = None
     budget_tokens: int = 2_000
     #: The summary model's window, in its tokens...
@@ -126,7 +127,7 @@ def bound_focus(focus: str | None) -> str | None:
 
 
 def summary_request(
-    pruned: Sequence[Mapping[str, Any]],
+    pruned: Sequence[Message],
     tokens: Sequence[int],
     plan: Plan,
     *,
@@ -153,7 +154,7 @@ def summary_request(
     )
 
 
-def render_message(message: Mapping[str, Any]) -> str:
+def render_message(message: Message) -> str:
     """One turn as the summarizer reads it: role, text, tool calls with their arguments."""
     role = str(message.get("role") or "unknown").upper()
     if role == "TOOL":
@@ -169,7 +170,7 @@ def render_message(message: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _images_note(message: Mapping[str, Any]) -> str:
+def _images_note(message: Message) -> str:
     content = message.get("content")
     if not isinstance(content, list):
         return ""
@@ -225,7 +226,7 @@ def plan_summary_calls(request: SummaryRequest) -> list[SummaryRequest]:
     """
     budget = _budget_chars(request)
     room = max(MIN_CALL_CHARS, budget - min(budget // 3, request.budget_tokens * 4 + 200))
-    chunks: list[list[Mapping[str, Any]]] = [[]]
+    chunks: list[list[Message]] = [[]]
     size = 0
     for message in request.turns:
         length = len(render_message(message)) + 8  # the "[n] " label and separators
@@ -252,7 +253,7 @@ def plan_summary_calls(request: SummaryRequest) -> list[SummaryRequest]:
     ]
 
 
-def build_summary_messages(request: SummaryRequest) -> list[dict[str, Any]]:
+def build_summary_messages(request: SummaryRequest) -> list[Message]:
     """The summarizer's request: a system instruction and one user message."""
     budget_chars = _budget_chars(request)
     previous = request.previous_summary or ""
@@ -326,7 +327,7 @@ def _hang_grace(timeout: float) -> float:
 
 
 async def request_summary(
-    provider: Provider, messages: list[dict[str, Any]], *, max_tokens: int, timeout_seconds: float
+    provider: Provider, messages: list[Message], *, max_tokens: int, timeout_seconds: float
 ) -> str:
     """Run one summary call; return the summary text or raise :class:`SummaryFailure`."""
     try:

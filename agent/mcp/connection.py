@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import httpx2
 import mcp_types as types
@@ -30,6 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from agent.mcp.results import result_content, tool_name
+from agent.messages import JSON
 from agent.tools import Tool, ToolContext, ToolOutput
 
 log = logging.getLogger(__name__)
@@ -218,7 +219,7 @@ class McpConnection:
         return self._tools[vision]
 
     def _as_tool(self, listed: types.Tool, vision: bool) -> Tool:
-        async def handler(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        async def handler(arguments: JSON, context: ToolContext) -> ToolOutput:
             return await self.call(listed.name, arguments, vision=vision)
 
         parameters = dict(listed.input_schema or {})
@@ -230,7 +231,7 @@ class McpConnection:
             handler=handler,
         )
 
-    async def call(self, tool: str, arguments: dict[str, Any], *, vision: bool) -> ToolOutput:
+    async def call(self, tool: str, arguments: JSON, *, vision: bool) -> ToolOutput:
         """Run ``tool``; a text for the model whatever happens."""
         name = self.spec.name
         client = self._client

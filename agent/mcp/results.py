@@ -18,6 +18,8 @@ from typing import Any
 
 import mcp_types as types
 
+from agent.messages import JSON
+
 #: Tool names the model sees: what both providers accept.
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 MAX_NAME_LENGTH = 64
@@ -30,10 +32,10 @@ def tool_name(server: str, tool: str) -> str:
     return _NAME_CHARS.sub("_", f"{server}__{tool}")[:MAX_NAME_LENGTH]
 
 
-def result_content(result: types.CallToolResult, *, vision: bool) -> str | list[dict[str, Any]]:
+def result_content(result: types.CallToolResult, *, vision: bool) -> str | list[JSON]:
     """The content of the tool row for ``result``: text, or text and image parts."""
     texts: list[str] = []
-    images: list[dict[str, Any]] = []
+    images: list[JSON] = []
     for block in result.content:
         if isinstance(block, types.TextContent):
             texts.append(block.text)
@@ -61,7 +63,7 @@ def result_content(result: types.CallToolResult, *, vision: bool) -> str | list[
     return [{"type": "text", "text": text}, *images]
 
 
-def _embedded(resource: Any, vision: bool, images: list[dict[str, Any]]) -> str:
+def _embedded(resource: Any, vision: bool, images: list[JSON]) -> str:
     uri = str(resource.uri)
     mime = resource.mime_type or "unknown type"
     if isinstance(resource, types.TextResourceContents):
@@ -75,7 +77,7 @@ def _embedded(resource: Any, vision: bool, images: list[dict[str, Any]]) -> str:
     return f"[resource {uri}: {mime}, {_size(blob)}; binary, not shown]"
 
 
-def _image_part(data: str, mime: str) -> dict[str, Any] | None:
+def _image_part(data: str, mime: str) -> JSON | None:
     """An ``image_url`` part, or None for data that is not an image a model can take."""
     if not mime.startswith("image/"):
         return None

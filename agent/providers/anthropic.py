@@ -13,6 +13,7 @@ from typing import Any
 
 import anthropic
 
+from agent.messages import JSON, Message, ToolSchema
 from agent.prompt_caching import apply_anthropic_cache_control
 from agent.providers.anthropic_format import convert_messages, convert_tools
 from agent.providers.base import Completion, ProviderError, TextCallback, ToolCall, Usage
@@ -79,24 +80,24 @@ class AnthropicProvider(SDKProvider):
 
     def build_request(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         max_tokens: int,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSchema] | None = None,
         cache_ttl: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> JSON:
         """The request body as sent (minus streaming)."""
         if cache_ttl:
             messages = apply_anthropic_cache_control(messages, cache_ttl, native_anthropic=True)
         system, turns = convert_messages(messages)
-        params: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "messages": turns}
+        params: JSON = {"model": self.model, "max_tokens": max_tokens, "messages": turns}
         if system:
             params["system"] = system
         if tools:
             params["tools"] = convert_tools(tools)
         return params
 
-    async def _create(self, body: dict[str, Any], timeout: float | None) -> Completion:
+    async def _create(self, body: JSON, timeout: float | None) -> Completion:
         message = await self._sdk(self._client.messages.create(**_with_timeout(body, timeout)))
         if not getattr(message, "content", None) and getattr(message, "stop_reason", None) is None:
             raise local_failure(
@@ -104,9 +105,7 @@ class AnthropicProvider(SDKProvider):
             )
         return completion_from_message(message, self.model)
 
-    async def _stream(
-        self, body: dict[str, Any], timeout: float | None, on_text: TextCallback
-    ) -> Completion:
+    async def _stream(self, body: JSON, timeout: float | None, on_text: TextCallback) -> Completion:
         async with contextlib.AsyncExitStack() as stack:
             stream = await self._sdk(
                 stack.enter_async_context(
@@ -142,7 +141,7 @@ class AnthropicProvider(SDKProvider):
         )
 
 
-def _with_timeout(body: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+def _with_timeout(body: JSON, timeout: float | None) -> JSON:
     return body if timeout is None else {**body, "timeout": timeout}
 
 

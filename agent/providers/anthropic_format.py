@@ -20,6 +20,8 @@ import re
 import uuid
 from typing import Any
 
+from agent.messages import JSON, Message
+
 _DATA_URL = re.compile(r"^data:(?P<media>[\w.+/-]+);base64,(?P<data>.*)$", re.DOTALL)
 _BAD_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 #: Anthropic requires the conversation to open with a user turn.
@@ -31,7 +33,7 @@ def tool_id(raw: str | None) -> str:
     return _BAD_ID_CHARS.sub("_", raw) if raw else f"toolu_{uuid.uuid4().hex[:12]}"
 
 
-def convert_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def convert_tools(tools: list[JSON] | None) -> list[JSON]:
     """OpenAI function schemas to Anthropic tool schemas (Anthropic-shaped ones pass)."""
     converted = []
     for tool in tools or []:
@@ -48,11 +50,11 @@ def convert_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
 
 
 def convert_messages(
-    messages: list[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    messages: list[Message],
+) -> tuple[list[JSON], list[JSON]]:
     """(system blocks, alternating Anthropic messages) for OpenAI-style ``messages``."""
-    system: list[dict[str, Any]] = []
-    turns: list[dict[str, Any]] = []
+    system: list[JSON] = []
+    turns: list[JSON] = []
     for message in messages:
         role = message.get("role")
         if role == "system":
@@ -82,16 +84,14 @@ def convert_messages(
     return system, turns
 
 
-def _with_message_marker(
-    blocks: list[dict[str, Any]], message: dict[str, Any]
-) -> list[dict[str, Any]]:
+def _with_message_marker(blocks: list[JSON], message: Message) -> list[JSON]:
     marker = message.get("cache_control")
     if marker and blocks:
         blocks[-1]["cache_control"] = dict(marker)
     return blocks
 
 
-def _content_blocks(content: Any) -> list[dict[str, Any]]:
+def _content_blocks(content: Any) -> list[JSON]:
     if content is None:
         return []
     if isinstance(content, str):
@@ -104,7 +104,7 @@ def _content_blocks(content: Any) -> list[dict[str, Any]]:
     return blocks
 
 
-def _convert_part(part: Any) -> dict[str, Any] | None:
+def _convert_part(part: Any) -> JSON | None:
     if isinstance(part, str):
         part = {"type": "text", "text": part}
     if not isinstance(part, dict):
@@ -123,7 +123,7 @@ def _convert_part(part: Any) -> dict[str, Any] | None:
     return block
 
 
-def _image_block(image_url: Any) -> dict[str, Any]:
+def _image_block(image_url: Any) -> JSON:
     url = image_url.get("url", "") if isinstance(image_url, dict) else str(image_url or "")
     match = _DATA_URL.match(url)
     if match:
@@ -133,7 +133,7 @@ def _image_block(image_url: Any) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
-def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+def _assistant_blocks(message: Message) -> list[JSON]:
     blocks = _content_blocks(message.get("content"))
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
@@ -148,7 +148,7 @@ def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     return blocks
 
 
-def _parse_arguments(arguments: Any) -> dict[str, Any]:
+def _parse_arguments(arguments: Any) -> JSON:
     if isinstance(arguments, dict):
         return arguments
     try:
@@ -158,9 +158,9 @@ def _parse_arguments(arguments: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _tool_result_block(message: dict[str, Any]) -> dict[str, Any]:
+def _tool_result_block(message: Message) -> JSON:
     content = message.get("content")
-    block: dict[str, Any] = {
+    block: JSON = {
         "type": "tool_result",
         "tool_use_id": tool_id(message.get("tool_call_id")),
     }

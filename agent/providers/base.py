@@ -12,8 +12,9 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
+from agent.messages import JSON, Message, ToolSchema
 from nightowl_errors import NightowlError
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class ToolCall:
     name: str
     arguments: str  # JSON text, exactly as the model produced it
 
-    def parsed_arguments(self) -> dict[str, Any]:
+    def parsed_arguments(self) -> JSON:
         """The arguments as a dict; malformed JSON from the model becomes ``{}``."""
         try:
             value = json.loads(self.arguments or "{}")
@@ -101,9 +102,9 @@ class Completion:
     finish_reason: str = "stop"  # normalised: stop | length | tool_calls | other
     model: str = ""
 
-    def as_message(self) -> dict[str, Any]:
+    def as_message(self) -> Message:
         """The assistant message to append to the transcript (OpenAI style)."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        message: Message = {"role": "assistant", "content": self.text}
         if self.tool_calls:
             message["tool_calls"] = [
                 {
@@ -140,10 +141,10 @@ class Provider(ABC):
     @abstractmethod
     async def complete(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         max_tokens: int,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSchema] | None = None,
         on_text: TextCallback | None = None,
         cache_ttl: str | None = None,
         timeout: float | None = None,

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 import httpx2
 import openai
 
+from agent.messages import JSON, Message, ToolCallPart, ToolSchema
 from agent.prompt_caching import apply_anthropic_cache_control, caching_enabled
 from agent.providers.base import Completion, ProviderError, TextCallback, ToolCall, Usage
 from agent.providers.errors import EMPTY_RESPONSE, JSON_DECODE, classify_failure, local_failure
@@ -39,19 +41,19 @@ FINISH_REASONS = {
 _TEXT_ROW_KEYS = frozenset({"role", "content"})
 
 
-def to_wire_message(message: dict[str, Any]) -> dict[str, Any]:
+def to_wire_message(message: Message) -> Message:
     """Keep only the keys the API defines; normalise tool calls; drop empty optionals.
 
     A plain text row comes back as it is, not copied: most rows of a long chat are, and
     nothing downstream writes to a request's messages (stored rows are read-only)."""
     if message.keys() <= _TEXT_ROW_KEYS and isinstance(message.get("content"), str):
         return message
-    wire = {key: message[key] for key in WIRE_MESSAGE_KEYS if key in message}
+    wire = cast(Message, {key: value for key, value in message.items() if key in WIRE_MESSAGE_KEYS})
     if "content" not in wire:
         wire["content"] = None if wire.get("tool_calls") else ""
     for key in ("tool_calls", "tool_call_id", "name"):
         if not wire.get(key):
-            wire.pop(key, None)
+            wire.pop(key, None)  # type: ignore[misc]  # one of the optional keys
     if "tool_calls" in wire:
         wire["tool_calls"] = [_wire_tool_call(call) for call in wire["tool_calls"]]
     return wire
@@ -61,10 +63,10 @@ def to_wire_message(message: dict[str, Any]) -> dict[str, Any]:
 TOOL_IMAGES_NOTE = "[images returned by the tool calls above]"
 
 
-def images_after_tool_results(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def images_after_tool_results(wire: list[Message]) -> list[Message]:
     """A tool message may carry only text here: the images of a run of tool results
     (an MCP tool's, docs/design.md#mcp-results) follow the run in one user message."""
-    out: list[dict[str, Any]] = []
+    out: list[Message] = []
     images: list[Any] = []
     for message in wire:
         if message.get("role") != "tool" and images:
@@ -89,7 +91,9 @@ def images_after_tool_results(wire: list[dict[str, Any]]) -> list[dict[str, Any]
     return out
 
 
-def _wire_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+def _wire_tool_call(call: Mapping[str, Any]) -> ToolCallPart:
+    """A stored call as the API wants it (rows of older versions may hold a dict of
+    arguments, or no id)."""
     function = call.get("function") or {}
     arguments = function.get("arguments", "{}")
     if not isinstance(arguments, str):
@@ -122,7 +126,7 @@ def _usage_from(raw: Any) -> Usage | None:
     )
 
 
-def _options(timeout: float | None) -> dict[str, Any]:
+def _options(timeout: float | None) -> JSON:
     """Request options for the client's POST: a timeout only when the call sets one."""
     return {"timeout": timeout} if timeout is not None else {}
 
@@ -220,24 +224,24 @@ class OpenAIProvider(SDKProvider):
 
     def build_request(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         max_tokens: int,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSchema] | None = None,
         cache_ttl: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> JSON:
         """The request body as sent (minus streaming options)."""
         wire = images_after_tool_results([to_wire_message(m) for m in messages])
         if cache_ttl and self.caches_prompts:
             wire = apply_anthropic_cache_control(wire, cache_ttl, native_anthropic=False)
         # max_tokens, not max_completion_tokens: OpenAI still accepts it for chat models
         # and it is the one field every compatible server (vLLM, llama.cpp, Ollama) knows.
-        params: dict[str, Any] = {"model": self.model, "messages": wire, "max_tokens": max_tokens}
+        params: JSON = {"model": self.model, "messages": wire, "max_tokens": max_tokens}
         if tools:
             params["tools"] = tools
         return params
 
-    async def _create(self, body: dict[str, Any], timeout: float | None) -> Completion:
+    async def _create(self, body: JSON, timeout: float | None) -> Completion:
         # Through the client's own POST, the SDK's documented door to any endpoint: its
         # auth, retries and errors, without create()'s walk over every parameter and the
         # typed objects it builds of a reply we read five fields of (half a millisecond
@@ -254,9 +258,7 @@ class OpenAIProvider(SDKProvider):
             ) from exc
         return self._parse_response(data)
 
-    async def _stream(
-        self, body: dict[str, Any], timeout: float | None, on_text: TextCallback
-    ) -> Completion:
+    async def _stream(self, body: JSON, timeout: float | None, on_text: TextCallback) -> Completion:
         reply = _StreamedReply()
         # The same door, streaming: each chunk comes as the JSON it was (``cast_to=object``),
         # not as typed objects built per token (three quarters of a stream's cost on the

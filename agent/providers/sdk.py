@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import httpx2
 
+from agent.messages import JSON, Message, ToolSchema
 from agent.providers.base import (
     Completion,
     Provider,
@@ -81,22 +82,20 @@ class SDKProvider(Provider):
     @abstractmethod
     def build_request(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         max_tokens: int,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSchema] | None = None,
         cache_ttl: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> JSON:
         """The request body as sent (minus streaming options)."""
 
     @abstractmethod
-    async def _create(self, body: dict[str, Any], timeout: float | None) -> Completion:
+    async def _create(self, body: JSON, timeout: float | None) -> Completion:
         """One non-streaming call (through :meth:`_sdk`), read into a Completion."""
 
     @abstractmethod
-    async def _stream(
-        self, body: dict[str, Any], timeout: float | None, on_text: TextCallback
-    ) -> Completion:
+    async def _stream(self, body: JSON, timeout: float | None, on_text: TextCallback) -> Completion:
         """One streaming call, calling ``on_text`` per text delta (reads via :meth:`_next`)."""
 
     @abstractmethod
@@ -107,10 +106,10 @@ class SDKProvider(Provider):
 
     async def complete(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         max_tokens: int,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSchema] | None = None,
         on_text: TextCallback | None = None,
         cache_ttl: str | None = None,
         timeout: float | None = None,

@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from adapters.base import InboundMessage
+from agent.messages import JSON
 from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.fullness import Fullness, measure_fullness, next_memory_block
 from gateway.conversation.lanes import Lanes
@@ -246,7 +247,7 @@ def bar(tokens: int, window: int, width: int = 20) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
-def describe_cooldown(state: dict[str, Any]) -> str:
+def describe_cooldown(state: JSON) -> str:
     until = state.get("cooldown_until")
     if not until or until <= time.time():
         return "none"

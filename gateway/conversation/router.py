@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from adapters.base import InboundMessage, OutboundMessage
+from agent.messages import Message
 from agent.tokens import TokenCounter
 from gateway.config.schema import Config
 from gateway.conversation.access import (
@@ -206,9 +207,7 @@ class Router:
         if text:
             self.answer(message, text)
 
-    async def _store(
-        self, message: InboundMessage, row: dict[str, Any], *, addressed: bool
-    ) -> None:
+    async def _store(self, message: InboundMessage, row: Message, *, addressed: bool) -> None:
         key = session_key(message)
         entry = InboxEntry(
             session_key=key,

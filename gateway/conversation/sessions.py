@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from agent.messages import Message
 from agent.tokens import TokenCounter
 from gateway.conversation.chat_documents import ChatDocuments
 from gateway.conversation.runtime import SessionRuntime
@@ -88,7 +89,7 @@ class SessionRegistry:
         created = record is None
         choice = await self.store.chat_model(origin.session_key)  # docs/design.md#model-choice
         if record is None:
-            system = {"role": "system", "content": self.system_prompt}
+            system: Message = {"role": "system", "content": self.system_prompt}
             record = await self.store.start_session(
                 origin, self.model_name(choice), NewMessage(system, self.counter.count(system))
             )

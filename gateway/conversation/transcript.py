@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
 from agent.context_engine import CompressionResult
+from agent.messages import JSON, Message
 from agent.tokens import TokenCounter
 from agent.transcript import DocumentPart, SearchResult
 from agent.turn_result import TurnResult
@@ -40,9 +41,7 @@ log = logging.getLogger(__name__)
 #: Called before every compaction is committed with the rows about to leave the active
 #: context, the trigger and the newest platform message id among them: the memory flush
 #: (docs/design.md#memory-flush). It must not raise.
-BeforeCompaction = Callable[
-    [SessionRuntime, list[dict[str, Any]], str, str | None], Awaitable[None]
-]
+BeforeCompaction = Callable[[SessionRuntime, list[Message], str, str | None], Awaitable[None]]
 
 
 class MemorySearch(Protocol):
@@ -51,7 +50,6 @@ class MemorySearch(Protocol):
     async def search(self, query: str, limit: int) -> list[SearchResult]: ...
 
 
-@dataclass
 class SessionTranscript:
     """One turn's view of a session: the active rows plus the inbox entries it answers."""
 
@@ -80,12 +78,12 @@ class SessionTranscript:
         #: The chat's documents (docs/design.md#documents). Set by the session registry.
         self.documents: ChatDocuments | None = None
         waiting = [entry for entry in entries if not entry.in_history]
-        self.messages: list[dict[str, Any]] = [row.message for row in history]
+        self.messages: list[Message] = [row.message for row in history]
         self.messages += [entry.message for entry in waiting]
         # What we know of each message object (its stored count, its platform id), so
         # rows carried unchanged into a compacted list are not re-tokenized. The object
         # is kept in the value: an id() is only unique while its object lives.
-        self._known: dict[int, tuple[dict[str, Any], int, str | None]] = {
+        self._known: dict[int, tuple[Message, int, str | None]] = {
             id(row.message): (row.message, row.token_count, row.platform_message_id)
             for row in history
         }
@@ -107,8 +105,8 @@ class SessionTranscript:
         return self.runtime.record.id
 
     async def commit_compaction(
-        self, result: CompressionResult, original: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
+        self, result: CompressionResult, original: list[Message]
+    ) -> list[Message]:
         if self.before_compaction is not None:
             # Every trigger commits here, so every compaction is flushed once, first.
             span, newest = self._leaving(original, result.messages)
@@ -150,7 +148,7 @@ class SessionTranscript:
         )
         return self.messages
 
-    def _compaction(self, result: CompressionResult, original: list[dict[str, Any]]) -> Compaction:
+    def _compaction(self, result: CompressionResult, original: list[Message]) -> Compaction:
         """What to commit: stored rows the new list keeps stay as they are (same id,
         same time); everything else in it is new; messages not stored yet that the
         summary covers are kept as archived originals (docs/design.md#compaction-commit)."""
@@ -181,8 +179,8 @@ class SessionTranscript:
         )
 
     def _leaving(
-        self, original: list[dict[str, Any]], compacted: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], str | None]:
+        self, original: list[Message], compacted: list[Message]
+    ) -> tuple[list[Message], str | None]:
         """The messages of ``original`` a compaction leaves out, and the newest platform
         message id among them (where a note they give was learned)."""
         kept = {p for p in kept_positions(original, compacted) if p is not None}
@@ -190,7 +188,7 @@ class SessionTranscript:
         ids = [known[2] for m in span if (known := self._known.get(id(m))) and known[2]]
         return span, ids[-1] if ids else None
 
-    async def save_engine_state(self, state: dict[str, Any]) -> None:
+    async def save_engine_state(self, state: JSON) -> None:
         await self.store.save_engine_state(self.session_id, state)
 
     async def compress(
@@ -231,11 +229,11 @@ class SessionTranscript:
 
     # -- the gateway's side -----------------------------------------------------------------
 
-    def count(self, message: dict[str, Any]) -> int:
+    def count(self, message: Message) -> int:
         known = self._known.get(id(message))
         return known[1] if known is not None else self.counter.count(message)
 
-    def row(self, message: dict[str, Any], *, pending_delivery: bool = False) -> NewMessage:
+    def row(self, message: Message, *, pending_delivery: bool = False) -> NewMessage:
         """``message`` as a row to store, with its known count and platform id."""
         known = self._known.get(id(message))
         if known is None:
@@ -276,7 +274,7 @@ class SessionTranscript:
     async def record_reminder(self, reminder_id: int, text: str) -> bool:
         """Record a delivered reminder as an assistant row (so the model knows it reminded)
         and mark it sent, in one transaction; False when it was not pending any more."""
-        message = {"role": "assistant", "content": text}
+        message: Message = {"role": "assistant", "content": text}
         ids = await self._append([self.row(message)], reminder_sent=reminder_id)
         if ids:
             self.messages.append(message)
@@ -370,9 +368,7 @@ def report_failed_compression(
     )
 
 
-def kept_positions(
-    original: list[dict[str, Any]], compacted: list[dict[str, Any]]
-) -> list[int | None]:
+def kept_positions(original: list[Message], compacted: list[Message]) -> list[int | None]:
     """For each message of ``compacted``, its position in ``original`` if it is one of them.
 
     The built-in engine hands back the very objects it keeps; an engine that returns

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import Any
 
 from adapters.base import Attachment, InboundMessage
+from agent.messages import JSON, Message
 
 UNTRUSTED = "(untrusted) "
 QUOTE_CHARS = 500
@@ -71,7 +71,7 @@ async def user_row(
     max_image_bytes: int,
     media_notes: Sequence[str] | None = None,
     quoted_trusted: bool = False,
-) -> dict[str, Any]:
+) -> Message:
     """The user message the agent will see for ``message``.
 
     ``instructs``: the sender may start turns (else the row is marked untrusted);
@@ -84,7 +84,7 @@ async def user_row(
     if media_notes is None:
         media_notes = [_file_note(a) for a in message.attachments if a.kind != "image"]
     notes = list(media_notes)
-    parts: list[dict[str, Any]] = []
+    parts: list[JSON] = []
     if images and not take_images:
         # Not looked at: named only (the line's label says whose it is).
         notes.insert(0, "[photo]" if len(images) == 1 else f"[{len(images)} photos]")
@@ -100,10 +100,8 @@ async def user_row(
     return {"role": "user", "content": [{"type": "text", "text": text}, *parts]}
 
 
-async def _image_parts(
-    images: list[Attachment], budget: int
-) -> tuple[list[dict[str, Any]], list[str]]:
-    parts: list[dict[str, Any]] = []
+async def _image_parts(images: list[Attachment], budget: int) -> tuple[list[JSON], list[str]]:
+    parts: list[JSON] = []
     notes: list[str] = []
     for image in images:
         if image.size is not None and image.size > budget:

@@ -12,6 +12,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+from agent.messages import JSON
 from gateway.conversation.commands import describe_cooldown
 from gateway.conversation.fullness import Fullness
 from gateway.conversation.hygiene import HYGIENE_THRESHOLD
@@ -41,7 +42,7 @@ def start_of_today(now: float) -> float:
     return moment.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
 
 
-def cooldown_left(state: dict[str, Any], now: float) -> float:
+def cooldown_left(state: JSON, now: float) -> float:
     until = state.get("cooldown_until")
     return max(0.0, float(until) - now) if isinstance(until, int | float) else 0.0
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from agent.memory import block_budget
 from agent.memory_flush import flush_span
+from agent.messages import Message
 from agent.providers.base import Provider
 from gateway.config.schema import Config
 from gateway.conversation.runtime import SessionRuntime
@@ -67,7 +67,7 @@ class FlushBeforeCompaction:
     async def __call__(
         self,
         runtime: SessionRuntime,
-        span: list[dict[str, Any]],
+        span: list[Message],
         trigger: str,
         platform_message_id: str | None = None,
     ) -> None:

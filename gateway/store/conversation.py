@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 from agent.compression.markers import SUMMARY_PREFIX
+from agent.messages import JSON
 from gateway.store.active_rows import ActiveRows
 from gateway.store.chat_models import SQLiteChatModels
 from gateway.store.connection import new_session_id
@@ -160,7 +161,7 @@ class SQLiteConversation(SQLiteChatModels):
                 (now, reason, now, session_id),
             )
 
-    async def save_engine_state(self, session_id: str, state: dict[str, Any]) -> None:
+    async def save_engine_state(self, session_id: str, state: JSON) -> None:
         async with self.connection.transaction() as db:
             await save_engine_state(db, session_id, state)
 
@@ -246,7 +247,7 @@ class SQLiteConversation(SQLiteChatModels):
         *,
         originals: Sequence[NewMessage] = (),
         absorbed_inbox: Sequence[int] = (),
-        engine_state: dict[str, Any] | None = None,
+        engine_state: JSON | None = None,
         mark: CompactionMark | None = None,
     ) -> tuple[SessionRecord, list[int]]:
         """Legacy compaction (docs/design.md#rotation): a child session carries ``compacted`` forward.

@@ -4,8 +4,8 @@ the same for every backend."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from agent.messages import JSON
 from gateway.store.records import CompactionMark, UsageTotals
 
 
@@ -49,7 +49,7 @@ class SessionOverview:
     #: The provider's count at the last turn (the usage anchor), if there is one.
     anchor_tokens: int | None
     compression_count: int
-    engine_state: dict[str, Any]
+    engine_state: JSON
     usage: UsageTotals
 
 

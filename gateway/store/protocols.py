@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import Protocol, Self
 
+from agent.messages import JSON
 from gateway.store.coordination import Coordination
 from gateway.store.dashboard_records import CompactionRecord, SessionOverview, Totals, TurnStat
 from gateway.store.records import (
@@ -98,7 +99,7 @@ class ConversationStore(Protocol):
 
     async def end_session(self, session_id: str, reason: str) -> None: ...
 
-    async def save_engine_state(self, session_id: str, state: dict[str, Any]) -> None: ...
+    async def save_engine_state(self, session_id: str, state: JSON) -> None: ...
 
     async def set_anchor(self, session_id: str, anchor: AnchorRecord | None) -> None: ...
 
@@ -147,7 +148,7 @@ class ConversationStore(Protocol):
         *,
         originals: Sequence[NewMessage] = (),
         absorbed_inbox: Sequence[int] = (),
-        engine_state: dict[str, Any] | None = None,
+        engine_state: JSON | None = None,
         mark: CompactionMark | None = None,
     ) -> tuple[SessionRecord, list[int]]:
         """Legacy compaction: a child session carries ``compacted`` forward (docs/design.md#rotation)."""

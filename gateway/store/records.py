@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from agent.messages import JSON, Message
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class SessionRecord:
     ended_at: float | None = None
     end_reason: str | None = None
     anchor: AnchorRecord | None = None
-    engine_state: dict[str, Any] = field(default_factory=dict)
+    engine_state: JSON = field(default_factory=dict)
     compression_count: int = 0
     usage: UsageTotals = field(default_factory=UsageTotals)
 
@@ -56,7 +58,7 @@ class SessionRecord:
 class NewMessage:
     """A row to insert: an OpenAI-style message plus what the store keeps beside it."""
 
-    message: dict[str, Any]
+    message: Message
     token_count: int
     platform_message_id: str | None = None
     #: A final reply not yet handed to the platform; redelivered after a crash.
@@ -91,7 +93,7 @@ class Compaction:
     active: Sequence[int | NewMessage]
     originals: Sequence[NewMessage] = ()
     absorbed_inbox: Sequence[int] = ()
-    engine_state: dict[str, Any] | None = None
+    engine_state: JSON | None = None
     #: Recorded in the same transaction (the ``compactions`` table), when given.
     mark: CompactionMark | None = None
 
@@ -100,7 +102,7 @@ class StoredMessage(NamedTuple):
     """A stored row (a tuple: thousands are built per turn, and cheaply)."""
 
     id: int
-    message: dict[str, Any]
+    message: Message
     token_count: int
     created_at: float
     platform_message_id: str | None = None
@@ -126,7 +128,7 @@ class InboxEntry:
     session_key: str
     platform: str
     chat_id: str
-    message: dict[str, Any]  # the user row it becomes
+    message: Message  # the user row it becomes
     token_count: int
     addressed: bool
     thread_id: str | None = None

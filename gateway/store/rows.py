@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import aiosqlite
 
+from agent.messages import Message
 from gateway.store.dialect import Dialect
 from gateway.store.records import (
     AnchorRecord,
@@ -368,7 +369,7 @@ def reminder_record(row: aiosqlite.Row) -> Reminder:
 def stored_message(row: aiosqlite.Row) -> StoredMessage:
     # Positional access: this runs for every active row of every turn.
     (row_id, role, content, parts, tool_calls, call_id, tool_name, tokens, created, pmid) = row[:10]
-    message: dict[str, Any] = {"role": role, "content": json.loads(parts) if parts else content}
+    message: Message = {"role": role, "content": json.loads(parts) if parts else content}
     if tool_calls:
         message["tool_calls"] = json.loads(tool_calls)
     if call_id is not None:

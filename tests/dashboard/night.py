@@ -13,7 +13,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from agent.providers.scripted import ScriptedProvider
+from agent.scripted import ScriptedProvider
 from gateway.app import Gateway
 from gateway.build import Providers
 from gateway.config.schema import Config, parse_config

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from pathlib import Path
 
 import pytest
 
+from adapters.discord_adapter.settings import DiscordSettings
+from adapters.telegram.settings import TelegramSettings
+from gateway.config.platforms import DiscordConfig, TelegramConfig
 from gateway.config.schema import (
     Config,
     ConfigError,
@@ -39,9 +43,53 @@ def test_the_example_config_is_valid_and_matches_the_defaults() -> None:
     env = {"OPENAI_API_KEY": "sk-test", "TELEGRAM_BOT_TOKEN": "1:x", "DISCORD_BOT_TOKEN": "d"}
     config = load_config(example, environ=env)
     defaults = parse_config({}, env)
-    assert config.compression == defaults.compression
-    assert config.model.name == defaults.model.name
+    # Every value in the example is the default, except what an example must show:
+    # tokens read from the environment, an MCP server left disabled, a home-relative path.
+    assert differences(config, defaults) == {
+        "data_dir",
+        "platforms.telegram.token",
+        "platforms.discord.token",
+        "tools.mcp_servers",
+        "source",
+    }
     assert config.platforms.telegram.enabled is False
+    assert config.data_dir == defaults.data_dir.expanduser()
+
+
+def differences(a: object, b: object, path: str = "") -> set[str]:
+    """The dotted paths where two configs differ."""
+    if dataclasses.is_dataclass(a) and dataclasses.is_dataclass(b):
+        return set().union(
+            *(
+                differences(getattr(a, f.name), getattr(b, f.name), f"{path}{f.name}.")
+                for f in dataclasses.fields(a)
+            )
+        )
+    return set() if a == b else {path.rstrip(".")}
+
+
+@pytest.mark.parametrize(
+    ("config_class", "settings_class"),
+    [(TelegramConfig, TelegramSettings), (DiscordConfig, DiscordSettings)],
+)
+def test_a_platform_setting_has_one_default_in_config_and_adapter(
+    config_class: type, settings_class: type
+) -> None:
+    """A key the gateway passes on to its adapter defaults to the same value in both, so a
+    test or a tool that builds the adapter alone sees what users get (300 s vs 120 s drifted
+    once)."""
+
+    def defaults(cls: type) -> dict[str, object]:
+        return {
+            f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            for f in dataclasses.fields(cls)
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        }
+
+    ours, theirs = defaults(config_class), defaults(settings_class)
+    shared = set(ours) & set(theirs)
+    assert "require_mention" in shared
+    assert {k: ours[k] for k in shared} == {k: theirs[k] for k in shared}
 
 
 def test_wrong_type_names_the_key_path_and_reason() -> None:

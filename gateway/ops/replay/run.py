@@ -4,7 +4,7 @@ Each JSONL line is one message: ``{"text": "...", "sender": "Alice", "addressed"
 "chat": "group"}`` (only ``text`` is required; ``chat`` is ``private`` (default) or
 ``group``; ``addressed`` defaults to true). Messages go through the real router, inbox,
 lane, hygiene, agent loop and compressor against the configured model or the instant
-:class:`~agent.providers.scripted.ScriptedProvider`, one after another, into a scratch
+:class:`~agent.scripted.ScriptedProvider`, one after another, into a scratch
 database (the live one is never touched). After every turn the prompt size the provider
 reported is recorded; every ``session:compress`` event is recorded where it happened.
 The result is an SVG chart (prompt tokens per turn against the window, compressions
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
-from agent.providers.scripted import ScriptedProvider
+from agent.scripted import ScriptedProvider
 from gateway.app import Gateway, Providers
 from gateway.config.schema import Config
 from gateway.ops.replay.chart import render_chart

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 import zlib
-from typing import Any
 
 from agent.compression.markers import text_of
 from agent.compression.summary import SYSTEM_PROMPT as SUMMARY_SYSTEM_PROMPT
+from agent.messages import Message, ToolSchema
 from agent.providers.base import Completion, Provider, TextCallback, Usage
 from agent.tokens import estimate_json_tokens_rough, estimate_messages_tokens_rough
 
@@ -39,10 +39,10 @@ class ScriptedProvider(Provider):
 
     async def complete(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         max_tokens: int,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSchema] | None = None,
         on_text: TextCallback | None = None,
         cache_ttl: str | None = None,
         timeout: float | None = None,  # the Provider ABC fixes this signature
@@ -66,7 +66,7 @@ class ScriptedProvider(Provider):
         )
 
 
-def is_summary_request(messages: list[dict[str, Any]]) -> bool:
+def is_summary_request(messages: list[Message]) -> bool:
     """The compressor's summary call starts with its own system prompt."""
     return bool(messages) and text_of(messages[0]).startswith(SUMMARY_SYSTEM_PROMPT[:48])
 
@@ -81,7 +81,7 @@ def scripted_reply(user_text: str) -> str:
     return f'About "{quoted}": ' + " ".join(body).capitalize() + "."
 
 
-def scripted_summary(messages: list[dict[str, Any]], *, budget_tokens: int) -> str:
+def scripted_summary(messages: list[Message], *, budget_tokens: int) -> str:
     """A hand-off summary in the compressor's template, about ``budget_tokens`` long."""
     request = "\n".join(text_of(m) for m in messages[1:])
     turns = TURN_LINE.findall(request)  # the summarizer numbers the turns: "[12] user: ..."
@@ -106,7 +106,7 @@ def scripted_summary(messages: list[dict[str, Any]], *, budget_tokens: int) -> s
     return text
 
 
-def _last_user_text(messages: list[dict[str, Any]]) -> str:
+def _last_user_text(messages: list[Message]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
             return text_of(message)
