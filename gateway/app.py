@@ -45,7 +45,7 @@ from gateway.conversation.router import Router
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.turns import TurnRunner
-from gateway.events import EventBus, load_hook
+from gateway.events import EventBus, GatewayStarted, GatewayStopped, load_hook
 from gateway.media.reading import MediaReader
 from gateway.media.transcription import transcriber_for
 from gateway.memory.commands import MemoryCommands
@@ -337,7 +337,7 @@ class Gateway:
         await self.scheduler.start()  # after the adapters: overdue reminders go out at once
         if self.dashboard is not None:
             await self.dashboard.start()
-        self.events.emit("gateway:start", {"platforms": sorted(self.adapters)})
+        self.events.emit(GatewayStarted(sorted(self.adapters)))
         for key in await self.store.conversation.session_keys_with_inbox():
             self.lanes.notify(key)  # messages stored before a restart get their turn now
 
@@ -373,7 +373,7 @@ class Gateway:
         await self.commands.background.wait(timeout=5.0)
         for adapter in self.adapters.values():
             await _quietly(adapter.stop(), f"stopping {adapter.platform}")
-        self.events.emit("gateway:stop", {})
+        self.events.emit(GatewayStopped())
         await self.events.drain(timeout=2.0)
         if self.mcp is not None:  # after the turns: stdio servers end with the gateway
             await _quietly(self.mcp.stop(), "stopping the MCP servers")

@@ -12,29 +12,131 @@ import inspect
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 log = logging.getLogger(__name__)
 
-EVENTS = frozenset(
-    {
-        "gateway:start",
-        "gateway:stop",
-        "session:start",
-        "session:reset",
-        "session:compress",
-        "session:compress_failed",
-        "message:received",
-        "message:sent",
-        "agent:turn_end",
-        "agent:error",
-        "llm:request",
-    }
-)
+#: What a hook receives: the event's fields as a plain dict, its own copy.
+Payload = dict[str, Any]
+Handler = Callable[[str, Payload], Awaitable[None] | None]
 
-Handler = Callable[[str, dict[str, Any]], Awaitable[None] | None]
+
+@dataclass(frozen=True)
+class Event:
+    """One thing that happened, named as hooks subscribe to it (docs/design.md#events).
+
+    Each kind is a small frozen class, so an emitter cannot misspell a field or forget
+    one; hooks and the dashboard get :meth:`payload`, a fresh dict per handler."""
+
+    name: ClassVar[str]
+
+    def payload(self) -> Payload:
+        return asdict(self)  # copies lists too: one handler's change is its own
+
+
+@dataclass(frozen=True)
+class GatewayStarted(Event):
+    name = "gateway:start"
+    platforms: list[str]
+
+
+@dataclass(frozen=True)
+class GatewayStopped(Event):
+    name = "gateway:stop"
+
+
+@dataclass(frozen=True)
+class SessionEvent(Event):
+    session_id: str
+    session_key: str
+
+
+@dataclass(frozen=True)
+class SessionStarted(SessionEvent):
+    name = "session:start"
+
+
+@dataclass(frozen=True)
+class SessionReset(SessionEvent):
+    name = "session:reset"
+
+
+@dataclass(frozen=True)
+class Compressed(SessionEvent):
+    """A compression committed; ``old_session_id`` is empty when it was in place."""
+
+    name = "session:compress"
+    in_place: bool
+    old_session_id: str
+    trigger_source: str
+    method: str
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+
+
+@dataclass(frozen=True)
+class CompressionFailed(SessionEvent):
+    name = "session:compress_failed"
+    trigger_source: str
+    commit_status: str
+    failure_class: str
+
+
+@dataclass(frozen=True)
+class MessageReceived(Event):
+    name = "message:received"
+    session_key: str
+    platform: str
+    addressed: bool
+
+
+@dataclass(frozen=True)
+class MessageSent(Event):
+    name = "message:sent"
+    platform: str
+    chat_id: str
+    chars: int
+
+
+@dataclass(frozen=True)
+class TurnEnded(SessionEvent):
+    name = "agent:turn_end"
+    requests: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class TurnFailed(SessionEvent):
+    name = "agent:error"
+    kind: str  # the provider error's kind
+
+
+@dataclass(frozen=True)
+class ModelRequest(Event):
+    """One request to a model: ``kind`` chat, summary or flush; ``outcome`` ok or the
+    error's kind; token counts from the provider's usage (0 when it sent none)."""
+
+    name = "llm:request"
+    kind: str
+    provider: str
+    model: str
+    outcome: str
+    seconds: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    retry_after: float | None = None
+
+
+def _kinds(base: type[Event]) -> list[type[Event]]:
+    return [k for sub in base.__subclasses__() for k in (sub, *_kinds(sub))]
+
+
+EVENTS = frozenset(k.name for k in _kinds(Event) if "name" in vars(k))
 
 
 @dataclass(frozen=True)
@@ -60,20 +162,17 @@ class EventBus:
         label = name or getattr(handler, "__qualname__", repr(handler))
         self._subscriptions.append(Subscription(wanted, handler, label, timeout))
 
-    def emit(self, event: str, payload: dict[str, Any]) -> None:
-        """Hand ``payload`` to every subscriber of ``event``; returns at once."""
-        assert event in EVENTS, event
+    def emit(self, event: Event) -> None:
+        """Hand ``event`` to every subscriber of its name; returns at once."""
         for subscription in self._subscriptions:
-            if event in subscription.events or "*" in subscription.events:
+            if event.name in subscription.events or "*" in subscription.events:
                 task = asyncio.get_running_loop().create_task(
-                    self._deliver(subscription, event, dict(payload))
+                    self._deliver(subscription, event.name, event.payload())
                 )
                 self._running.add(task)
                 task.add_done_callback(self._running.discard)
 
-    async def _deliver(
-        self, subscription: Subscription, event: str, payload: dict[str, Any]
-    ) -> None:
+    async def _deliver(self, subscription: Subscription, event: str, payload: Payload) -> None:
         try:
             async with asyncio.timeout(subscription.timeout):
                 outcome = subscription.handler(event, payload)

@@ -17,7 +17,7 @@ from agent.messages import Message, ToolSchema
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback
 from agent.served_window import ServedWindow
 from gateway.build import Providers
-from gateway.events import EventBus
+from gateway.events import EventBus, ModelRequest
 
 
 class ReportedProvider(Provider):
@@ -85,15 +85,14 @@ class ReportedProvider(Provider):
 
     def _emit(self, started: float, outcome: str, **fields: Any) -> None:
         self.events.emit(
-            "llm:request",
-            {
-                "kind": self.kind,
-                "provider": self.inner.name,
-                "model": self.inner.model,
-                "outcome": outcome,
-                "seconds": round(time.perf_counter() - started, 4),
+            ModelRequest(
+                kind=self.kind,
+                provider=self.inner.name,
+                model=self.inner.model,
+                outcome=outcome,
+                seconds=round(time.perf_counter() - started, 4),
                 **fields,
-            },
+            )
         )
 
     async def aclose(self) -> None:

@@ -29,7 +29,7 @@ from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.moves import ChatMoves
 from gateway.conversation.pairing import FULL, FULL_CODE_SECONDS
 from gateway.conversation.user_rows import user_row
-from gateway.events import EventBus
+from gateway.events import EventBus, MessageReceived
 from gateway.media.reading import MediaReader
 from gateway.store import ConversationStore, InboxEntry
 
@@ -225,10 +225,7 @@ class Router:
         if not await self.store.enqueue(entry):
             log.info("duplicate %s ignored (%s)", message.dedupe_key, key)
             return
-        self.events.emit(
-            "message:received",
-            {"session_key": key, "platform": message.platform, "addressed": addressed},
-        )
+        self.events.emit(MessageReceived(key, message.platform, addressed))
         self.notify_lane(key)
 
     async def _first_time(self, message: InboundMessage) -> bool:

@@ -15,7 +15,7 @@ from agent.tokens import TokenCounter
 from gateway.conversation.chat_documents import ChatDocuments
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.transcript import BeforeCompaction, SessionTranscript
-from gateway.events import EventBus
+from gateway.events import EventBus, SessionReset, SessionStarted
 from gateway.store import (
     ConversationStore,
     DocumentStore,
@@ -99,9 +99,7 @@ class SessionRegistry:
         runtime.engine.on_session_start(record.id)
         self._open[origin.session_key] = runtime
         if created:
-            self.events.emit(
-                "session:start", {"session_id": record.id, "session_key": origin.session_key}
-            )
+            self.events.emit(SessionStarted(record.id, origin.session_key))
         return runtime
 
     def follow_window(self, runtime: SessionRuntime) -> None:
@@ -160,5 +158,5 @@ class SessionRegistry:
         await self.store.end_session(record.id, "reset")
         if runtime is not None:
             runtime.engine.on_session_reset()
-        self.events.emit("session:reset", {"session_id": record.id, "session_key": key})
+        self.events.emit(SessionReset(record.id, key))
         return record.id

@@ -24,7 +24,7 @@ from agent.usage_anchor import UsageAnchor
 from agent.window import represented_tokens
 from gateway.conversation.chat_documents import ChatDocuments
 from gateway.conversation.runtime import SessionRuntime
-from gateway.events import EventBus
+from gateway.events import Compressed, CompressionFailed, EventBus
 from gateway.store import (
     AnchorRecord,
     Compaction,
@@ -132,19 +132,18 @@ class SessionTranscript:
         self.runtime.last_prompt_tokens = None
         self.runtime.anchor = None
         self.events.emit(
-            "session:compress",
-            {
-                "session_id": self.runtime.record.id,
-                "session_key": self.runtime.key,
-                "in_place": self.in_place,
-                "old_session_id": "" if self.in_place else old.id,
-                "trigger_source": result.trigger_source,
-                "method": result.method,
-                "messages_before": result.messages_before,
-                "messages_after": result.messages_after,
-                "tokens_before": result.tokens_before,
-                "tokens_after": result.tokens_after,
-            },
+            Compressed(
+                session_id=self.runtime.record.id,
+                session_key=self.runtime.key,
+                in_place=self.in_place,
+                old_session_id="" if self.in_place else old.id,
+                trigger_source=result.trigger_source,
+                method=result.method,
+                messages_before=result.messages_before,
+                messages_after=result.messages_after,
+                tokens_before=result.tokens_before,
+                tokens_after=result.tokens_after,
+            )
         )
         return self.messages
 
@@ -357,14 +356,13 @@ def report_failed_compression(
     if result.commit_status not in ("aborted", "failed"):
         return
     events.emit(
-        "session:compress_failed",
-        {
-            "session_id": runtime.id,
-            "session_key": runtime.key,
-            "trigger_source": result.trigger_source,
-            "commit_status": result.commit_status,
-            "failure_class": result.failure_class or "",
-        },
+        CompressionFailed(
+            session_id=runtime.id,
+            session_key=runtime.key,
+            trigger_source=result.trigger_source,
+            commit_status=result.commit_status,
+            failure_class=result.failure_class or "",
+        )
     )
 
 

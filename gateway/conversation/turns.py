@@ -23,7 +23,7 @@ from gateway.conversation.hygiene import HygieneOutcome
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.transcript import SessionTranscript, report_failed_compression
-from gateway.events import EventBus
+from gateway.events import EventBus, MessageSent, TurnEnded, TurnFailed
 from gateway.memory.scopes import Memories
 from gateway.store import ConversationStore, InboxEntry, PendingDelivery, SessionOrigin
 
@@ -148,7 +148,7 @@ class TurnRunner:
         for notice in notices + result.notices:
             await self.deliver(outbound, notice)
         if result.error is not None:
-            self.events.emit("agent:error", self._payload(runtime, kind=result.error.kind))
+            self.events.emit(TurnFailed(runtime.id, runtime.key, result.error.kind))
             # A draft streamed before the failure becomes the explanation.
             await self.deliver(outbound, describe_provider_error(result.error), stream=stream)
         else:
@@ -159,10 +159,7 @@ class TurnRunner:
             if result.cut_short:
                 await self.deliver(outbound, CUT_SHORT)
         elapsed = time.perf_counter() - started
-        self.events.emit(
-            "agent:turn_end",
-            self._payload(runtime, requests=result.requests, seconds=round(elapsed, 3)),
-        )
+        self.events.emit(TurnEnded(runtime.id, runtime.key, result.requests, round(elapsed, 3)))
         return result
 
     async def _run_agent(
@@ -222,10 +219,7 @@ class TurnRunner:
         except DeliveryError as exc:
             log.error("delivery to %s:%s failed: %s", target.platform, target.chat_id, exc)
             return False
-        self.events.emit(
-            "message:sent",
-            {"platform": target.platform, "chat_id": target.chat_id, "chars": len(text)},
-        )
+        self.events.emit(MessageSent(target.platform, target.chat_id, len(text)))
         return True
 
     async def redeliver_pending(self, session_key: str) -> int:
@@ -252,9 +246,6 @@ class TurnRunner:
             await self.store.mark_delivered([pending.message_id])
             sent += 1
         return sent
-
-    def _payload(self, runtime: SessionRuntime, **extra: Any) -> dict[str, Any]:
-        return {"session_id": runtime.id, "session_key": runtime.key, **extra}
 
 
 def _origin(entry: InboxEntry) -> SessionOrigin:

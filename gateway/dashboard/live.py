@@ -13,7 +13,8 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+
+from gateway.events import Payload
 
 #: The provider's numbers cover this much of the past.
 WINDOW_SECONDS = 3600.0
@@ -32,7 +33,7 @@ OBSERVED_EVENTS = (
 )
 
 
-def compression_outcome(event: str, payload: dict[str, Any]) -> str:
+def compression_outcome(event: str, payload: Payload) -> str:
     """``committed`` (a model's summary), ``fallback`` (the deterministic one),
     ``aborted`` or ``failed`` (nothing changed)."""
     if event == "session:compress":
@@ -66,7 +67,7 @@ class LiveState:
         self.compressions: Counter[tuple[str, str]] = Counter()
         self.turns = 0
 
-    def observe(self, event: str, payload: dict[str, Any]) -> None:
+    def observe(self, event: str, payload: Payload) -> None:
         now = self.clock()
         if event == "message:received":
             self.last_received[str(payload.get("platform"))] = now
@@ -82,7 +83,7 @@ class LiveState:
             trigger = str(payload.get("trigger_source") or "auto")
             self.compressions[(trigger, compression_outcome(event, payload))] += 1
 
-    def _request(self, now: float, payload: dict[str, Any]) -> None:
+    def _request(self, now: float, payload: Payload) -> None:
         outcome = str(payload.get("outcome"))
         self.provider.requests[(str(payload.get("kind")), outcome)] += 1
         if outcome == "ok" and payload.get("kind") == "chat":

@@ -9,12 +9,12 @@ in one process (the tests) never share numbers.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from adapters.base import Adapter
 from gateway.dashboard.live import compression_outcome
+from gateway.events import Payload
 from gateway.store.dashboard_records import Totals
 
 #: What a scrape answers with (text format 0.0.4).
@@ -80,7 +80,7 @@ class Metrics:
     def _gauge(self, name: str, help_text: str) -> Gauge:
         return Gauge(f"nightowl_{name}", help_text, registry=self.registry)
 
-    def observe(self, event: str, payload: dict[str, Any]) -> None:
+    def observe(self, event: str, payload: Payload) -> None:
         if event == "agent:turn_end":
             self.turns.labels(str(payload.get("session_key", "")).partition(":")[0]).inc()
             self.turn_seconds.observe(float(payload.get("seconds") or 0.0))

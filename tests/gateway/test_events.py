@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.events import EventBus
+from gateway.events import EventBus, GatewayStarted
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import RecordingAdapter, make_config, running_gateway, turns_done
 from tests.waiting import CEILING
@@ -132,20 +132,27 @@ async def test_unknown_events_are_refused_at_subscription() -> None:
         EventBus().subscribe(["session:compresss"], lambda e, p: None)
 
 
-async def test_emit_returns_before_handlers_finish() -> None:
+async def test_emit_returns_before_handlers_finish_and_each_gets_its_own_payload() -> None:
     bus = EventBus()
     release = asyncio.Event()
     done = asyncio.Event()
+    seen: list[dict] = []
 
     async def slow(event: str, payload: dict) -> None:
         await release.wait()
+        payload["platforms"].append("mutated")
         payload["mutated"] = True
         done.set()
 
+    async def later(event: str, payload: dict) -> None:
+        await done.wait()
+        seen.append(payload)
+
     bus.subscribe(["gateway:start"], slow)
-    original: dict = {"k": 1}
-    bus.emit("gateway:start", original)
+    bus.subscribe(["gateway:start"], later)
+    bus.emit(GatewayStarted(["telegram"]))
     assert not done.is_set()
     release.set()
     await asyncio.wait_for(done.wait(), CEILING)
-    assert original == {"k": 1}  # each handler gets its own copy
+    await bus.drain(CEILING)
+    assert seen == [{"platforms": ["telegram"]}]  # each handler gets its own copy

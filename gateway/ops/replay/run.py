@@ -28,6 +28,7 @@ from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
 from agent.scripted import ScriptedProvider
 from gateway.app import Gateway, Providers
 from gateway.config.schema import Config
+from gateway.events import Payload
 from gateway.ops.replay.chart import render_chart
 from gateway.ops.replay.results import CompressionMark, ReplayResult, TurnPoint
 
@@ -123,7 +124,7 @@ async def replay(
     result = ReplayResult(config.model.name, main.name, gateway.current_window(), 0)
     current = {"turn": 0, "message": 0}
 
-    def on_compress(event: str, payload: dict[str, Any]) -> None:
+    def on_compress(event: str, payload: Payload) -> None:
         result.compressions.append(
             CompressionMark(
                 turn=current["turn"],
@@ -137,7 +138,7 @@ async def replay(
             )
         )
 
-    def on_error(event: str, payload: dict[str, Any]) -> None:
+    def on_error(event: str, payload: Payload) -> None:
         result.errors[str(payload.get("kind"))] += 1
 
     gateway.events.subscribe(["session:compress"], on_compress, name="replay")
