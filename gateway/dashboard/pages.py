@@ -17,14 +17,15 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from gateway.config.schema import Config
 from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.pairing import describe_request, printable, who
 from gateway.dashboard.guard import see_other
 from gateway.dashboard.live import LiveState
 from gateway.dashboard.metrics import CONTENT_TYPE, Metrics
-from gateway.dashboard.parts import GatewayParts
 from gateway.dashboard.render import render_page
 from gateway.dashboard.views import Views
+from gateway.operations import Operations
 from gateway.store import Store
 
 log = logging.getLogger(__name__)
@@ -45,11 +46,17 @@ def session_url(key: str) -> str:
 
 class Pages:
     def __init__(
-        self, gateway: GatewayParts, reader: Store, live: LiveState, metrics: Metrics
+        self,
+        config: Config,
+        operations: Operations,
+        reader: Store,
+        live: LiveState,
+        metrics: Metrics,
     ) -> None:
-        self.gateway = gateway
+        self.config = config
+        self.operations = operations
         self.reader = reader
-        self.views = Views(gateway, reader, live)
+        self.views = Views(operations, reader, live)
         self.metrics = metrics
         self.background = BackgroundTasks("dashboard")
         #: The last action's outcome, per page: a session key, "sessions", "pairing".
@@ -104,13 +111,13 @@ class Pages:
 
     async def pairing(self, request: web.Request) -> web.StreamResponse:
         now = time.time()
-        requests = await self.gateway.pairing.pending()
-        approved = await self.gateway.pairing.approved()
+        requests = await self.operations.pending_pairings()
+        approved = await self.operations.approved_users()
         data = {
             "now": now,
             "enabled": {
-                "telegram": self.gateway.config.platforms.telegram.pairing,
-                "discord": self.gateway.config.platforms.discord.pairing,
+                "telegram": self.config.platforms.telegram.pairing,
+                "discord": self.config.platforms.discord.pairing,
             },
             "requests": [
                 {
@@ -135,7 +142,7 @@ class Pages:
 
     async def scrape(self, request: web.Request) -> web.StreamResponse:
         totals = await self.reader.dashboard.totals(time.time() - 86400)
-        body = self.metrics.exposition(totals, self.gateway.adapters)
+        body = self.metrics.exposition(totals, self.operations.platforms)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     # -- actions ----------------------------------------------------------------------------
@@ -148,7 +155,7 @@ class Pages:
 
         async def run() -> None:
             try:
-                outcome = await self.gateway.commands.compress(key, None)
+                outcome = await self.operations.compress(key)
             except Exception:  # the operator must hear back; the lane logged nothing of it
                 log.exception("dashboard: compressing %s failed", key)
                 outcome = "That didn't work — something went wrong; nothing was changed."
@@ -179,14 +186,10 @@ class Pages:
         self._say("sessions", f"Forgetting {printable(key)}…")
 
         async def run() -> None:
-            async def erase() -> int:
-                return await self.gateway.store.operator.forget(key)
-
-            erased = await self.gateway.lanes.submit(key, erase)
-            await self.gateway.sessions.existing(key)  # drops the runtime of what is gone
-            scrubbed = await self.gateway.store.operator.scrub()
+            forgotten = await self.operations.forget(key)
             self.notices.pop(key, None)
-            tail = "" if scrubbed else " (the WAL could not be truncated yet: it will be)"
+            tail = "" if forgotten.scrubbed else " (the WAL could not be truncated yet: it will be)"
+            erased = forgotten.messages
             self._say("sessions", f"Forgot {printable(key)}: {erased:,} messages erased{tail}.")
             log.info("dashboard: forgot %s (%d messages)", key, erased)
 
@@ -197,7 +200,7 @@ class Pages:
         form = await request.post()
         code, action = str(form.get("code", "")), str(form.get("action", ""))
         if action == "approve":
-            user = await self.gateway.pairing.approve(code, "dashboard")
+            user = await self.operations.approve(code, "dashboard")
             text = (
                 f"Approved {who(user.platform, user.user_id, user.user_name)}: their next "
                 "message gets an answer."
@@ -205,7 +208,7 @@ class Pages:
                 else f"No pending request has the code {printable(code)} (expired or answered)."
             )
         elif action == "deny":
-            denied = await self.gateway.pairing.deny_request(code)
+            denied = await self.operations.deny(code)
             text = (
                 f"Denied {who(denied.platform, denied.user_id, denied.user_name)}."
                 if denied

@@ -14,15 +14,16 @@ from importlib import resources
 
 from aiohttp import web
 
+from gateway.config.schema import Config
 from gateway.dashboard.exposure import SHORT_TOKEN_FIX, metrics_beyond_loopback, short_token
 from gateway.dashboard.guard import Guard
 from gateway.dashboard.live import OBSERVED_EVENTS, LiveState
 from gateway.dashboard.logins import LOGINS_FILE, Logins
 from gateway.dashboard.metrics import Metrics
 from gateway.dashboard.pages import Pages
-from gateway.dashboard.parts import GatewayParts
 from gateway.dashboard.token import Keys, dashboard_token
 from gateway.logs import redact_from_now_on
+from gateway.operations import Operations
 from gateway.store import Store
 from gateway.store.sqlite import SQLiteStore
 
@@ -30,12 +31,13 @@ log = logging.getLogger(__name__)
 
 
 class Dashboard:
-    def __init__(self, gateway: GatewayParts) -> None:
-        self.gateway = gateway
-        self.settings = gateway.config.dashboard
+    def __init__(self, config: Config, operations: Operations) -> None:
+        self.config = config
+        self.operations = operations
+        self.settings = config.dashboard
         self.live = LiveState()
         self.metrics = Metrics()
-        gateway.events.subscribe(OBSERVED_EVENTS, self._observe, name="dashboard")
+        operations.subscribe(OBSERVED_EVENTS, self._observe, name="dashboard")
         self._runner: web.AppRunner | None = None
         self._reader: Store | None = None
         self._guard: Guard | None = None
@@ -51,7 +53,7 @@ class Dashboard:
     def application(self, reader: Store) -> web.Application:
         """The web application (the tests' client drives it without a socket)."""
         guard = self._guard = self._guard or self._build_guard()
-        self.pages = pages = Pages(self.gateway, reader, self.live, self.metrics)
+        self.pages = pages = Pages(self.config, self.operations, reader, self.live, self.metrics)
         app = web.Application(middlewares=[guard.middleware], client_max_size=64 * 1024)
         app.add_routes(
             [
@@ -67,7 +69,7 @@ class Dashboard:
 
     def _build_guard(self) -> Guard:
         """Once per dashboard: every application built shares its logins and throttle."""
-        config = self.gateway.config
+        config = self.config
         token = dashboard_token(config)
         redact_from_now_on(token)  # a generated one is new to the log filters
         keys = Keys(token)
@@ -82,7 +84,7 @@ class Dashboard:
         open_metrics = metrics_beyond_loopback(self.settings)
         if open_metrics:
             log.warning("dashboard: %s", open_metrics)
-        self._reader = await open_reader(self.gateway.store)
+        self._reader = await open_reader(self.operations.store)
         runner = web.AppRunner(self.application(self._reader), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self.settings.listen, self.settings.port)
@@ -113,7 +115,7 @@ class Dashboard:
 
     async def _close_reader(self) -> None:
         reader, self._reader = self._reader, None
-        if reader is not None and reader is not self.gateway.store:
+        if reader is not None and reader is not self.operations.store:
             await reader.close()
 
 

@@ -18,7 +18,7 @@ from gateway.conversation.fullness import Fullness
 from gateway.conversation.hygiene import HYGIENE_THRESHOLD
 from gateway.dashboard.chart import Limits, render_chart
 from gateway.dashboard.live import LiveState
-from gateway.dashboard.parts import GatewayParts
+from gateway.operations import Operations
 from gateway.store import Store, StoredMessage
 from gateway.store.dashboard_records import SessionOverview
 
@@ -48,8 +48,8 @@ def cooldown_left(state: JSON, now: float) -> float:
 
 
 class Views:
-    def __init__(self, gateway: GatewayParts, reader: Store, live: LiveState) -> None:
-        self.gateway = gateway
+    def __init__(self, operations: Operations, reader: Store, live: LiveState) -> None:
+        self.operations = operations
         self.reader = reader
         self.live = live
 
@@ -57,7 +57,7 @@ class Views:
         now = time.time()
         totals = await self.reader.dashboard.totals(start_of_today(now))
         sessions = await self.reader.dashboard.sessions()
-        main = self.gateway.providers.main
+        provider, model = self.operations.model()
         latency = self.live.latency_p50()
         waits, waited = self.live.rate_limit_waits()
         return {
@@ -71,13 +71,13 @@ class Views:
                     "last_received": self.live.last_received.get(name),
                     "last_sent": self.live.last_sent.get(name),
                 }
-                for name, adapter in sorted(self.gateway.adapters.items())
+                for name, adapter in sorted(self.operations.platforms.items())
                 for status in [adapter.status()]
             ],
             "provider": {
-                "name": main.name,
-                "model": main.model,
-                "window": self.gateway.current_window(),
+                "name": provider,
+                "model": model,
+                "window": self.operations.window(),
                 "last_error": self.live.provider.last_error,
                 "last_error_at": self.live.provider.last_error_at,
                 "latency_p50": latency,
@@ -102,7 +102,7 @@ class Views:
                 "inbox": totals.inbox_pending,
                 "undelivered": totals.undelivered_replies,
                 "reminders": totals.reminders_pending,
-                "pairing": len(await self.gateway.pairing.pending()),
+                "pairing": len(await self.operations.pending_pairings()),
             },
             "cooldowns": [
                 {
@@ -128,13 +128,8 @@ class Views:
     async def _fullness(self, session: SessionOverview) -> Fullness | None:
         """The chat's fullness, when it is open in this gateway; a chat not open since the
         start is not opened for a listing."""
-        runtime = self.gateway.sessions.cached(session.session_key)
-        if runtime is None or runtime.id != session.session_id:
-            return None
-        runtime = await self.gateway.sessions.existing(session.session_key)  # its window now
-        if runtime is None:
-            return None
-        return (await self.gateway.commands.fullness(runtime))[1]
+        now = await self.operations.session_now(session.session_key, session.session_id)
+        return now.fullness if now is not None else None
 
     def _session_row(
         self, session: SessionOverview, now: float, fullness: Fullness | None
@@ -142,7 +137,7 @@ class Views:
         if fullness is not None:
             tokens, window = fullness.tokens, fullness.window
         else:  # the stored rows alone, against the configured model's window
-            tokens, window = session.active_tokens, self.gateway.current_window()
+            tokens, window = session.active_tokens, self.operations.window()
         return {
             "session_key": session.session_key,
             "platform": session.platform,
@@ -160,7 +155,7 @@ class Views:
             "updated_at": session.updated_at,
             "compressions": session.compression_count,
             "cooldown_left": cooldown_left(session.engine_state, now),
-            "busy": self.gateway.lanes.busy(session.session_key),
+            "busy": self.operations.busy(session.session_key),
         }
 
     async def session(
@@ -169,14 +164,12 @@ class Views:
         """The session page's data; None when ``key`` has no current session."""
         now = time.time()
         found = [s for s in await self.reader.dashboard.sessions() if s.session_key == key]
-        runtime = await self.gateway.sessions.existing(key)
-        if not found or runtime is None:
+        current = await self.operations.session_now(key)
+        if not found or current is None:
             return None
-        session = found[0]
-        _, fullness = await self.gateway.commands.fullness(runtime)
-        engine = runtime.engine
+        session, fullness = found[0], current.fullness
         window = fullness.window
-        limits = Limits(window, int(window * HYGIENE_THRESHOLD), engine.threshold_tokens)
+        limits = Limits(window, int(window * HYGIENE_THRESHOLD), current.compresses_at)
         turns = await self.reader.dashboard.turn_history(session.session_id)
         compactions = await self.reader.dashboard.compactions(
             session.session_id, since=turns[0].at - 3600 if len(turns) >= 2000 else 0.0
@@ -184,7 +177,7 @@ class Views:
         data = {
             "now": now,
             "session": self._session_row(session, now, fullness),
-            "model": runtime.agent.provider.model,
+            "model": current.model,
             "context": {
                 "parts": fullness.parts,
                 "window": window,
@@ -193,10 +186,10 @@ class Views:
                 "phrase": fullness.phrase,
                 "counted": fullness.counted,
                 "how": fullness.how,
-                "threshold": engine.threshold_tokens,
+                "threshold": current.compresses_at,
                 "hygiene": limits.hygiene,
             },
-            "cooldown": describe_cooldown(engine.export_state()),
+            "cooldown": describe_cooldown(current.engine_state),
             "chart": render_chart(turns, compactions, limits),
             "turns": len(turns),
             "compactions": [{"at": c.at, **vars(c.mark)} for c in compactions[-20:]],

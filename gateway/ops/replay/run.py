@@ -26,7 +26,8 @@ from typing import Any, Literal
 
 from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
 from agent.scripted import ScriptedProvider
-from gateway.app import Gateway, Providers
+from gateway.app import Gateway
+from gateway.build import Providers
 from gateway.config.schema import Config
 from gateway.events import Payload
 from gateway.ops.replay.chart import render_chart
