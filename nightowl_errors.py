@@ -43,7 +43,7 @@ MIN_SECRET = 6
 _BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}")
 _SHAPES = re.compile(
     r"\bsk-[A-Za-z0-9_\-*]{6,}"  # OpenAI-style keys
-    r"|\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b"  # a Telegram bot token
+    r"|(?<!\d)\d{6,12}:[A-Za-z0-9_\-]{30,}"  # a Telegram bot token, in a URL too ("/bot<token>/")
 )
 _ASSIGNED = re.compile(r"(?i)\b(api[_-]?key|access[_-]?token|token|key)([=:]\s*)[^\s&,;\"']+")
 
