@@ -84,8 +84,10 @@ class Sender:
             self.chat_moved(chat_id, failed.new_chat_id)
         try:
             return await self._caller.call(what, chat_id, lambda: request(self.chat(chat_id)))
-        except TelegramCallFailed as again:  # moved twice: not followed further
-            raise self._caller.gave_up(again) from None
+        except TelegramCallFailed as again:
+            if again.new_chat_id is not None:  # moved twice: not followed further
+                self._caller.gave_up(again)
+            raise
 
     # -- whole replies ---------------------------------------------------------------
     async def send(self, message: OutboundMessage) -> list[str]:
