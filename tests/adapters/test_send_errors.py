@@ -14,10 +14,15 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 
+import aiohttp
+import discord
 import pytest
+from telegram.error import ChatMigrated, Forbidden, RetryAfter, TelegramError
 
 from adapters.base import Adapter, DeliveryError, OutboundMessage
+from adapters.discord_adapter.outbound import DiscordCallFailed, discord_errors
 from adapters.telegram import TelegramAdapter
+from adapters.telegram.calls import TelegramCallFailed, telegram_errors
 from tests.adapters.conftest import fast_settings
 from tests.adapters.discord_fixtures import TOKEN as DISCORD_TOKEN
 from tests.adapters.discord_fixtures import fake_and_adapter
@@ -175,3 +180,58 @@ async def test_a_refused_reply_raises_delivery_error_only(
     assert isinstance(outcome, DeliveryError), f"delivered despite {fault}: {outcome}"
     assert (outcome.platform, outcome.chat_id) == (platform, edge.target.chat_id)
     assert edge.token not in str(outcome)
+
+
+def _every_subclass(cls: type[BaseException]) -> list[type[BaseException]]:
+    found = []
+    for sub in cls.__subclasses__():
+        found += [sub, *_every_subclass(sub)]
+    return found
+
+
+def _telegram_error(cls: type[TelegramError], text: str) -> TelegramError:
+    if cls is ChatMigrated:
+        return ChatMigrated(SUPERGROUP)
+    if cls is RetryAfter:
+        return RetryAfter(30)
+    return cls(text)  # type: ignore[call-arg]
+
+
+TELEGRAM_ERRORS = [TelegramError, *_every_subclass(TelegramError)]
+
+
+@pytest.mark.parametrize("cls", TELEGRAM_ERRORS, ids=lambda cls: cls.__name__)
+def test_every_telegram_error_is_mapped_with_the_token_blanked(cls: type[TelegramError]) -> None:
+    token = "123456789:" + "T" * 35
+    with pytest.raises(TelegramCallFailed) as raised:
+        with telegram_errors("sendMessage", "42", token):
+            raise _telegram_error(cls, f"https://api.telegram.org/bot{token}/sendMessage failed")
+    failed = raised.value
+    assert isinstance(failed, DeliveryError) and failed.chat_id == "42"
+    assert token not in str(failed) and failed.__cause__ is None
+    expected = {ChatMigrated: "moved", RetryAfter: "flood", Forbidden: "forbidden"}
+    assert failed.kind == expected.get(cls, failed.kind)
+    assert (failed.new_chat_id is not None) == (cls is ChatMigrated)
+    assert (failed.retry_after == 30) == (cls is RetryAfter)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        discord.RateLimited(120.0),  # discord.py's own give-up (max_ratelimit_timeout)
+        discord.ClientException("Interaction has already been responded to"),
+        aiohttp.ServerDisconnectedError(),
+        TimeoutError(),
+        ConnectionResetError(104, "Connection reset by peer"),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+def test_every_discord_error_is_mapped(error: BaseException) -> None:
+    with pytest.raises(DiscordCallFailed) as raised:
+        with discord_errors(str(CHANNEL_ID)):
+            raise error
+    failed = raised.value
+    assert isinstance(failed, DeliveryError) and failed.chat_id == str(CHANNEL_ID)
+    assert failed.__cause__ is error
+    if isinstance(error, discord.RateLimited):
+        assert (failed.kind, failed.retry_after) == ("rate_limited", 120.0)
