@@ -12,7 +12,6 @@ import io
 import json
 import logging
 import os
-import re
 import sys
 import time
 from collections.abc import Iterable
@@ -22,20 +21,7 @@ from pathlib import Path
 
 from gateway.config.schema import Config
 from gateway.config.secrets import configured_secrets
-
-REDACTED = "[redacted]"
-
-# Shapes of credentials that may arrive in text we did not write (an SDK's error message).
-_SECRET_SHAPES = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{16,}|\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b|Bearer\s+[A-Za-z0-9._\-]{16,})"
-)
-
-
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    for secret in secrets:
-        if secret and len(secret) >= 6:
-            text = text.replace(secret, REDACTED)
-    return _SECRET_SHAPES.sub(REDACTED, text)
+from nightowl_errors import redact as redact  # the one redact; doctor imports it here
 
 
 class RedactingFilter(logging.Filter):

@@ -297,15 +297,17 @@ class DiscordAdapter(Adapter):
             poster = outbound.followup_poster(interaction)
             try:
                 return await outbound.post_parts(message.text, poster, posted, max_chunks=limit)
-            except (discord.HTTPException, *NETWORK_ERRORS) as error:
+            except DeliveryError as error:  # mapped by outbound.discord_errors
                 if posted:
-                    raise outbound.delivery_error(message.chat_id, error) from error
+                    outbound.delivery_error(message.chat_id, error)  # logged
+                    raise
                 log.info("Interaction followup failed (%s); replying in the channel", error)
         poster = outbound.channel_poster(client, message)
         try:
             return await outbound.post_parts(message.text, poster, [], max_chunks=limit)
-        except (discord.HTTPException, *NETWORK_ERRORS) as error:
-            raise outbound.delivery_error(message.chat_id, error) from error
+        except DeliveryError as error:
+            outbound.delivery_error(message.chat_id, error)  # logged
+            raise
 
     def _live_interaction(self, key: str | None) -> discord.Interaction | None:
         interaction = self._interactions.get(key or "")

@@ -33,14 +33,14 @@ import discord
 
 from adapters.base import ChatType
 from adapters.discord_adapter.inbound import chat_type, parent_id
-from adapters.discord_adapter.outbound import NETWORK_ERRORS, failure_reason
+from adapters.discord_adapter.outbound import DISCORD_ERRORS, failure_reason
 from adapters.discord_adapter.recent import RecentKeys
 from adapters.discord_adapter.settings import DiscordSettings
 
 log = logging.getLogger(__name__)
 
 #: Failures of one chat's catch-up: logged, and the next chat is read.
-CHAT_ERRORS = (discord.DiscordException, *NETWORK_ERRORS)
+CHAT_ERRORS = DISCORD_ERRORS
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,17 @@
-"""Replies out: split at 2000 characters, never pinging, through a channel or an interaction.
+"""Replies out: split at 2000 characters, never pinging, through a channel or an interaction;
+and the one map of discord.py's errors to ours (:func:`discord_errors`).
 
 A reply that would need more than ``max_chunks`` messages is sent as its first part (with
 a note) plus the whole text attached as ``reply.md``. The first part of a channel reply
 references the user's message; parts answering a slash command go through the
 interaction's followup webhook instead.
+
+Every REST call that delivers (posts, edits, "typing…") runs inside
+:func:`discord_errors`, like httpx's ``map_exceptions``: whatever discord.py or aiohttp
+raise — ``HTTPException`` (``Forbidden``, ``NotFound``, ``DiscordServerError``),
+``RateLimited``, a dropped connection, a timeout — leaves as a :class:`DiscordCallFailed`
+(a :class:`DeliveryError`). discord.py has already retried what it retries (rate limits
+behind Discord's proxy, 5xx).
 """
 
 from __future__ import annotations
@@ -13,8 +21,8 @@ import contextlib
 import io
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Literal
 
 import aiohttp
 import discord
@@ -32,6 +40,76 @@ LONG_REPLY_NOTE = f"\n\n*(The full reply is attached as {LONG_REPLY_FILENAME}.)*
 NO_PINGS = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=False)
 #: Failures below discord.py's HTTP layer (it raises HTTPException for what Discord says).
 NETWORK_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
+#: Everything a discord.py call may raise that :func:`discord_errors` maps.
+DISCORD_ERRORS = (discord.DiscordException, *NETWORK_ERRORS)
+
+#: What went wrong: "forbidden" (403: missing permissions, blocked DMs), "not_found"
+#: (404: unknown channel or message), "rate_limited" (429 not waited out), "server"
+#: (5xx after discord.py's retries), "refused" (any other 4xx), "network" (no answer:
+#: a dropped connection, a timeout), "other" (discord.py itself refused).
+FailureKind = Literal[
+    "forbidden", "not_found", "rate_limited", "server", "refused", "network", "other"
+]
+
+
+class DiscordCallFailed(DeliveryError):
+    """A Discord call that failed; the message names the status and Discord's text only
+    (never a token or a URL)."""
+
+    def __init__(
+        self,
+        chat_id: str,
+        kind: FailureKind,
+        reason: str,
+        *,
+        status: int | None = None,
+        code: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(
+            f"Discord refused the message: {reason}", platform=PLATFORM, chat_id=chat_id
+        )
+        self.kind: FailureKind = kind
+        self.reason = reason
+        #: The HTTP status and Discord's JSON error code, when Discord answered.
+        self.status = status
+        self.code = code
+        #: Seconds Discord asked us to wait ("rate_limited").
+        self.retry_after = retry_after
+
+
+def _kind(error: BaseException) -> FailureKind:
+    if isinstance(error, discord.RateLimited):
+        return "rate_limited"
+    if isinstance(error, discord.HTTPException):
+        status = error.status
+        named: dict[int, FailureKind] = {403: "forbidden", 404: "not_found", 429: "rate_limited"}
+        return named.get(status) or ("server" if status >= 500 else "refused")
+    return "network" if isinstance(error, NETWORK_ERRORS) else "other"
+
+
+def map_discord_error(chat_id: str, error: BaseException) -> DiscordCallFailed:
+    """The one mapping of a discord.py (or aiohttp) error to ours."""
+    http = error if isinstance(error, discord.HTTPException) else None
+    return DiscordCallFailed(
+        chat_id,
+        _kind(error),
+        failure_reason(error),
+        status=http.status if http is not None else None,
+        code=http.code if http is not None else None,
+        retry_after=error.retry_after if isinstance(error, discord.RateLimited) else None,
+    )
+
+
+@contextlib.contextmanager
+def discord_errors(chat_id: str) -> Iterator[None]:
+    """Run Discord calls for ``chat_id``: any discord.py or network error they raise
+    leaves as a :class:`DiscordCallFailed` (chained to the original)."""
+    try:
+        yield
+    except DISCORD_ERRORS as error:
+        raise map_discord_error(chat_id, error) from error
+
 
 #: Posts one part (content, optional file, whether it is the first part) and returns its id.
 Poster = Callable[[str, "discord.File | None", bool], Awaitable[int]]
@@ -47,7 +125,8 @@ def channel_poster(client: discord.Client, message: OutboundMessage) -> Poster:
         extra: dict[str, Any] = {"file": file} if file else {}
         if first and reference is not None:
             extra["reference"] = reference
-        sent = await channel.send(content, allowed_mentions=NO_PINGS, **extra)
+        with discord_errors(message.chat_id):
+            sent = await channel.send(content, allowed_mentions=NO_PINGS, **extra)
         return sent.id
 
     return post
@@ -64,21 +143,23 @@ def reference_to(message: OutboundMessage, channel_id: int) -> discord.MessageRe
     )
 
 
-def followup_poster(interaction: discord.Interaction) -> Poster:
+def followup_poster(interaction: discord.Interaction, chat_id: str = "") -> Poster:
     """Posts as followups of a (deferred) slash-command interaction."""
 
     async def post(content: str, file: discord.File | None, first: bool) -> int:
         extra: dict[str, Any] = {"file": file} if file else {}
-        sent = await interaction.followup.send(
-            content, allowed_mentions=NO_PINGS, wait=True, **extra
-        )
+        with discord_errors(chat_id or str(interaction.channel_id)):
+            sent = await interaction.followup.send(
+                content, allowed_mentions=NO_PINGS, wait=True, **extra
+            )
         return sent.id
 
     return post
 
 
 async def post_parts(text: str, post: Poster, posted: list[str], *, max_chunks: int) -> list[str]:
-    """Send ``text`` in parts through ``post``, appending each message id to ``posted``."""
+    """Send ``text`` in parts through ``post``, appending each message id to ``posted``;
+    raises :class:`DeliveryError` (the posters map discord.py's errors)."""
     shown = plain_unsafe_links(text)
     parts = split_message(shown, MESSAGE_LIMIT)
     attachment: bytes | None = None
@@ -142,12 +223,12 @@ def failure_reason(error: BaseException) -> str:
 
 
 def delivery_error(chat_id: str, error: BaseException) -> DeliveryError:
-    """Log a final delivery failure (channel id and Discord's reason only) and wrap it."""
-    reason = failure_reason(error)
+    """Log a final delivery failure (channel id and Discord's reason only); ``error``
+    mapped if it is not ours yet."""
+    failed = error if isinstance(error, DeliveryError) else map_discord_error(chat_id, error)
+    reason = failed.reason if isinstance(failed, DiscordCallFailed) else str(failed)
     log.warning("Discord refused a message to channel %s: %s", chat_id, reason)
-    return DeliveryError(
-        f"Discord refused the message: {reason}", platform=PLATFORM, chat_id=chat_id
-    )
+    return failed
 
 
 @contextlib.asynccontextmanager
@@ -172,7 +253,8 @@ async def keep_typing(channel: discord.PartialMessageable, interval: float) -> N
     """Trigger "typing…" every ``interval`` seconds until cancelled; failures are cosmetic."""
     while True:
         try:
-            await channel.typing()
-        except (discord.HTTPException, *NETWORK_ERRORS) as error:
+            with discord_errors(str(channel.id)):
+                await channel.typing()
+        except DeliveryError as error:
             log.debug("Discord typing indicator failed in %s: %s", channel.id, error)
         await asyncio.sleep(interval)

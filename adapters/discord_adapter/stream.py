@@ -16,10 +16,10 @@ import time
 
 import discord
 
-from adapters.base import OutboundMessage, ReplyStream
+from adapters.base import DeliveryError, OutboundMessage, ReplyStream
 from adapters.chunking import split_message
 from adapters.discord_adapter import outbound
-from adapters.discord_adapter.outbound import MESSAGE_LIMIT, NETWORK_ERRORS, NO_PINGS
+from adapters.discord_adapter.outbound import MESSAGE_LIMIT, NO_PINGS, discord_errors
 from adapters.discord_adapter.settings import DiscordSettings
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,16 @@ class DiscordReplyStream(ReplyStream):
         if time.monotonic() - self._last_edit < self._interval:
             return
         try:
+            await self._show(preview)
+        except DeliveryError as error:
+            # A partial update may fail; finish() shows the whole reply anyway.
+            log.info("Discord stream update in %s skipped: %s", self._channel_id, error)
+            return
+        self._shown = preview
+        self._last_edit = time.monotonic()
+
+    async def _show(self, preview: str) -> None:
+        with discord_errors(self._target.chat_id):
             if self._message is None:
                 channel = self._client.get_partial_messageable(self._channel_id)
                 reference = outbound.reference_to(self._target, self._channel_id)
@@ -63,12 +73,6 @@ class DiscordReplyStream(ReplyStream):
                     )
             else:
                 await self._message.edit(content=preview, allowed_mentions=NO_PINGS)
-        except (discord.HTTPException, *NETWORK_ERRORS) as error:
-            # A partial update may fail; finish() shows the whole reply anyway.
-            log.info("Discord stream update in %s skipped: %s", self._channel_id, error)
-            return
-        self._shown = preview
-        self._last_edit = time.monotonic()
 
     async def finish(self, final_text: str) -> list[str]:
         if not final_text.strip():
@@ -80,7 +84,8 @@ class DiscordReplyStream(ReplyStream):
 
         async def post(content: str, file: discord.File | None, first: bool) -> int:
             if first:
-                await message.edit(content=content, allowed_mentions=NO_PINGS)
+                with discord_errors(self._target.chat_id):
+                    await message.edit(content=content, allowed_mentions=NO_PINGS)
                 if file is None:
                     return message.id
                 return await self._poster("", file, False)
@@ -91,8 +96,9 @@ class DiscordReplyStream(ReplyStream):
     async def _post(self, text: str, poster: outbound.Poster) -> list[str]:
         try:
             return await outbound.post_parts(text, poster, [], max_chunks=self._max_chunks)
-        except (discord.HTTPException, *NETWORK_ERRORS) as error:
-            raise outbound.delivery_error(self._target.chat_id, error) from error
+        except DeliveryError as error:
+            outbound.delivery_error(self._target.chat_id, error)  # logged
+            raise
 
     @property
     def _channel_id(self) -> int:

@@ -18,11 +18,10 @@ from typing import Any, TypeVar
 
 from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, ChatMigrated, RetryAfter, TelegramError
 
 from adapters.base import OutboundMessage
 from adapters.chunking import split_message, utf16_length
-from adapters.telegram.calls import ApiCaller, is_bad_request, redact, retry_after_seconds
+from adapters.telegram.calls import ApiCaller, TelegramCallFailed
 from adapters.telegram.formatting import (
     markdown_to_telegram_html,
     visible_length,
@@ -79,12 +78,16 @@ class Sender:
         group became a supergroup, once more there (nothing is lost to the move)."""
         try:
             return await self._caller.call(what, chat_id, lambda: request(self.chat(chat_id)))
-        except ChatMigrated as error:
-            self.chat_moved(chat_id, str(error.new_chat_id))
-            try:
-                return await self._caller.call(what, chat_id, lambda: request(self.chat(chat_id)))
-            except ChatMigrated as again:
-                raise self._caller.failure(what, chat_id, again) from None
+        except TelegramCallFailed as failed:
+            if failed.new_chat_id is None:
+                raise
+            self.chat_moved(chat_id, failed.new_chat_id)
+        try:
+            return await self._caller.call(what, chat_id, lambda: request(self.chat(chat_id)))
+        except TelegramCallFailed as again:
+            if again.new_chat_id is not None:  # moved twice: not followed further
+                self._caller.gave_up(again)
+            raise
 
     # -- whole replies ---------------------------------------------------------------
     async def send(self, message: OutboundMessage) -> list[str]:
@@ -120,25 +123,25 @@ class Sender:
         html_text = markdown_to_telegram_html(chunk)
         try:
             sent = await self._send_text(target.chat_id, html_text, ParseMode.HTML, placement)
-        except BadRequest as error:
-            if not is_bad_request(error, ENTITY_ERROR):
-                raise self._caller.failure("sendMessage", target.chat_id, error) from None
+        except TelegramCallFailed as failed:
+            if not failed.says(ENTITY_ERROR):
+                raise self._caller.gave_up(failed) from None
             log.warning(
                 "Telegram rejected formatting in chat %s; sending plain text", target.chat_id
             )
             try:
                 plain = visible_text(html_text)
                 sent = await self._send_text(target.chat_id, plain, None, placement)
-            except BadRequest as plain_error:
-                raise self._caller.failure("sendMessage", target.chat_id, plain_error) from None
+            except TelegramCallFailed as plain_failed:
+                raise self._caller.gave_up(plain_failed) from None
         return str(sent.message_id)
 
     async def send_plain(self, target: OutboundMessage, text: str) -> int:
         """Send unformatted text replying to the target (a stream's first message)."""
         try:
             sent = await self._send_text(target.chat_id, text, None, self._placement(target, True))
-        except BadRequest as error:
-            raise self._caller.failure("sendMessage", target.chat_id, error) from None
+        except TelegramCallFailed as failed:
+            raise self._caller.gave_up(failed) from None
         return sent.message_id
 
     async def send_document(self, target: OutboundMessage) -> str:
@@ -158,8 +161,8 @@ class Sender:
                     **placement,
                 ),
             )
-        except BadRequest as error:
-            raise self._caller.failure("sendDocument", target.chat_id, error) from None
+        except TelegramCallFailed as failed:
+            raise self._caller.gave_up(failed) from None
         return str(sent.message_id)
 
     async def _send_text(
@@ -205,20 +208,28 @@ class Sender:
     async def try_edit_plain(self, chat_id: str, message_id: int, text: str) -> bool:
         """One best-effort edit of a partial reply; flood control postpones later ones."""
         try:
-            await self._bot.edit_message_text(text, chat_ref(self.chat(chat_id)), message_id)
-        except RetryAfter as error:
-            self.mark_edited(chat_id, delay=retry_after_seconds(error))
-            return False
-        except TelegramError as error:  # a partial update may fail; the final edit retries
-            if not is_bad_request(error, NOT_MODIFIED):
-                reason = redact(str(error), self.settings.token)
-                log.info("Telegram stream edit in chat %s skipped: %s", chat_id, reason)
+            await self._caller.call(
+                "editMessageText",
+                chat_id,
+                lambda: self._bot.edit_message_text(text, chat_ref(self.chat(chat_id)), message_id),
+                best_effort=True,
+            )
+        except TelegramCallFailed as failed:  # a partial update may fail; the final edit retries
+            if failed.retry_after is not None:
+                self.mark_edited(chat_id, delay=failed.retry_after)
+            elif failed.new_chat_id is not None:
+                self.chat_moved(chat_id, failed.new_chat_id)
+            elif not failed.says(NOT_MODIFIED):
+                log.info("Telegram stream edit in chat %s skipped: %s", chat_id, failed.reason)
             return False
         self.mark_edited(chat_id)
         return True
 
     async def edit_formatted(self, chat_id: str, message_id: int, chunk: str) -> None:
-        """The final edit: formatted, plain text if the entities are rejected."""
+        """The final edit: formatted, plain text if the entities are rejected.
+
+        A chat that moved is noted and the failure raised (its ``new_chat_id`` set): the
+        message stays behind in the old chat, the caller sends the reply anew."""
         html_text = markdown_to_telegram_html(chunk)
         for text, parse_mode in ((html_text, ParseMode.HTML), (visible_text(html_text), None)):
             try:
@@ -233,11 +244,14 @@ class Sender:
                         parse_mode=parse_mode,
                     ),
                 )
-            except BadRequest as error:
-                if is_bad_request(error, NOT_MODIFIED):
+            except TelegramCallFailed as failed:
+                if failed.says(NOT_MODIFIED):
                     break
-                if parse_mode is None or not is_bad_request(error, ENTITY_ERROR):
-                    raise self._caller.failure("editMessageText", chat_id, error) from None
+                if failed.new_chat_id is not None:
+                    self.chat_moved(chat_id, failed.new_chat_id)
+                    raise
+                if parse_mode is None or not failed.says(ENTITY_ERROR):
+                    raise self._caller.gave_up(failed) from None
                 continue
             break
         self.mark_edited(chat_id)
@@ -276,11 +290,16 @@ class Sender:
         """One typing action; the seconds until the next."""
         interval = self.settings.typing_interval
         try:
-            await self._bot.send_chat_action(
-                chat_ref(self.chat(chat_id)), ChatAction.TYPING, message_thread_id=thread
+            await self._caller.call(
+                "sendChatAction",
+                chat_id,
+                lambda: self._bot.send_chat_action(
+                    chat_ref(self.chat(chat_id)), ChatAction.TYPING, message_thread_id=thread
+                ),
+                best_effort=True,
             )
-        except RetryAfter as error:
-            return max(interval, retry_after_seconds(error))
-        except TelegramError as error:  # cosmetic: a failed indicator must not end a turn
-            log.debug("Telegram typing in chat %s failed: %s", chat_id, type(error).__name__)
+        except TelegramCallFailed as failed:  # cosmetic: a failed indicator must not end a turn
+            if failed.retry_after is not None:
+                return max(interval, failed.retry_after)
+            log.debug("Telegram typing in chat %s failed: %s", chat_id, failed.kind)
         return interval

@@ -27,11 +27,10 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from telegram import Bot, Update
-from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 from telegram.request import BaseRequest, HTTPXRequest
 
 from adapters.base import InboundMessage, InboundSink
-from adapters.telegram.calls import redact, retry_after_seconds
+from adapters.telegram.calls import TelegramCallFailed, redact, telegram_errors
 from adapters.telegram.settings import TelegramSettings
 
 log = logging.getLogger(__name__)
@@ -205,12 +204,13 @@ class UpdatePoller:
         while not self._stopping:
             try:
                 updates = await self._fetch()
-            except RetryAfter as error:
-                await asyncio.sleep(retry_after_seconds(error))
-                continue
             except Exception as error:  # the poller must outlive any failed request
-                errors += 1
-                await asyncio.sleep(self._log_poll_error(error, errors))
+                flood = error.retry_after if isinstance(error, TelegramCallFailed) else None
+                if flood is None:
+                    errors += 1
+                await asyncio.sleep(
+                    flood if flood is not None else self._log_poll_error(error, errors)
+                )
                 continue
             errors = 0
             self._last_success = time.monotonic()
@@ -220,11 +220,12 @@ class UpdatePoller:
 
     async def _fetch(self) -> tuple[Update, ...]:
         assert self._bot is not None
-        return await self._bot.get_updates(
-            offset=self._offset,
-            timeout=timedelta(seconds=self._settings.poll_timeout),
-            allowed_updates=ALLOWED_UPDATES,
-        )
+        with telegram_errors("getUpdates", "-", self._settings.token):
+            return await self._bot.get_updates(
+                offset=self._offset,
+                timeout=timedelta(seconds=self._settings.poll_timeout),
+                allowed_updates=ALLOWED_UPDATES,
+            )
 
     async def _process_batch(self, updates: tuple[Update, ...]) -> None:
         """Hand the batch over, each chat's updates in order and chats side by side (their
@@ -258,11 +259,13 @@ class UpdatePoller:
     def _log_poll_error(self, error: Exception, errors: int) -> float:
         delay = self._backoff(errors)
         reason = redact(f"{type(error).__name__}: {error}", self._settings.token)
-        if isinstance(error, Conflict):
-            reason += " (another bot instance or a webhook is using this token)"
-        elif isinstance(error, InvalidToken):
-            reason = "Telegram rejected the bot token"
-        log_level = logging.WARNING if isinstance(error, TelegramError) else logging.ERROR
+        if isinstance(error, TelegramCallFailed):
+            reason = error.reason
+            if error.kind == "conflict":
+                reason += " (another bot instance or a webhook is using this token)"
+            elif error.kind == "token":
+                reason = "Telegram rejected the bot token"
+        log_level = logging.WARNING if isinstance(error, TelegramCallFailed) else logging.ERROR
         log.log(log_level, "Telegram getUpdates failed: %s; retrying in %.1f s", reason, delay)
         return delay
 
@@ -292,9 +295,10 @@ class UpdatePoller:
         if self._offset is None or self._bot is None:
             return
         try:
-            await self._bot.get_updates(offset=self._offset, limit=1, timeout=timedelta(0))
-        except TelegramError as error:  # shutdown goes on; the gateway dedupes redeliveries
-            log.warning("Telegram: final offset not confirmed: %s", type(error).__name__)
+            with telegram_errors("getUpdates", "-", self._settings.token):
+                await self._bot.get_updates(offset=self._offset, limit=1, timeout=timedelta(0))
+        except TelegramCallFailed as failed:  # shutdown goes on; the gateway dedupes redeliveries
+            log.warning("Telegram: final offset not confirmed: %s", failed.kind)
 
     async def _close_bot(self) -> None:
         # Bot.shutdown() skips requests of a bot that never ran getMe: close them directly.

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from adapters.base import DeliveryError, OutboundMessage, ReplyStream
 from adapters.chunking import split_message, utf16_length
+from adapters.telegram.calls import TelegramCallFailed
 from adapters.telegram.delivery import Sender
 
 _ELLIPSIS = " …"
@@ -100,7 +101,14 @@ class TelegramReplyStream(ReplyStream):
             return [str(self._message_id)]
         chat_id = self._target.chat_id
         await self._sender.wait_for_edit_slot(chat_id)
-        await self._sender.edit_formatted(chat_id, self._message_id, chunks[0])
+        try:
+            await self._sender.edit_formatted(chat_id, self._message_id, chunks[0])
+        except TelegramCallFailed as failed:
+            if failed.new_chat_id is None:
+                raise
+            # The group became a supergroup: the partial reply stays behind in the old
+            # chat (read-only now), the whole reply goes to where the chat continues.
+            return await self._sender.send(replace(self._target, text=final_text))
         ids = [str(self._message_id)]
         if len(chunks) > self._sender.settings.max_messages_per_reply:
             ids.append(await self._sender.send_document(replace(self._target, text=final_text)))

@@ -20,6 +20,7 @@ from agent.compression.markers import text_of
 from agent.compression.settings import summary_token_budget
 from agent.messages import Message
 from agent.providers.base import Provider, ProviderError
+from nightowl_errors import NightowlError
 
 FailureKind = Literal[
     "timeout", "length", "malformed", "empty", "overloaded", "auth", "quota", "network", "other"
@@ -80,7 +81,7 @@ SUMMARIZER_OUTPUT_SHARE = 0.25
 MAX_SUMMARY_CALLS = 6
 
 
-class SummaryFailure(Exception):
+class SummaryFailure(NightowlError):
     """The summary call failed; ``kind`` decides the row of the failure table (docs/design.md#failure-ladder)."""
 
     def __init__(

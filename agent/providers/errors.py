@@ -28,6 +28,7 @@ from typing import Any
 import httpx2
 
 from agent.providers.base import ErrorKind, ProviderError
+from nightowl_errors import redact as redact  # the one redact (its tests import it here)
 
 #: ``ProviderError.detail`` values. The compressor aborts (and paces retries) on these
 #: instead of falling back to a deterministic summary (docs/design.md#failure-ladder).
@@ -112,21 +113,6 @@ _PROMPT_PATTERNS = tuple(
 _RETRY_IN = re.compile(r"try again in (\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
 _OVERLOADED = re.compile(r"overloaded|at capacity", re.IGNORECASE)
 _QUOTA = re.compile(r"insufficient_quota|exceeded your current quota|credit", re.IGNORECASE)
-
-_SECRET_PATTERNS = (
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]+"),
-    re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}"),
-    re.compile(r"(?i)\b(api[_-]?key|access[_-]?token|token|key)([=:]\s*)[^\s&,;\"']+"),
-)
-
-
-def redact(text: str, secret: str | None = None) -> str:
-    """Remove the configured key and anything shaped like a key or bearer token."""
-    if secret:
-        text = text.replace(secret, "[redacted]")
-    text = _SECRET_PATTERNS[0].sub("Bearer [redacted]", text)
-    text = _SECRET_PATTERNS[1].sub("[redacted]", text)
-    return _SECRET_PATTERNS[2].sub(r"\1\2[redacted]", text)
 
 
 def looks_like_overflow(*texts: str | None) -> bool:

@@ -32,6 +32,7 @@ from gateway.store import (
     StoredMessage,
 )
 from gateway.store.errors import DataDirInUse, StoreError, explained
+from nightowl_errors import NightowlError
 
 #: Messages longer than this are shortened in ``show`` (``--full`` prints them whole).
 SHOW_CHARS = 300
@@ -297,7 +298,7 @@ async def export_session(
     return 0
 
 
-class ExportRefused(Exception):
+class ExportRefused(NightowlError):
     """The export target is not one to write (a directory; a file, without --force)."""
 
 

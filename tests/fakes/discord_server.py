@@ -121,6 +121,9 @@ class FakeDiscord:
         self._ids = itertools.count(1)
         self._attachments: dict[str, bytes] = {}
         self._send_failures: list[web.Response] = []
+        #: When set, every message post and edit is refused: answered by what this
+        #: returns, or dropped unanswered when it returns None (:meth:`refuse_messages`).
+        self._refusal: Callable[[], web.Response | None] | None = None
         self.rate_limited_sends = 0
         #: Channel ids of every GET /channels/{id}, in order.
         self.channel_lookups: list[int] = []
@@ -314,6 +317,39 @@ class FakeDiscord:
         response.headers.update({"Via": "1.1 google", "X-RateLimit-Scope": "user"})
         self._send_failures.append(response)
 
+    def refuse_messages(
+        self,
+        status: int | None,
+        *,
+        code: int = 0,
+        message: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        """From now on answer every message post and edit with this error: ``status``
+        None drops the connection unanswered; a ``retry_after`` makes it Discord's 429
+        behind its proxy (which discord.py retries, up to five times)."""
+
+        def answer() -> web.Response | None:
+            if status is None:
+                return None
+            if retry_after is None:
+                return _json({"code": code, "message": message}, status)
+            body = {"message": message, "retry_after": retry_after, "global": False}
+            response = _json(body, status)
+            response.headers.update({"Via": "1.1 google", "X-RateLimit-Scope": "user"})
+            return response
+
+        self._refusal = answer
+
+    def _refused(self, request: web.Request) -> web.Response | None:
+        assert self._refusal is not None
+        response = self._refusal()
+        if response is None:  # dropped: the client sees the connection close
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response(status=204)
+        return response
+
     def hold_attachment_downloads(self) -> None:
         """Make attachment downloads hang until :meth:`release_attachment_downloads`."""
         self._downloads_open.clear()
@@ -403,6 +439,8 @@ class FakeDiscord:
         return payload, files
 
     async def _post_message(self, request: web.Request) -> web.Response:
+        if self._refusal is not None:
+            return self._refused(request)
         if self._send_failures:
             response = self._send_failures.pop(0)
             if response.status == 429:
@@ -473,6 +511,8 @@ class FakeDiscord:
         return _json(data)
 
     async def _patch_message(self, request: web.Request) -> web.Response:
+        if self._refusal is not None:
+            return self._refused(request)
         channel_id, message_id = int(request.match_info["cid"]), int(request.match_info["mid"])
         payload = await request.json()
         data = self.messages.get(message_id)

@@ -116,7 +116,8 @@ class FakeTelegram:
         self._texts: dict[tuple[str, int], tuple[str, str | None]] = {}
         #: Groups upgraded to supergroups: old id -> new id (sends to the old id fail).
         self.migrated: dict[int, int] = {}
-        self._failures: dict[str, deque[_Failure]] = defaultdict(deque)
+        #: Failures to answer, per method; None closes the connection unanswered.
+        self._failures: dict[str, deque[_Failure | None]] = defaultdict(deque)
         self._held: dict[str, asyncio.Event] = {}
         self._changed = asyncio.Condition()
         self._stopping = False
@@ -288,6 +289,10 @@ class FakeTelegram:
         for _ in range(times):
             self._failures[method].append(_Failure(status, description, retry_after))
 
+    def drop_next(self, method: str, *, times: int = 1) -> None:
+        """Close the connection on the next ``times`` calls of ``method``, unanswered."""
+        self._failures[method].extend([None] * times)
+
     def hold(self, method: str) -> None:
         """Make calls of ``method`` wait (after being recorded) until :meth:`release`."""
         self._held[method] = asyncio.Event()
@@ -340,6 +345,8 @@ class FakeTelegram:
             await self._held[method].wait()
         if self._failures[method]:
             failure = self._failures[method].popleft()
+            if failure is None:
+                return _dropped(request)
             extra = {"retry_after": failure.retry_after} if failure.retry_after else None
             return _error(failure.status, failure.description, extra)
         handler = getattr(self, f"_api_{method}", None)
@@ -494,6 +501,13 @@ class _ApiError(Exception):
         super().__init__(description)
         self.description = description
         self.parameters = parameters
+
+
+def _dropped(request: web.Request) -> web.Response:
+    """Close the connection: the client sees it dropped before any answer."""
+    assert request.transport is not None
+    request.transport.close()
+    return web.Response(status=204)  # never reaches the client
 
 
 def _error(status: int, description: str, parameters: dict | None = None) -> web.Response:
