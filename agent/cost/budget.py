@@ -99,8 +99,8 @@ def decide(spent: Spent, budgets: Budgets, estimate: Decimal | None, now: dateti
     """Allowed, or refused with the sentence that names the budget and when it resets.
 
     A call is refused when spent + ``estimate`` would pass a budget. An unknown estimate
-    (the model has no price) counts as zero: only a budget already used up refuses
-    (docs/cost.md#unknown-prices).
+    (the model has no price) is not guessed: only a budget already used up refuses it
+    (docs/cost.md#unknown-prices). A free call (estimate 0) passes no budget.
     """
     most = estimate if estimate is not None else Decimal(0)
     periods: dict[BudgetName, tuple[Decimal | None, Decimal, datetime]] = {
@@ -113,7 +113,7 @@ def decide(spent: Spent, budgets: Budgets, estimate: Decimal | None, now: dateti
         if limit is None:
             continue
         with localcontext(EXACT):
-            passes = used + most > limit
+            passes = used + most > limit or (estimate is None and used >= limit)
         if passes:
             message = refusal(name, limit, used, most, resets_at, now)
             return Verdict(False, name, limit, used, resets_at, message)
