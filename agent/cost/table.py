@@ -1,10 +1,9 @@
 """The built-in price table: well-known hosted models, USD per million tokens
 (docs/cost.md#built-in-prices).
 
-Checked on 2026-12-06 against the vendors' own pricing pages: OpenAI's
-(developers.openai.com/api/docs/pricing) and Anthropic's
-(platform.claude.com/docs/en/about-claude/pricing, and each model's overview page).
-Prices change: a configured ``price`` always wins over this table.
+Checked on 2026-12-06 against the vendors' own pricing pages (which ones:
+docs/cost.md#built-in-prices). Prices change: a configured ``price`` always wins over
+this table.
 
 Each row: (input, cached input, output, 5-minute cache write, 1-hour cache write).
 OpenAI bills no cache writes (its caching is automatic), so its write prices are the
