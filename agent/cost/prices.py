@@ -29,7 +29,10 @@ MILLION = Decimal(1_000_000)
 #: Enough digits for any token count times any price, exactly.
 EXACT = Context(prec=50)
 #: Host name endings that never leave the machine or the local network.
-LOCAL_SUFFIXES = (".local", ".internal", ".lan", ".home.arpa", ".localhost")
+LOCAL_SUFFIXES = (".local", ".internal", ".lan", ".home.arpa", ".localhost", ".ts.net")
+#: 100.64.0.0/10: carrier-grade NAT, and the addresses of a Tailscale network (a GPU box
+#: at home reached over Tailscale is local in all but name).
+SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")
 
 
 def to_decimal(value: Amount) -> Decimal:
@@ -83,7 +86,9 @@ class Price:
 
     @property
     def free(self) -> bool:
-        return not any((self.input, self.cached_input, self.output, self.cache_write))
+        return not any(
+            (self.input, self.cached_input, self.output, self.cache_write, self.cache_write_1h)
+        )
 
 
 def _or(value: Amount | None, default: Decimal) -> Decimal:
@@ -114,8 +119,9 @@ def table_price(model: str) -> Price | None:
 
 def is_local_endpoint(base_url: str | None) -> bool:
     """Whether requests to ``base_url`` stay on this machine or its network: loopback,
-    private and link-local addresses, ``localhost``, a single-label host (``ollama``,
-    a compose service) and names under .local/.internal/.lan/.home.arpa. No base URL
+    private, link-local and 100.64/10 (Tailscale) addresses, ``localhost``, a
+    single-label host (``ollama``, a compose service) and names under .local,
+    .internal, .lan, .home.arpa and .ts.net. No base URL
     means the provider's own API: not local. No DNS lookup is made."""
     if not base_url:
         return False
@@ -126,17 +132,18 @@ def is_local_endpoint(base_url: str | None) -> bool:
         address = ipaddress.ip_address(host)
     except ValueError:
         return host == "localhost" or "." not in host or host.endswith(LOCAL_SUFFIXES)
-    return address.is_loopback or address.is_private or address.is_link_local
+    return (
+        address.is_loopback
+        or address.is_private
+        or address.is_link_local
+        or address in SHARED_ADDRESS_SPACE
+    )
 
 
-def price_for(
-    provider: str, model: str, base_url: str | None, configured: Price | None = None
-) -> Price | None:
+def price_for(model: str, base_url: str | None, configured: Price | None = None) -> Price | None:
     """The price of ``model`` served at ``base_url``, or None when it is unknown (see the
-    module docstring for the order). ``provider`` is kept for the vendor's cache rules
-    of a configured price; the table is by model name wherever it is served (a router
-    such as OpenRouter passes the vendor's price on)."""
-    del provider  # the table's rows carry their vendor's cache rates already
+    module docstring for the order). The table is by model name wherever the model is
+    served: a router such as OpenRouter passes the vendor's price on."""
     if configured is not None:
         return configured
     if is_local_endpoint(base_url):

@@ -60,7 +60,7 @@ def model_price(
 ) -> Price | None:
     """A chat or summary model's price: configured, free when local, the built-in
     table, else None (unknown; docs/cost.md#where-a-price-comes-from)."""
-    return price_for(provider, name, base_url, configured_price(settings, provider))
+    return price_for(name, base_url, configured_price(settings, provider))
 
 
 def transcription_minute_price(

@@ -12,8 +12,12 @@ import pytest
 
 from agent.cost.prices import Price, cost_of
 from agent.providers import ProviderSettings, make_provider
-from tests.fakes.caching_llm import BLOCK, MINIMUM, CachingLLM
+from tests.fakes.caching_llm import CachingLLM
+from tests.fakes.llm_server import Reply
 
+#: OpenAI's numbers (its prompt caching guide), not the fake's: the fake must match them.
+MINIMUM = 1024
+BLOCK = 128
 SYSTEM = "You are a careful assistant. " * 300  # ~2,100 tokens at 4 characters a token
 
 
@@ -176,3 +180,33 @@ async def test_through_our_provider_the_cost_matches_the_fake_s_implied_bill(
     assert len(llm.reports) == 12
     assert total == implied
     assert cached_share > 0.8  # every turn after the first reads its predecessor
+
+
+async def test_fakellm_s_own_behaviour_stays(client: openai.AsyncOpenAI, llm: CachingLLM) -> None:
+    """Scripts, errors and explicit usage work as in FakeLLM; a refused request leaves
+    nothing in the cache (no prompt was read)."""
+    messages = conversation("hello")
+    llm.script(Reply(status=500))
+    with pytest.raises(openai.InternalServerError):
+        await ask(client, messages)
+    _, after_error = await ask(client, messages)
+    llm.script(Reply("scripted", usage=(5_000, 7), cache_read=256))
+    scripted = await ask(client, messages)
+
+    assert after_error == 0  # the refused request left nothing cached
+    assert scripted == (5_000, 256)  # explicit usage is sent as written
+    assert len(llm.reports) == 1  # only "auto" usage is the fake's own report
+
+
+async def test_an_overflow_is_judged_by_the_same_token_count(llm: CachingLLM) -> None:
+    llm.context_window = 2_000
+    sdk = openai.AsyncOpenAI(api_key="k", base_url=llm.openai_base_url, max_retries=0)
+    try:
+        with pytest.raises(openai.BadRequestError) as refused:
+            await ask(sdk, conversation("hello"))
+    finally:
+        await sdk.close()
+
+    assert "context length is 2000 tokens" in str(refused.value)
+    assert llm.requests[-1].prompt_tokens > 2_000 - 64
+    assert not llm.reports

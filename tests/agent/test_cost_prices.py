@@ -65,36 +65,43 @@ def test_a_model_in_no_table_has_no_table_price(model: str) -> None:
         "http://ollama:11434/v1",  # a compose service
         "http://gpu-box.lan:8000/v1",
         "http://host.docker.internal:11434",
+        "http://100.101.102.103:11434/v1",  # Tailscale
+        "https://gpu.tail1234.ts.net/v1",
     ],
 )
 def test_a_local_endpoint_is_free_whatever_the_model(base_url: str) -> None:
     assert is_local_endpoint(base_url)
-    assert price_for("openai", "llama3.1:8b", base_url) == FREE
-    assert price_for("openai", "gpt-4o", base_url) == FREE  # a local server named like it
+    assert price_for("llama3.1:8b", base_url) == FREE
+    assert price_for("gpt-4o", base_url) == FREE  # a local server named like it
 
 
 @pytest.mark.parametrize(
     "base_url",
-    [None, "https://api.openai.com/v1", "https://openrouter.ai/api/v1", "http://8.8.8.8/v1"],
+    [
+        None,
+        "https://api.openai.com/v1",
+        "https://openrouter.ai/api/v1",
+        "http://8.8.8.8/v1",
+        "http://100.128.0.1/v1",  # just past 100.64/10
+        "https://local.example.com/v1",
+    ],
 )
 def test_a_hosted_endpoint_is_not_local(base_url: str | None) -> None:
     assert not is_local_endpoint(base_url)
 
 
 def test_an_unknown_hosted_model_is_unknown_never_free() -> None:
-    assert price_for("openai", "meta-llama/Llama-3.3-70B", "https://api.together.xyz/v1") is None
-    assert price_for("openai", "gpt-4o-mini", "https://openrouter.ai/api/v1") == table_price(
-        "gpt-4o-mini"
-    )
-    assert price_for("openai", "gpt-4o-mini", None) == table_price("gpt-4o-mini")
+    assert price_for("meta-llama/Llama-3.3-70B", "https://api.together.xyz/v1") is None
+    assert price_for("gpt-4o-mini", "https://openrouter.ai/api/v1") == table_price("gpt-4o-mini")
+    assert price_for("gpt-4o-mini", None) == table_price("gpt-4o-mini")
 
 
 def test_a_configured_price_wins_everywhere_and_zero_means_free() -> None:
     mine = Price.per_million("1", "2")
     zero = Price.per_million(0, 0)
-    assert price_for("openai", "llama3", "http://127.0.0.1:8080/v1", mine) == mine
-    assert price_for("openai", "gpt-4o", None, mine) == mine
-    assert price_for("openai", "mystery", "https://example.com/v1", zero) == zero
+    assert price_for("llama3", "http://127.0.0.1:8080/v1", mine) == mine
+    assert price_for("gpt-4o", None, mine) == mine
+    assert price_for("mystery", "https://example.com/v1", zero) == zero
     assert zero.free and not mine.free
 
 
