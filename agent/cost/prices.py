@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation, localcontext
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -38,7 +38,10 @@ SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")
 def to_decimal(value: Amount) -> Decimal:
     """A number as written: a float through its shortest text (0.15 -> Decimal("0.15"),
     not 0.1499999...). Refuses NaN, infinities and negatives."""
-    number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    try:
+        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    except InvalidOperation:
+        raise ValueError(f"a price is a number, got {value!r}") from None
     if not number.is_finite() or number < 0:
         raise ValueError(f"a price is a finite number of at least 0, got {value!r}")
     return number

@@ -129,6 +129,8 @@ def test_a_float_price_is_read_as_written_and_a_negative_one_refused() -> None:
         to_decimal(-1)
     with pytest.raises(ValueError):
         to_decimal(float("nan"))
+    with pytest.raises(ValueError):
+        to_decimal("cheap")
 
 
 def test_openai_cached_tokens_are_part_of_the_prompt() -> None:
