@@ -30,6 +30,9 @@ class TranscriptionConfig:
     max_seconds: float = field(default=900.0, metadata=_range(1, 24 * 3600))
     #: Transcribe voice notes the bot only observes in groups (transcription costs money).
     observe: bool = False
+    #: USD per minute of audio; None: OpenAI's listed price for its models, free at a
+    #: local endpoint, else unknown (docs/cost.md#transcription).
+    price_per_minute: float | None = field(default=None, metadata=_range(0, None))
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from gateway.config.cost import PriceConfig
 from gateway.config.routes import ModelRoute, same_endpoint
 from gateway.config.typed_yaml import Problem
 
@@ -27,6 +28,8 @@ class AlternativeModelConfig:
     context_length: int | None = field(default=None, metadata={"range": (512, None)})
     max_output_tokens: int | None = field(default=None, metadata={"range": (16, None)})
     supports_vision: bool | None = None
+    #: USD per million tokens; None: the built-in table, free when local (docs/cost.md).
+    price: PriceConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,9 @@ class ModelChoice:
     context_length: int | None
     max_output_tokens: int
     vision: bool
+    #: As configured for this model (None: the built-in table; docs/cost.md); never
+    #: taken from ``model:``, whose price is another model's.
+    price: PriceConfig | None = None
 
 
 class MainModel(Protocol):
@@ -58,6 +64,8 @@ class MainModel(Protocol):
     def max_output_tokens(self) -> int: ...
     @property
     def supports_vision(self) -> bool: ...
+    @property
+    def price(self) -> PriceConfig | None: ...
 
 
 def model_choices(
@@ -71,6 +79,7 @@ def model_choices(
             main.context_length,
             main.max_output_tokens,
             main.supports_vision,
+            main.price,
         )
     }
     for key, alternative in models.items():
@@ -87,6 +96,7 @@ def model_choices(
             main.supports_vision
             if alternative.supports_vision is None
             else alternative.supports_vision,
+            alternative.price,
         )
     return choices
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from gateway.config.cost import BudgetsConfig, PriceConfig
 from gateway.config.dashboard import DashboardConfig
 from gateway.config.media import MediaConfig
 from gateway.config.memory import MemoryConfig
@@ -74,6 +75,8 @@ class ModelConfig:
     max_retries: int = field(default=2, metadata=_range(0, 10))
     supports_vision: bool = False
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    #: USD per million tokens; None: the built-in table, free when local (docs/cost.md).
+    price: PriceConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,8 @@ class AuxiliaryModelConfig:
     api_key: str | None = None
     #: None: what its server serves, found like model.context_length.
     context_length: int | None = field(default=None, metadata=_min(512))
+    #: USD per million tokens; None: as model.price's null (docs/cost.md).
+    price: PriceConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,7 @@ class Config:
     models: dict[str, AlternativeModelConfig] = field(default_factory=dict)  # /model
     tools: ToolsConfig = field(default_factory=ToolsConfig)  # MCP servers
     dashboard: DashboardConfig = field(default_factory=DashboardConfig)
+    budgets: BudgetsConfig = field(default_factory=BudgetsConfig)  # docs/cost.md#budgets
     #: Where the config came from (None: built-in defaults only). Not a YAML key.
     source: Path | None = field(default=None, metadata={"internal": True})
 
