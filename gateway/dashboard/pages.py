@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from gateway.conversation.access import platform_sections, rules
 from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.pairing import describe_request, printable, who
 from gateway.dashboard.guard import see_other
@@ -109,8 +110,8 @@ class Pages:
         data = {
             "now": now,
             "enabled": {
-                "telegram": self.gateway.config.platforms.telegram.pairing,
-                "discord": self.gateway.config.platforms.discord.pairing,
+                name: rules(self.gateway.config, name).pairing
+                for name in platform_sections(self.gateway.config)
             },
             "requests": [
                 {

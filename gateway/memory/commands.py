@@ -16,7 +16,6 @@ from typing import Protocol
 
 from adapters.base import InboundMessage
 from agent.memory import MemoryBlock
-from gateway.conversation.router import session_key
 from gateway.conversation.runtime import SessionRuntime
 from gateway.memory.scopes import ChatMemory, Memories
 from gateway.store import MemoryEntry
@@ -69,7 +68,9 @@ class MemoryCommands:
     async def _carried(self, message: InboundMessage, memory: ChatMemory) -> str | None:
         """What this chat's model sees of the notes, when it is not all of them: a small
         window carries the most recently used (docs/design.md#memory-block)."""
-        runtime = await self.sessions.existing(session_key(message)) if self.sessions else None
+        # The chat's notes are owned by its session key (docs/design.md#memory-scopes).
+        key = memory.chat.owner
+        runtime = await self.sessions.existing(key) if self.sessions else None
         if runtime is None:
             return None
         block = await memory.block(runtime.agent.window)
