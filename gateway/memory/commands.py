@@ -58,14 +58,14 @@ class MemoryCommands:
         memory = self.memories.for_message(message)
         if name == "memory":
             listed = describe(await numbered(memory), private=memory.private)
-            carried = await self._carried(message, memory)
+            carried = await self._carried(memory)
             return listed if carried is None else f"{listed}\n{carried}"
         words = argument.lower().split()
         if words[:1] == ["all"]:
             return await self.forget_all(memory, confirmed=words[1:2] == ["yes"])
         return await self.forget_one(memory, argument)
 
-    async def _carried(self, message: InboundMessage, memory: ChatMemory) -> str | None:
+    async def _carried(self, memory: ChatMemory) -> str | None:
         """What this chat's model sees of the notes, when it is not all of them: a small
         window carries the most recently used (docs/design.md#memory-block)."""
         # The chat's notes are owned by its session key (docs/design.md#memory-scopes).
