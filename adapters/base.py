@@ -11,14 +11,39 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 from nightowl_errors import NightowlError
 
 ChatType = Literal["private", "group", "channel", "thread", "console"]
+#: Chat types where only the person and the bot talk (a DM, the operator's terminal).
+PRIVATE_CHAT_TYPES: frozenset[ChatType] = frozenset({"private", "console"})
+
+
+@dataclass(frozen=True)
+class PlatformTraits:
+    """What the gateway must know of a platform to treat its messages right, declared by
+    its adapter (docs/design.md#platform-traits): the gateway asks these, never the
+    platform's name. The defaults describe a plain chat platform."""
+
+    #: Whoever can type here runs the bot (a terminal): every message is trusted, no
+    #: allowlist is asked, and every chat is private.
+    operator_only: bool = False
+    #: Groups have moderators (Discord: Manage Messages): a group-wide command there needs
+    #: an allowed user who also moderates or holds an allowed role.
+    moderated_groups: bool = False
+    #: A private chat's session belongs to the person, whatever the chat's id: the key
+    #: is ``<platform>:dm:<user id>`` (Discord DMs; docs/design.md#session-keys).
+    private_session_by_user: bool = False
+    #: Private chats have positive numeric ids, groups and channels negative ones
+    #: (Telegram), so a session key alone says whether its chat is private.
+    private_ids_positive: bool = False
+    #: Missed history can be read back after a reconnect: the gateway hands the adapter
+    #: a :class:`CatchUpSource` (:meth:`Adapter.catch_up_from`).
+    catches_up: bool = False
 
 
 #: Fetches an attachment's bytes; None when they could not be fetched (it is logged).
@@ -101,12 +126,6 @@ class InboundMessage:
     #: A "/name" that named no bot, in a group every bot receives (Telegram): if it is
     #: none of ours it is another bot's, and goes unanswered.
     bare_command: bool = False
-    #: Not a message: this chat continues under another id (a Telegram group upgraded to
-    #: a supergroup); the gateway moves the chat's session there (docs/design.md#chat-moves).
-    moved_to_chat_id: str | None = None
-    #: Not a message: the user blocked the bot in their private chat (Telegram's
-    #: ``my_chat_member``, status ``kicked``); a pairing request of theirs is withdrawn.
-    blocked_bot: bool = False
     received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
@@ -129,8 +148,31 @@ class DeliveryError(NightowlError):
         self.chat_id = chat_id
 
 
+@dataclass(frozen=True)
+class ChatMoved:
+    """Not a message: a chat continues under another id (a Telegram group upgraded to a
+    supergroup); the gateway moves the chat's session there (docs/design.md#chat-moves)."""
+
+    platform: str
+    old_chat_id: str
+    new_chat_id: str
+
+
+@dataclass(frozen=True)
+class BotBlocked:
+    """Not a message: a user blocked the bot in their private chat (Telegram's
+    ``my_chat_member``, status ``kicked``); a pairing request of theirs is withdrawn."""
+
+    platform: str
+    chat_id: str
+    user_id: str
+
+
+#: What an adapter hands the gateway: a message, or something that happened to a chat.
+Inbound = InboundMessage | ChatMoved | BotBlocked
+
 #: The gateway's entry point; returns once the message is stored (or refused).
-InboundSink = Callable[[InboundMessage], Awaitable[None]]
+InboundSink = Callable[[Inbound], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -141,6 +183,27 @@ class AdapterStatus:
     connected: bool | None
     #: How it receives: "polling", "webhook", "gateway, 1 shard", "terminal"...
     mode: str = ""
+
+
+class MissedChat(Protocol):
+    """A chat an adapter could catch up on, described for the gateway's allowlists."""
+
+    @property
+    def chat_id(self) -> str: ...
+    @property
+    def chat_type(self) -> ChatType: ...
+    @property
+    def parent_chat_id(self) -> str | None: ...
+    @property
+    def user_id(self) -> str | None: ...
+
+
+class CatchUpSource(Protocol):
+    """What the gateway tells an adapter that catches up about the chats it stored."""
+
+    async def cursors(self, since: datetime) -> Sequence[tuple[int, int]]: ...
+
+    def allows(self, chat: MissedChat) -> bool: ...
 
 
 class ReplyStream(ABC):
@@ -159,6 +222,8 @@ class Adapter(ABC):
     """One chat platform."""
 
     platform: str
+    #: What the gateway must know of this platform (docs/design.md#platform-traits).
+    traits: PlatformTraits = PlatformTraits()
 
     @abstractmethod
     async def start(self, sink: InboundSink) -> None:
@@ -190,3 +255,7 @@ class Adapter(ABC):
     def status(self) -> AdapterStatus:
         """Whether the platform is connected now, and how it receives."""
         return AdapterStatus(connected=None)
+
+    def catch_up_from(self, source: CatchUpSource) -> None:  # noqa: B027 - optional
+        """Read what was missed while disconnected, after ``source``'s cursors: only an
+        adapter whose :attr:`traits` say ``catches_up`` is given one."""

@@ -27,7 +27,14 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import TextIO
 
-from adapters.base import Adapter, AdapterStatus, InboundMessage, InboundSink, OutboundMessage
+from adapters.base import (
+    Adapter,
+    AdapterStatus,
+    InboundMessage,
+    InboundSink,
+    OutboundMessage,
+    PlatformTraits,
+)
 from adapters.terminal_lines import TerminalLines
 
 log = logging.getLogger(__name__)
@@ -58,6 +65,8 @@ def terminal_safe(text: str) -> str:
 
 class ConsoleAdapter(Adapter):
     platform = "console"
+    #: The operator's own terminal (docs/design.md#platform-traits).
+    traits = PlatformTraits(operator_only=True)
 
     def __init__(
         self,

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from adapters.base import Adapter, InboundMessage
+from adapters.base import Adapter
 from agent.calibration import Calibration, Calibrations
 from agent.context_compressor import ContextCompressor
 from agent.context_engine import EngineChoice, resolve_context_engine
@@ -41,6 +41,7 @@ from gateway.conversation.lanes import Lanes
 from gateway.conversation.model_choice import ModelChoices, ModelCommand
 from gateway.conversation.moves import ChatMoves
 from gateway.conversation.pairing import Pairing, config_owners
+from gateway.conversation.platforms import Platforms
 from gateway.conversation.router import Router
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
@@ -76,9 +77,9 @@ class Assembly:
     ) -> None:
         self.config = config
         self.adapters: dict[str, Adapter] = {a.platform: a for a in adapters or []}
+        self.platforms = Platforms(self.adapters.values())  # docs/design.md#platform-traits
         self.providers = providers or build_providers(config)
         self.store = build_store(config)
-        # Discord reads what it missed while disconnected, after what the store holds.
         catch_up_from_store(self.adapters.values(), self.store.conversation, config)
         self.events = EventBus()
         self.windows = ContextLengthResolver(config.data_dir)
@@ -99,7 +100,7 @@ class Assembly:
         self.memories: Memories | None = None
         if config.memory.enabled:
             self.toolbox.tools.update({tool.name: tool for tool in MEMORY_TOOLS})
-            self.memories = Memories(self.store.memory, max_tokens=config.memory.max_tokens)
+            self.memories = Memories(self.store.memory, config.memory.max_tokens, self.platforms)
         self.engine_choice: EngineChoice = resolve_context_engine(
             config.context.engine, ContextCompressor, [config.data_dir / "plugins"]
         )
@@ -170,12 +171,13 @@ class Assembly:
             self.store.conversation,
             self.sessions,
             self.lanes,
-            self._reply,
+            lambda message, text: self.router.reply(message, text),  # the router is next
             window_note=self.window_note,
             memory=MemoryCommands(self.memories, self.sessions),
             pairing=self.pairing,
             models=ModelCommand(self.models, self.store.conversation, self.sessions, self.lanes),
             tools=self.describe_tools,
+            platforms=self.platforms,
         )
         self.router = Router(
             config,
@@ -185,7 +187,7 @@ class Assembly:
             self.lanes.notify,
             self.runner.send,
             self.commands,
-            access=Access(config, self.pairing, moves=self.moves),
+            access=Access(config, self.pairing, moves=self.moves, platforms=self.platforms),
             pairing=self.pairing,
             media=self.media,
             moves=self.moves,
@@ -274,15 +276,14 @@ class Assembly:
     def _calibration(record: SessionRecord, provider: Provider) -> Calibration | None:
         """The session's own calibration, kept with its anchor — if it was taken on the
         model the session uses now."""
-        anchor = record.anchor
-        if anchor is None or anchor.route != provider.route:
+        if (anchor := record.anchor) is None or anchor.route != provider.route:
             return None
         return Calibration.from_ratio(anchor.ratio)
 
     def _mcp_tools(self, key: str, *, vision: bool) -> list[ToolSource]:
         if self.mcp is None:
             return []
-        return [self.mcp.source(offered_servers(self.config, key), vision=vision)]
+        return [self.mcp.source(offered_servers(self.config, key, self.platforms), vision=vision)]
 
     async def describe_tools(self, key: str) -> str:
         """``/tools``: what the model can call in this chat (docs/design.md#mcp-tools)."""
@@ -292,7 +293,7 @@ class Assembly:
         else:  # no conversation yet: what its first turn would be offered
             sources = self._mcp_tools(key, vision=self.config.model.supports_vision)
             schemas = ToolBox.of(self.toolbox.tools.values(), sources=sources).schemas()
-        servers = offered_servers(self.config, key) if self.mcp is not None else []
+        servers = offered_servers(self.config, key, self.platforms) if self.mcp is not None else []
         return describe_tools(
             schemas, {name: self.mcp.connections[name] for name in servers if self.mcp}
         )
@@ -302,6 +303,3 @@ class Assembly:
         if not caching_enabled(main.name, main.model, main.base_url):
             return None
         return resolve_cache_ttl(self.config.prompt_caching.cache_ttl, source)
-
-    async def _reply(self, inbound: InboundMessage, text: str) -> None:
-        await self.router.reply(inbound, text)

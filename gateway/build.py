@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from adapters.base import Adapter, InboundMessage
+from adapters.base import Adapter, CatchUpSource, InboundMessage, MissedChat
 from agent.compression.settings import CompressionSettings
 from agent.context_engine import ContextEngine, EngineChoice
 from agent.model_metadata import ContextLengthResolver
@@ -30,14 +30,13 @@ from gateway.config.schema import (
     summary_model_route,
 )
 from gateway.conversation.access import place_allowed, user_listed
-from gateway.conversation.commands import COMMAND_LIST
+from gateway.conversation.command_registry import MENU
 from gateway.conversation.runtime import SessionRuntime
 from gateway.logs import redact_from_now_on
 from gateway.private_files import write_private
 from gateway.store import ConversationStore, SQLiteStore, Store
 
 if TYPE_CHECKING:
-    from adapters.discord_adapter.catch_up import CatchUpChat
     from agent.mcp import McpServers
 
 log = logging.getLogger(__name__)
@@ -263,7 +262,7 @@ def telegram_adapter(config: Config) -> Adapter:
         stream=telegram.stream,
         webhook=webhook,
         health_timeout_seconds=telegram.health_timeout_seconds,
-        bot_commands=COMMAND_LIST,
+        bot_commands=MENU,
     )
     return TelegramAdapter(settings)
 
@@ -312,7 +311,7 @@ def discord_adapter(config: Config) -> Adapter:
         free_response_channels=discord.free_response_channels,
         allow_bots=discord.allow_bots,
         stream=discord.stream,
-        slash_commands=COMMAND_LIST,
+        slash_commands=MENU,
         catch_up_hours=discord.catch_up_hours,
         shard_count=discord.shard_count,
         shard_ids=discord.shard_ids,
@@ -320,23 +319,25 @@ def discord_adapter(config: Config) -> Adapter:
     return DiscordAdapter(settings)
 
 
-class StoredCatchUp:
-    """The Discord adapter's catch-up source: cursors from what the store holds, chats
-    judged by the same allowlists as every message (docs/design.md#authorization)."""
+class StoredCatchUp(CatchUpSource):
+    """A catching-up adapter's source (Discord's): cursors from what the store holds of
+    its platform, chats judged by the same allowlists as every message
+    (docs/design.md#authorization)."""
 
-    def __init__(self, store: ConversationStore, config: Config) -> None:
+    def __init__(self, store: ConversationStore, config: Config, platform: str) -> None:
         self.store = store
         self.config = config
+        self.platform = platform
 
     async def cursors(self, since: datetime) -> list[tuple[int, int]]:
-        newest = await self.store.newest_stored_message_ids("discord", since.timestamp())
+        newest = await self.store.newest_stored_message_ids(self.platform, since.timestamp())
         return [(int(chat), last) for chat, last in sorted(newest.items()) if chat.isdigit()]
 
-    def allows(self, chat: CatchUpChat) -> bool:
+    def allows(self, chat: MissedChat) -> bool:
         """An allowed channel (or a thread of one), or the DM of an allowed user: the
         router judges every message read back again, sender by sender."""
         probe = InboundMessage(
-            platform="discord",
+            platform=self.platform,
             chat_id=chat.chat_id,
             user_id=chat.user_id or "",
             text="",
@@ -352,15 +353,12 @@ class StoredCatchUp:
 def catch_up_from_store(
     adapters: Iterable[Adapter], store: ConversationStore, config: Config
 ) -> None:
-    """Let the Discord adapter read what it missed while disconnected, after the newest
-    message ``store`` holds in each chat. The gateway calls this once it has its store."""
+    """Let each adapter that can (its traits say ``catches_up``: Discord) read what it
+    missed while disconnected, after the newest message ``store`` holds in each chat. The
+    gateway calls this once it has its store."""
     for adapter in adapters:
-        if adapter.platform != "discord":
-            continue
-        from adapters.discord_adapter import DiscordAdapter
-
-        if isinstance(adapter, DiscordAdapter):
-            adapter.catch_up_from(StoredCatchUp(store, config))
+        if adapter.traits.catches_up:
+            adapter.catch_up_from(StoredCatchUp(store, config, adapter.platform))
 
 
 # -- the store ---------------------------------------------------------------------------

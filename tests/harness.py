@@ -11,18 +11,34 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
+from adapters.base import (
+    Adapter,
+    BotBlocked,
+    ChatMoved,
+    InboundMessage,
+    InboundSink,
+    OutboundMessage,
+    PlatformTraits,
+)
+from adapters.console import ConsoleAdapter
+from adapters.discord_adapter import DiscordAdapter
+from adapters.telegram import TelegramAdapter
 from gateway.app import Gateway
 from gateway.config.schema import Config, parse_config
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.waiting import CEILING, Recording
 
+#: What the real adapters declare of their platforms (docs/design.md#platform-traits).
+TRAITS = {a.platform: a.traits for a in (ConsoleAdapter, DiscordAdapter, TelegramAdapter)}
+
 
 class RecordingAdapter(Adapter):
-    """A platform that records what the gateway sends and lets tests inject messages."""
+    """A platform that records what the gateway sends and lets tests inject messages;
+    it is what the real adapter of its name says its platform is, unless told ``traits``."""
 
-    def __init__(self, platform: str = "console") -> None:
+    def __init__(self, platform: str = "console", traits: PlatformTraits | None = None) -> None:
         self.platform = platform
+        self.traits = traits or TRAITS.get(platform, PlatformTraits())
         self.typing_spans: list[tuple[str, str]] = []  # ("start" | "stop", chat_id)
         self._sink: InboundSink | None = None
         self._outbox: Recording[OutboundMessage] = Recording()
@@ -58,6 +74,11 @@ class RecordingAdapter(Adapter):
         await self._sink(
             InboundMessage(platform=self.platform, chat_id=chat_id, text=text, **fields)
         )
+
+    async def tell(self, event: ChatMoved | BotBlocked) -> None:
+        """Deliver a chat event to the gateway, as this platform's adapter would."""
+        assert self._sink is not None, "adapter not started"
+        await self._sink(event)
 
     def texts(self, chat_id: str | None = None) -> list[str]:
         return [m.text for m in self.sent if chat_id is None or m.chat_id == chat_id]

@@ -129,3 +129,43 @@ def test_no_dataclass_writes_its_own_init() -> None:
             if decorated and own_init:
                 wrong.append(f"{name}.{node.name}")
     assert not wrong, wrong
+
+
+#: Modules of the gateway that may name a platform. The config and the CLI name them in
+#: their keys and argument choices; logs.py quiets the platform libraries' own loggers,
+#: which are named after them ("discord", "telegram").
+NAMES_PLATFORMS = ("gateway.config", "gateway.ops", "gateway.logs")
+PLATFORM_NAMES = frozenset({"telegram", "discord", "console"})
+
+
+def platform_literals(source: str) -> list[tuple[int, str]]:
+    """(line, text) of each string constant in ``source`` that is a platform's name."""
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.strip().lower() in PLATFORM_NAMES
+    ]
+
+
+def test_the_gateway_asks_adapters_what_a_platform_is_never_its_name() -> None:
+    """docs/design.md#platform-traits: no ``if platform == "telegram"`` in the gateway."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {text!r}"
+        for name, path in modules().items()
+        if name.split(".")[0] == "gateway"
+        and not any(name == kept or name.startswith(kept + ".") for kept in NAMES_PLATFORMS)
+        for line, text in platform_literals(path.read_text())
+    ]
+    assert not found, found
+
+
+def test_a_platform_named_in_a_comparison_a_set_or_a_call_is_found() -> None:
+    source = (
+        'def key(platform: str) -> str:\n    return "dm" if platform == "discord" else ""\n'
+        "PLACES = {'Console', 'group'}\n"
+        'NAME = "telegrams"\n'
+        'print(f"telegram:{NAME}")\n'
+    )
+    assert sorted(platform_literals(source)) == [(2, "discord"), (3, "Console")]

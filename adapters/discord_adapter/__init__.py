@@ -34,10 +34,9 @@ discord.py's job; disconnects and resumes are logged.
 from adapters.discord_adapter.adapter import INTERACTION_PREFIX, DiscordAdapter
 from adapters.discord_adapter.catch_up import CatchUpChat, CatchUpSource
 from adapters.discord_adapter.outbound import MESSAGE_LIMIT, NO_PINGS
-from adapters.discord_adapter.settings import DEFAULT_SLASH_COMMANDS, DiscordSettings
+from adapters.discord_adapter.settings import DiscordSettings
 
 __all__ = [
-    "DEFAULT_SLASH_COMMANDS",
     "INTERACTION_PREFIX",
     "MESSAGE_LIMIT",
     "NO_PINGS",

@@ -14,14 +14,16 @@ import discord
 
 from adapters.base import (
     Adapter,
+    CatchUpSource,
     DeliveryError,
     InboundMessage,
     InboundSink,
     OutboundMessage,
+    PlatformTraits,
     ReplyStream,
 )
 from adapters.discord_adapter import outbound
-from adapters.discord_adapter.catch_up import CatchUp, CatchUpSource, Taken
+from adapters.discord_adapter.catch_up import CatchUp, Taken
 from adapters.discord_adapter.client import Client, new_client
 from adapters.discord_adapter.inbound import (
     inbound_from_interaction,
@@ -49,6 +51,9 @@ class DiscordAdapter(Adapter):
     """
 
     platform = PLATFORM
+    #: docs/design.md#platform-traits: moderators (Manage Messages), a DM's session is
+    #: its user's, and history missed while disconnected can be read back.
+    traits = PlatformTraits(moderated_groups=True, private_session_by_user=True, catches_up=True)
 
     def __init__(self, settings: DiscordSettings) -> None:
         self.settings = settings

@@ -8,17 +8,6 @@ from dataclasses import dataclass, field
 # Discord's rule for chat-input command names (lowercase where a case exists).
 _COMMAND_NAME = re.compile(r"^[-_\w]{1,32}$")
 
-#: The gateway's commands (docs/design.md#commands), offered in Discord's "/" menu.
-DEFAULT_SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
-    ("new", "Start a new conversation"),
-    ("reset", "Start a new conversation (same as /new)"),
-    ("compress", "Summarize older messages now; optional focus"),
-    ("status", "Model, context window, tokens used, compressions"),
-    ("context", "Token breakdown of the current context"),
-    ("usage", "Token usage of this conversation"),
-    ("help", "What I can do"),
-)
-
 
 @dataclass(frozen=True)
 class DiscordSettings:
@@ -32,7 +21,8 @@ class DiscordSettings:
     #: Pass messages written by other bots (own messages are always ignored).
     allow_bots: bool = False
     #: (name, description) of each application command; each takes an optional ``args``.
-    slash_commands: tuple[tuple[str, str], ...] = DEFAULT_SLASH_COMMANDS
+    #: The gateway gives its commands' menu (docs/design.md#commands).
+    slash_commands: tuple[tuple[str, str], ...] = ()
     #: Register ``slash_commands`` with Discord at start (a bulk overwrite).
     sync_commands: bool = True
     #: Also register them in these guilds (instant there; global ones can take a while).

@@ -16,15 +16,16 @@ from telegram.request import BaseRequest, HTTPXRequest
 from adapters.base import (
     Adapter,
     AdapterStatus,
+    ChatMoved,
     DeliveryError,
-    InboundMessage,
     InboundSink,
     OutboundMessage,
+    PlatformTraits,
     ReplyStream,
 )
 from adapters.telegram.calls import ApiCaller, redact
 from adapters.telegram.delivery import Sender
-from adapters.telegram.inbound import BotIdentity, UpdateConverter
+from adapters.telegram.inbound import PLATFORM, BotIdentity, UpdateConverter
 from adapters.telegram.receiving import ALLOWED_UPDATES, Dedupe, UpdatePoller, UpdateProcessor
 from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.stream import TelegramReplyStream
@@ -56,7 +57,9 @@ class TelegramAdapter(Adapter):
     already stored; such redelivered updates are confirmed without calling the sink.
     """
 
-    platform = "telegram"
+    platform = PLATFORM
+    #: Users have positive chat ids, groups negative ones (docs/design.md#platform-traits).
+    traits = PlatformTraits(private_ids_positive=True)
 
     def __init__(self, settings: TelegramSettings, *, dedupe: Dedupe | None = None) -> None:
         self.settings = settings
@@ -86,7 +89,7 @@ class TelegramAdapter(Adapter):
         self.identity = BotIdentity(id=bot.id, username=bot.username)
         self._sink = sink
         self._sender = Sender(self.settings, bot, self._caller, on_moved=self._chat_moved)
-        converter = UpdateConverter(self.settings, bot, self.identity, self._caller)
+        converter = UpdateConverter(self.settings, bot, self.identity, self._caller, sink)
         processor = UpdateProcessor(self.settings, converter.convert, sink, self._dedupe)
         await self._register_commands(bot)
         try:
@@ -143,28 +146,20 @@ class TelegramAdapter(Adapter):
         (docs/design.md#chat-moves), in the background — a send must not wait on it."""
         if self._sink is None:
             return
-        moved = InboundMessage(
-            platform=self.platform,
-            chat_id=old_chat_id,
-            user_id="",
-            text="",
-            chat_type="group",
-            addressed=False,
-            moved_to_chat_id=new_chat_id,
-        )
+        moved = ChatMoved(self.platform, old_chat_id, new_chat_id)
         task = asyncio.create_task(self._pass_move(self._sink, moved))
         self._moves.add(task)
         task.add_done_callback(self._moves.discard)
 
-    async def _pass_move(self, sink: InboundSink, moved: InboundMessage) -> None:
+    async def _pass_move(self, sink: InboundSink, moved: ChatMoved) -> None:
         try:
             await sink(moved)
         except Exception:  # the move is retried by the next service message or send
-            log.exception("Telegram chat move %s not passed on", moved.chat_id)
+            log.exception("Telegram chat move %s not passed on", moved.old_chat_id)
 
     def _running_sender(self) -> Sender:
         if self._sender is None:
-            raise DeliveryError("Telegram adapter is not running", platform="telegram")
+            raise DeliveryError("Telegram adapter is not running", platform=PLATFORM)
         return self._sender
 
     def _make_bot(

@@ -9,13 +9,22 @@ from typing import Literal
 from telegram import Bot, Message, MessageEntity, PhotoSize, Update
 from telegram.error import TelegramError
 
-from adapters.base import ChatType, DeliveryError, InboundMessage, QuotedMessage
+from adapters.base import (
+    BotBlocked,
+    ChatMoved,
+    ChatType,
+    DeliveryError,
+    InboundMessage,
+    InboundSink,
+    QuotedMessage,
+)
 from adapters.telegram import media
 from adapters.telegram.calls import ApiCaller
 from adapters.telegram.settings import TelegramSettings
 
 log = logging.getLogger(__name__)
 
+PLATFORM = "telegram"
 _CHAT_TYPES: dict[str, ChatType] = {"private": "private", "group": "group", "supergroup": "group"}
 CommandTarget = Literal["none", "ours", "other"]
 
@@ -26,40 +35,44 @@ class BotIdentity:
     username: str
 
 
-def _blocked(update: Update) -> InboundMessage | None:
+def _blocked(update: Update) -> BotBlocked | None:
     """A user who blocked the bot in their private chat (``my_chat_member``: ``kicked``)."""
     member = update.my_chat_member
     if member is None or member.chat.type != "private":
         return None
     if member.new_chat_member.status != "kicked":
         return None
-    return InboundMessage(
-        platform="telegram",
-        chat_id=str(member.chat.id),
-        user_id=str(member.from_user.id),
-        text="",
-        addressed=False,
-        dedupe_key=f"telegram:{update.update_id}",
-        blocked_bot=True,
-    )
+    return BotBlocked(PLATFORM, str(member.chat.id), str(member.from_user.id))
 
 
 class UpdateConverter:
-    """Builds InboundMessages; photos are downloaded through the Bot API on demand."""
+    """Builds InboundMessages; photos are downloaded through the Bot API on demand.
+
+    An update that is no message but news of a chat (a group became a supergroup, a user
+    blocked the bot) is handed to ``sink`` as its event (:class:`ChatMoved`,
+    :class:`BotBlocked`) before :meth:`convert` returns None for it."""
 
     def __init__(
-        self, settings: TelegramSettings, bot: Bot, identity: BotIdentity, caller: ApiCaller
+        self,
+        settings: TelegramSettings,
+        bot: Bot,
+        identity: BotIdentity,
+        caller: ApiCaller,
+        sink: InboundSink,
     ) -> None:
         self._settings = settings
         self._bot = bot
         self._identity = identity
         self._caller = caller
+        self._sink = sink
 
     async def convert(self, update: Update) -> InboundMessage | None:
-        """The message in ``update``, or None for updates that carry nothing for the agent."""
+        """The message in ``update``, or None for updates that carry nothing for the agent
+        (and for chat events, once the sink took them)."""
         blocked = _blocked(update)
         if blocked is not None:
-            return blocked
+            await self._sink(blocked)
+            return None
         message = update.message or update.edited_message
         if message is None:
             return None
@@ -68,17 +81,8 @@ class UpdateConverter:
             return None
         moved = _moved(message)
         if moved is not None:
-            old, new = moved
-            return InboundMessage(
-                platform="telegram",
-                chat_id=old,
-                user_id="",
-                text="",
-                chat_type=chat_type,
-                addressed=False,
-                dedupe_key=f"telegram:{update.update_id}",
-                moved_to_chat_id=new,
-            )
+            await self._sink(ChatMoved(PLATFORM, *moved))
+            return None
         text = message.text or message.caption or ""
         entities = message.entities or message.caption_entities or ()
         command = self._command_target(text, entities)
@@ -91,7 +95,7 @@ class UpdateConverter:
             return None  # service messages (joins, pins, topic edits…)
         sender, sender_name = _sender(message)
         return InboundMessage(
-            platform="telegram",
+            platform=PLATFORM,
             chat_id=str(message.chat.id),
             user_id=sender,
             user_name=sender_name,

@@ -13,8 +13,11 @@ The rule is the same on every platform, and it fails closed:
   ``groups.observe``), marked as untrusted, never instructions. A message with no
   identifiable sender starts nothing.
 - ``/new``, ``/compress`` and ``/model NAME`` change the chat for everyone in a group: they need
-  an allowed user (on Discord, one who also moderates — Manage Messages — or holds an
-  allowed role).
+  an allowed user (where groups have moderators, as on Discord, one who also moderates —
+  Manage Messages — or holds an allowed role).
+
+What differs between platforms is asked of their traits (docs/design.md#platform-traits)
+and read from their config section, never decided by their names.
 
 Nothing here downloads anything: attachments are fetched after this judgement, and only
 for a message that may start a turn.
@@ -22,26 +25,20 @@ for a message that may start a turn.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from adapters.base import InboundMessage
+from adapters.base import PRIVATE_CHAT_TYPES, InboundMessage, PlatformTraits
 from gateway.config.schema import Config
+from gateway.conversation.platforms import Platforms
 
 NOT_HERE = "I don't answer here. Ask the bot's owner to allow this channel."
 NOT_YOU = "Only the people this bot works for can ask it things here."
 #: A refused sender hears about it at most this often.
 REFUSAL_PAUSE_SECONDS = 3600.0
-#: Commands that change the conversation, or its memory, for everyone in the chat.
-GROUP_WIDE_COMMANDS = frozenset({"new", "reset", "compress", "forget"})
-
-
-def is_group_wide(name: str, argument: str) -> bool:
-    """Whether a command changes the chat for everyone: those above, and ``/model NAME``
-    (switching the model; ``/model`` alone only shows it)."""
-    return name in GROUP_WIDE_COMMANDS or (name == "model" and bool(argument.strip()))
 
 
 class Approvals(Protocol):
@@ -72,40 +69,73 @@ class Verdict:
     refusal: str | None = None
 
 
+@dataclass(frozen=True)
+class Rules:
+    """A platform's allowlists, from its section of the config's ``platforms``."""
+
+    users: frozenset[str] = frozenset()
+    #: Allowed groups, channels (``allowed_chats``, ``allowed_channels``).
+    places: frozenset[str] = frozenset()
+    roles: frozenset[str] = frozenset()
+    group_members: str = "allowed"
+    pairing: bool = False
+
+
+def platform_sections(config: Config) -> list[str]:
+    """The platforms the config has a section for, in its order."""
+    return [section.name for section in dataclasses.fields(config.platforms)]
+
+
+def rules(config: Config, platform: str) -> Rules:
+    """The allowlists of ``platform``'s config section; none for a platform without one."""
+    if platform not in platform_sections(config):
+        return Rules()
+    settings = getattr(config.platforms, platform)
+
+    def listed(key: str) -> frozenset[str]:
+        return frozenset(getattr(settings, key, ()))
+
+    return Rules(
+        users=listed("allowed_users"),
+        places=listed("allowed_chats") | listed("allowed_channels"),
+        roles=listed("allowed_roles"),
+        group_members=getattr(settings, "group_members", "allowed"),
+        pairing=bool(getattr(settings, "pairing", False)),
+    )
+
+
 def place_allowed(config: Config, message: InboundMessage) -> bool:
     """Whether the chat is an allowed group, channel (or a thread of one)."""
-    places = _places(config, message.platform)
+    places = rules(config, message.platform).places
     return message.chat_id in places or (
         message.parent_chat_id is not None and message.parent_chat_id in places
     )
 
 
 def user_listed(config: Config, message: InboundMessage) -> bool:
-    """Whether the sender is on the config's allowlist (users, or roles on Discord)."""
+    """Whether the sender is on the config's allowlist (users, or roles where the
+    platform has them)."""
     if not message.user_id:
         return False
-    if message.platform == "telegram":
-        return message.user_id in config.platforms.telegram.allowed_users
-    if message.platform == "discord":
-        discord = config.platforms.discord
-        roles = set(discord.allowed_roles)
-        return message.user_id in discord.allowed_users or any(
-            role in roles for role in message.user_roles
-        )
-    return False
+    allowed = rules(config, message.platform)
+    return message.user_id in allowed.users or any(
+        role in allowed.roles for role in message.user_roles
+    )
 
 
-def may_use_group_commands(config: Config, message: InboundMessage, *, trusted: bool) -> bool:
+def may_use_group_commands(
+    config: Config, message: InboundMessage, traits: PlatformTraits, *, trusted: bool
+) -> bool:
     """``/new`` and ``/compress``: in a private chat anyone allowed there; in a group an
     allowed user — by the config, never by pairing, whatever ``group_members`` lets talk —
-    who on Discord also moderates or holds an allowed role."""
-    if message.chat_type in ("private", "console"):
+    who, where groups have moderators (Discord), also moderates or holds an allowed role."""
+    if message.chat_type in PRIVATE_CHAT_TYPES:
         return True
     if not trusted or not user_listed(config, message):
         return False
-    if message.platform != "discord":
+    if not traits.moderated_groups:
         return True
-    roles = set(config.platforms.discord.allowed_roles)
+    roles = rules(config, message.platform).roles
     return message.can_moderate or any(role in roles for role in message.user_roles)
 
 
@@ -119,18 +149,21 @@ class Access:
         *,
         clock: Callable[[], float] = time.monotonic,
         moves: EarlierIds | None = None,
+        platforms: Platforms | None = None,
     ) -> None:
         self.config = config
         self.approvals = approvals
         self.moves = moves
         self.clock = clock
+        #: The platforms whose messages are judged; any other's are refused silently.
+        self.platforms = platforms or Platforms()
         self._refused: dict[tuple[str, str], float] = {}
 
     async def judge(self, message: InboundMessage) -> Verdict:
-        if message.platform == "console":
-            return Verdict(turn=True, observe=True, trusted=True)
-        if message.platform not in ("telegram", "discord"):
+        if message.platform not in self.platforms:
             return Verdict()
+        if self.platforms[message.platform].operator_only:
+            return Verdict(turn=True, observe=True, trusted=True)
         listed = user_listed(self.config, message)
         if message.chat_type == "private":
             if listed or await self._paired(message) or place_allowed(self.config, message):
@@ -151,16 +184,25 @@ class Access:
         refusal = NOT_YOU if message.needs_answer and not turn else None
         return Verdict(turn=turn, observe=True, trusted=trusted, refusal=refusal)
 
+    def may_use_group_commands(self, message: InboundMessage, *, trusted: bool) -> bool:
+        """See :func:`may_use_group_commands`."""
+        traits = self.platforms[message.platform]
+        return may_use_group_commands(self.config, message, traits, trusted=trusted)
+
     def place_allowed(self, message: InboundMessage) -> bool:
         """An allowed place, under its id or one it had before it moved."""
         if place_allowed(self.config, message):
             return True
+        return self.chat_allowed(message.platform, message.chat_id)
+
+    def chat_allowed(self, platform: str, chat_id: str) -> bool:
+        """Whether a chat is an allowed place, under its id or one it had before it moved."""
+        places = rules(self.config, platform).places
+        if chat_id in places:
+            return True
         if self.moves is None:
             return False
-        places = set(_places(self.config, message.platform))
-        return any(
-            old in places for old in self.moves.earlier_ids(message.platform, message.chat_id)
-        )
+        return any(old in places for old in self.moves.earlier_ids(platform, chat_id))
 
     def should_tell(self, message: InboundMessage) -> bool:
         """Whether a refused sender is told (again): at most once an hour per user."""
@@ -188,7 +230,7 @@ class Access:
         user by id (roles of a quoted author are unknown) — or anyone under
         ``group_members: all``."""
         quote = message.reply_to
-        if quote is None or quote.from_bot or message.chat_type in ("private", "console"):
+        if quote is None or quote.from_bot or message.chat_type in PRIVATE_CHAT_TYPES:
             return True
         members = self._group_members(message.platform)
         if members == "all":
@@ -206,23 +248,10 @@ class Access:
         return await self.approvals.is_approved(message.platform, message.user_id)
 
     def _pairing_on(self, platform: str) -> bool:
-        if self.approvals is None:
-            return False
-        settings = getattr(self.config.platforms, platform, None)
-        return bool(getattr(settings, "pairing", False))
+        return self.approvals is not None and rules(self.config, platform).pairing
 
     def _group_members(self, platform: str) -> str:
-        if platform == "telegram":
-            return self.config.platforms.telegram.group_members
-        return self.config.platforms.discord.group_members
-
-
-def _places(config: Config, platform: str) -> list[str]:
-    if platform == "telegram":
-        return list(config.platforms.telegram.allowed_chats)
-    if platform == "discord":
-        return list(config.platforms.discord.allowed_channels)
-    return []
+        return rules(self.config, platform).group_members
 
 
 def _stranger_refusal(message: InboundMessage) -> str:

@@ -3,8 +3,8 @@
 ``chats: private`` (the default) offers a server's tools in private chats only — a tool
 with side effects in a group is the operator's choice; ``groups`` in groups only,
 ``all`` everywhere, or a list of session keys (docs/design.md#session-keys). Whether a
-chat is private is read from its session key, failing closed: a key this module cannot
-place is a group.
+chat is private is read from its session key by its platform's traits, failing closed:
+a key they cannot place is a group's (:meth:`Platforms.is_private_chat`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from gateway.config.schema import Config
+from gateway.conversation.platforms import Platforms
 
 
 class ServerStatus(Protocol):
@@ -25,23 +26,9 @@ class ServerStatus(Protocol):
     def last_error(self) -> str: ...
 
 
-def is_private_chat(session_key: str) -> bool:
-    """A private chat by its key: the console, a Discord DM, a Telegram chat with a user
-    (Telegram gives users positive ids; groups and channels negative ones)."""
-    platform, _, rest = session_key.partition(":")
-    if platform == "console":
-        return True
-    if platform == "discord":
-        return rest.startswith("dm:")
-    if platform == "telegram":
-        chat = rest.split(":", 1)[0]
-        return chat.isdigit()
-    return False
-
-
-def offered_servers(config: Config, session_key: str) -> list[str]:
+def offered_servers(config: Config, session_key: str, platforms: Platforms) -> list[str]:
     """The enabled MCP servers whose tools this chat is offered, in the config's order."""
-    private = is_private_chat(session_key)
+    private = platforms.is_private_chat(session_key)
     offered = []
     for name, server in config.tools.mcp_servers.items():
         chats = server.chats

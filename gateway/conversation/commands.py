@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING
 from adapters.base import InboundMessage
 from agent.messages import JSON
 from gateway.conversation.background import BackgroundTasks
+from gateway.conversation.command_registry import HELP, command
 from gateway.conversation.fullness import Fullness, measure_fullness, next_memory_block
 from gateway.conversation.lanes import Lanes
 from gateway.conversation.pairing import Pairing
-from gateway.conversation.router import LATER, Answer, session_key
+from gateway.conversation.platforms import Platforms
+from gateway.conversation.router import LATER, Answer
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.transcript import SessionTranscript
@@ -33,38 +35,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-HELP = """Commands:
-/new — start a fresh conversation (the old one stays searchable in the archive)
-/compress [focus] — summarize older messages now, optionally favouring a topic
-/status — model, context window, tokens in use, compressions, cooldown
-/context [summary] — what fills the context window; "summary" shows the current summary
-/usage — tokens used by this conversation
-/memory — what I remember here (and, in private, about you)
-/forget N — forget one of those; /forget all (in private) forgets everything about you
-/model [NAME] — this chat's model and the choices; switch with a name
-/tools — the tools the model can use in this chat
-/pair [approve|deny CODE] — the owner, in private: answer pairing requests
-/help — this list"""
-
 NOTHING_TO_COMPRESS = (
     "Nothing to compress yet: the conversation is still short enough to keep word for word."
 )
-
-#: (command, description) pairs platforms register (Telegram setMyCommands, Discord slash).
-COMMAND_LIST: tuple[tuple[str, str], ...] = (
-    ("new", "Start a fresh conversation"),
-    ("compress", "Summarize older messages now"),
-    ("status", "Model, context use, compressions"),
-    ("context", "What fills the context window"),
-    ("usage", "Tokens used by this conversation"),
-    ("memory", "What I remember here"),
-    ("forget", "Forget something I remember"),
-    ("model", "This chat's model; /model NAME switches"),
-    ("tools", "Tools the model can use here"),
-    ("help", "List the commands"),
-)
-
-KNOWN_COMMANDS = frozenset({name for name, _ in COMMAND_LIST} | {"reset", "start"})
 
 Reply = Callable[[InboundMessage, str], Awaitable[None]]
 
@@ -82,8 +55,11 @@ class Commands:
         memory: MemoryCommands | None = None,
         models: ModelCommand | None = None,
         tools: Callable[[str], Awaitable[str]] | None = None,
+        platforms: Platforms | None = None,
     ) -> None:
         self.store = store
+        #: How a message's session is keyed on its platform (docs/design.md#session-keys).
+        self.platforms = platforms or Platforms()
         self.sessions = sessions
         self.lanes = lanes
         self.reply = reply
@@ -99,14 +75,19 @@ class Commands:
         self.tools = tools
 
     def handles(self, name: str) -> bool:
-        return name in KNOWN_COMMANDS or (name == "pair" and self.pairing is not None)
+        """Whether ``name`` is a command here (docs/design.md#commands): one of the
+        registry's, an owner's only when pairing is wired."""
+        found = command(name)
+        return found is not None and (found.who != "owner" or self.pairing is not None)
 
     async def __call__(self, message: InboundMessage, name: str, argument: str) -> Answer:
         """Run the command ``name`` (one that :meth:`handles`)."""
-        key = session_key(message)
+        key = self.platforms.session_key(message)
+        found = command(name)
+        name = found.name if found is not None else name
         if name == "pair" and self.pairing is not None:
             return Answer(await self.pairing.command(message, argument))
-        if name in ("new", "reset"):
+        if name == "new":
             self._in_background(message, self.reset(key))
             return LATER
         if name == "compress":
@@ -135,7 +116,7 @@ class Commands:
             try:
                 text = await work
             except Exception:  # the user must hear back even when compression breaks
-                log.exception("command failed in %s", session_key(message))
+                log.exception("command failed in %s", self.platforms.session_key(message))
                 text = "That didn't work — something went wrong on my side. Nothing was changed."
             await self.reply(message, text)
 

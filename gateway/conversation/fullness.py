@@ -17,7 +17,6 @@ from agent.memory import MemoryBlock
 from agent.next_request import next_request_tokens
 from agent.tokens import estimate_json_tokens_rough, estimate_message_tokens_rough
 from agent.window import row_caps
-from gateway.conversation.chat_tools import is_private_chat
 from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.transcript import SessionTranscript
 from gateway.memory.scopes import ChatMemory, Memories
@@ -104,7 +103,7 @@ async def next_memory_block(
         memories.store,
         runtime.key,
         person,
-        private=is_private_chat(runtime.key),
+        private=memories.platforms.is_private_chat(runtime.key),
         max_tokens=memories.max_tokens,
     )
     return await memory.block(runtime.agent.window)

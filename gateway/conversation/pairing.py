@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Mapping
 
 from adapters.base import InboundMessage
 from gateway.config.schema import Config
+from gateway.conversation.access import platform_sections, rules
 from gateway.store import ApprovedUser, PairingRequest, PairingStore
 
 log = logging.getLogger(__name__)
@@ -86,10 +87,7 @@ def describe_user(user: ApprovedUser) -> str:
 def config_owners(config: Config) -> dict[str, frozenset[str]]:
     """Who may answer pairing requests in chat: the users the config itself allows
     (``allowed_users``; not roles, chats or paired users), per platform."""
-    return {
-        "telegram": frozenset(config.platforms.telegram.allowed_users),
-        "discord": frozenset(config.platforms.discord.allowed_users),
-    }
+    return {name: rules(config, name).users for name in platform_sections(config)}
 
 
 class Pairing:

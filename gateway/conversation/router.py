@@ -15,17 +15,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from adapters.base import InboundMessage, OutboundMessage
+from adapters.base import BotBlocked, ChatMoved, Inbound, InboundMessage, OutboundMessage
 from agent.messages import Message
 from agent.tokens import TokenCounter
 from gateway.config.schema import Config
-from gateway.conversation.access import (
-    Access,
-    Verdict,
-    is_group_wide,
-    may_use_group_commands,
-)
+from gateway.conversation.access import Access, Verdict
 from gateway.conversation.background import BackgroundTasks
+from gateway.conversation.command_registry import is_group_wide
 from gateway.conversation.moves import ChatMoves
 from gateway.conversation.pairing import FULL, FULL_CODE_SECONDS
 from gateway.conversation.user_rows import user_row
@@ -70,20 +66,6 @@ def parse_command(message: InboundMessage) -> tuple[str, str] | None:
     return name.split("@", 1)[0].lower(), argument.strip()
 
 
-def session_key(message: InboundMessage) -> str:
-    """docs/design.md#session-keys."""
-    if message.platform == "telegram":
-        key = f"telegram:{message.chat_id}"
-        return f"{key}:{message.thread_id}" if message.thread_id else key
-    if message.platform == "discord":
-        if message.chat_type == "private":
-            return f"discord:dm:{message.user_id}"
-        return f"discord:{message.chat_id}"
-    if message.platform == "console":
-        return f"console:{message.chat_id}"
-    return f"{message.platform}:{message.chat_id}"
-
-
 class Pairing(Protocol):
     """Hands a stranger a pairing code, and takes it back when they leave
     (docs/design.md#pairing)."""
@@ -117,16 +99,19 @@ class Router:
         self.send = send
         self.commands = commands
         self.access = access or Access(config)
+        #: What each platform is (docs/design.md#platform-traits): how sessions are keyed.
+        self.platforms = self.access.platforms
         self.pairing = pairing
         self.media = media
         self.moves = moves
         self.background = BackgroundTasks("replies")
 
-    async def receive(self, message: InboundMessage) -> None:
-        if message.moved_to_chat_id is not None:
-            await self._follow_move(message, message.moved_to_chat_id)
+    async def receive(self, message: Inbound) -> None:
+        """An adapter's message or chat event (:data:`adapters.base.Inbound`)."""
+        if isinstance(message, ChatMoved):
+            await self._follow_move(message)
             return
-        if message.blocked_bot:  # a stranger gone: their place in the pairing queue frees
+        if isinstance(message, BotBlocked):  # a stranger gone: their place in the queue frees
             if self.pairing is not None:
                 await self.pairing.withdraw(message.platform, message.user_id)
             return
@@ -154,7 +139,8 @@ class Router:
         media = None
         if self.media is not None:
             # After the judgement: only now may anything be downloaded (docs/design.md#media).
-            media = await self.media.read(message, session_key(message), addressed=addressed)
+            key = self.platforms.session_key(message)
+            media = await self.media.read(message, key, addressed=addressed)
         row = await user_row(
             message,
             instructs=verdict.turn,
@@ -168,21 +154,21 @@ class Router:
         if media is not None and media.problems:
             self.answer(message, " ".join(media.problems))
 
-    async def _follow_move(self, message: InboundMessage, new_chat_id: str) -> None:
+    async def _follow_move(self, moved: ChatMoved) -> None:
         """A chat continues under another id: its session follows, if it is an allowed
         place (docs/design.md#chat-moves)."""
-        if self.moves is None or not self.access.place_allowed(message):
+        if self.moves is None or not self.access.chat_allowed(moved.platform, moved.old_chat_id):
             return
-        if await self.moves.follow(message.platform, message.chat_id, new_chat_id):
-            self.notify_lane(f"{message.platform}:{new_chat_id}")  # what waited moved too
+        if await self.moves.follow(moved.platform, moved.old_chat_id, moved.new_chat_id):
+            self.notify_lane(f"{moved.platform}:{moved.new_chat_id}")  # what waited moved too
 
     async def _command(
         self, message: InboundMessage, name: str, argument: str, *, trusted: bool
     ) -> None:
         if not await self._first_time(message):
             return  # a redelivered /new must not run twice
-        if is_group_wide(name, argument) and not may_use_group_commands(
-            self.config, message, trusted=trusted
+        if is_group_wide(name, argument) and not self.access.may_use_group_commands(
+            message, trusted=trusted
         ):
             self.answer(message, "Only an owner of this bot can do that in a group.")
             return
@@ -208,7 +194,7 @@ class Router:
             self.answer(message, text)
 
     async def _store(self, message: InboundMessage, row: Message, *, addressed: bool) -> None:
-        key = session_key(message)
+        key = self.platforms.session_key(message)
         entry = InboxEntry(
             session_key=key,
             platform=message.platform,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 
-from adapters.base import Attachment, InboundMessage
+from adapters.base import PRIVATE_CHAT_TYPES, Attachment, InboundMessage
 from agent.messages import JSON, Message
 
 UNTRUSTED = "(untrusted) "
@@ -56,7 +56,7 @@ def named(message: InboundMessage, text: str, *, instructs: bool) -> str:
     """In a group, every line of ``text`` named by its sender — the message, the notes of
     its files and voice, whatever they hold — so that no line can pass for another
     person's; a private chat's text as it is."""
-    if message.chat_type in ("private", "console"):
+    if message.chat_type in PRIVATE_CHAT_TYPES:
         return text
     label = f"{'' if instructs else UNTRUSTED}{one_line(message.user_name or 'someone')}: "
     return "\n".join(label + line for line in text.splitlines() or [""])

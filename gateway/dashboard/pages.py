@@ -18,6 +18,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from gateway.config.schema import Config
+from gateway.conversation.access import platform_sections, rules
 from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.pairing import describe_request, printable, who
 from gateway.dashboard.guard import see_other
@@ -116,8 +117,7 @@ class Pages:
         data = {
             "now": now,
             "enabled": {
-                "telegram": self.config.platforms.telegram.pairing,
-                "discord": self.config.platforms.discord.pairing,
+                name: rules(self.config, name).pairing for name in platform_sections(self.config)
             },
             "requests": [
                 {

@@ -16,7 +16,6 @@ from typing import Protocol
 
 from adapters.base import InboundMessage
 from agent.memory import MemoryBlock
-from gateway.conversation.router import session_key
 from gateway.conversation.runtime import SessionRuntime
 from gateway.memory.scopes import ChatMemory, Memories
 from gateway.store import MemoryEntry
@@ -59,17 +58,19 @@ class MemoryCommands:
         memory = self.memories.for_message(message)
         if name == "memory":
             listed = describe(await numbered(memory), private=memory.private)
-            carried = await self._carried(message, memory)
+            carried = await self._carried(memory)
             return listed if carried is None else f"{listed}\n{carried}"
         words = argument.lower().split()
         if words[:1] == ["all"]:
             return await self.forget_all(memory, confirmed=words[1:2] == ["yes"])
         return await self.forget_one(memory, argument)
 
-    async def _carried(self, message: InboundMessage, memory: ChatMemory) -> str | None:
+    async def _carried(self, memory: ChatMemory) -> str | None:
         """What this chat's model sees of the notes, when it is not all of them: a small
         window carries the most recently used (docs/design.md#memory-block)."""
-        runtime = await self.sessions.existing(session_key(message)) if self.sessions else None
+        # The chat's notes are owned by its session key (docs/design.md#memory-scopes).
+        key = memory.chat.owner
+        runtime = await self.sessions.existing(key) if self.sessions else None
         if runtime is None:
             return None
         block = await memory.block(runtime.agent.window)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from adapters.base import InboundMessage
+from adapters.base import PRIVATE_CHAT_TYPES, InboundMessage
 from agent.memory import (
     MemoryBlock,
     Note,
@@ -23,11 +23,8 @@ from agent.memory import (
 from agent.tools import ToolInputError
 from agent.transcript import SearchResult
 from agent.window import Window
-from gateway.conversation.router import session_key
+from gateway.conversation.platforms import Platforms
 from gateway.store import InboxEntry, MemoryEntry, MemoryOwner, MemoryStore, NewMemory
-
-#: Chat types where only the person and the bot talk.
-PRIVATE_CHATS = frozenset({"private", "console"})
 
 
 @dataclass(frozen=True)
@@ -137,9 +134,14 @@ def note_of(entry: MemoryEntry) -> Note:
 class Memories:
     """Builds the :class:`ChatMemory` of a turn, a command or a flush."""
 
-    def __init__(self, store: MemoryStore, *, max_tokens: int) -> None:
+    def __init__(
+        self, store: MemoryStore, max_tokens: int, platforms: Platforms | None = None
+    ) -> None:
         self.store = store
         self.max_tokens = max_tokens
+        #: How a message's chat is keyed, and whether a key's chat is private
+        #: (docs/design.md#platform-traits).
+        self.platforms = platforms or Platforms()
 
     def for_turn(
         self, key: str, entries: Sequence[InboxEntry], session_id: str | None = None
@@ -152,7 +154,7 @@ class Memories:
             self.store,
             key,
             person,
-            private=target is not None and target.chat_type in PRIVATE_CHATS,
+            private=target is not None and target.chat_type in PRIVATE_CHAT_TYPES,
             max_tokens=self.max_tokens,
             source=Source(session_id, target.platform_message_id if target else None),
         )
@@ -161,9 +163,9 @@ class Memories:
         """The memory a command sees: its chat's, and the sender's in a private chat."""
         return ChatMemory(
             self.store,
-            session_key(message),
+            self.platforms.session_key(message),
             f"{message.platform}:{message.user_id}" if message.user_id else None,
-            private=message.chat_type in PRIVATE_CHATS,
+            private=message.chat_type in PRIVATE_CHAT_TYPES,
             max_tokens=self.max_tokens,
         )
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from adapters.base import InboundMessage, OutboundMessage
 from adapters.discord_adapter import DiscordAdapter, DiscordSettings
+from gateway.conversation.command_registry import MENU
 from tests.fakes.discord_server import FakeDiscord, running_fake_discord
 from tests.fakes.discord_world import FREE_CHANNEL_ID
 from tests.fakes.sink import RecordingSink
@@ -59,9 +60,10 @@ class LogCapture(logging.Handler):
 
 
 def settings(**overrides: Any) -> DiscordSettings:
-    """Test settings: fast READY, one free-response channel."""
+    """Test settings: fast READY, one free-response channel, the gateway's commands."""
     values: dict[str, Any] = {
         "token": TOKEN,
+        "slash_commands": MENU,
         "guild_ready_timeout": 0.05,
         "ready_timeout": 5.0,
         "free_response_channels": (str(FREE_CHANNEL_ID),),

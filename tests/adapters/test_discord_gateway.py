@@ -6,7 +6,8 @@ import discord
 import pytest
 
 from adapters.base import OutboundMessage
-from adapters.discord_adapter import DEFAULT_SLASH_COMMANDS, DiscordAdapter
+from adapters.discord_adapter import DiscordAdapter
+from gateway.conversation.command_registry import MENU
 from tests.adapters.discord_fixtures import fake_and_adapter, settings
 from tests.fakes.discord_server import running_fake_discord
 from tests.fakes.discord_world import (
@@ -29,12 +30,10 @@ async def test_start_identifies_with_the_message_content_intent_and_registers_co
     [identify] = fake.identify_payloads
     assert identify["intents"] & MESSAGE_CONTENT_INTENT
     global_commands = fake.registered_commands[None]
-    assert [(c["name"], c["description"]) for c in global_commands] == list(DEFAULT_SLASH_COMMANDS)
+    assert [(c["name"], c["description"]) for c in global_commands] == list(MENU)
     [option] = global_commands[0]["options"]
     assert (option["name"], option["type"], option["required"]) == ("args", 3, False)
-    assert [c["name"] for c in fake.registered_commands[GUILD_ID]] == [
-        name for name, _ in DEFAULT_SLASH_COMMANDS
-    ]
+    assert [c["name"] for c in fake.registered_commands[GUILD_ID]] == [name for name, _ in MENU]
 
 
 async def test_sync_commands_off_registers_nothing() -> None:

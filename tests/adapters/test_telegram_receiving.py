@@ -9,7 +9,7 @@ import socket
 import aiohttp
 import pytest
 
-from adapters.base import InboundMessage, OutboundMessage
+from adapters.base import BotBlocked, ChatMoved, InboundMessage, OutboundMessage
 from adapters.telegram import (
     TelegramAdapter,
     TelegramSettings,
@@ -287,3 +287,33 @@ async def test_a_batchs_chats_are_handed_over_side_by_side_each_in_order(telegra
         assert stored == ["b1", "b2", "a1", "a2"]
     finally:
         await adapter.stop()
+
+
+async def test_a_group_upgrade_reaches_the_sink_as_a_chat_move_not_a_message(
+    telegram_server, sink, start_telegram
+):
+    """docs/design.md#chat-moves: both service messages say the same move, explicitly."""
+    await start_telegram()
+    telegram_server.migrate_group(-5, -1005, service_messages=True)
+    received = await sink.wait_for(2)
+    assert received == [ChatMoved("telegram", "-5", "-1005")] * 2
+    await telegram_server.wait_for(lambda: telegram_server.confirmed_offset > 2)
+
+
+async def test_a_user_blocking_the_bot_reaches_the_sink_as_such(
+    telegram_server, sink, start_telegram
+):
+    await start_telegram()
+    bot = {"id": 1, "is_bot": True, "first_name": "owl"}
+    telegram_server.push_update(
+        {
+            "my_chat_member": {
+                "chat": {"id": 91, "type": "private", "first_name": "S1"},
+                "from": {"id": 91, "is_bot": False, "first_name": "S1"},
+                "date": 1_700_000_000,
+                "old_chat_member": {"status": "member", "user": bot},
+                "new_chat_member": {"status": "kicked", "until_date": 0, "user": bot},
+            }
+        }
+    )
+    assert await sink.wait_for(1) == [BotBlocked("telegram", "91", "91")]

@@ -8,6 +8,11 @@ from pathlib import Path
 from adapters.base import InboundMessage
 from gateway.config import parse_config
 from gateway.conversation.access import REFUSAL_PAUSE_SECONDS, Access
+from gateway.conversation.platforms import Platforms
+from tests.harness import RecordingAdapter
+
+#: The platforms judged: Telegram, as its adapter describes it.
+TELEGRAM = Platforms([RecordingAdapter("telegram")])
 
 
 def config(tmp_path: Path, **telegram: object):
@@ -20,7 +25,7 @@ def message(user: str, chat: str, chat_type: str = "group") -> InboundMessage:
 
 
 async def test_places_and_people(tmp_path: Path) -> None:
-    access = Access(config(tmp_path))
+    access = Access(config(tmp_path), platforms=TELEGRAM)
     owner_elsewhere = await access.judge(message("1", "-9"))
     member_here = await access.judge(message("2", "-5"))
     owner_here = await access.judge(message("1", "-5"))
@@ -32,7 +37,7 @@ async def test_places_and_people(tmp_path: Path) -> None:
 
 
 async def test_group_members_all_lets_every_identified_member_start_turns(tmp_path: Path) -> None:
-    access = Access(config(tmp_path, group_members="all"))
+    access = Access(config(tmp_path, group_members="all"), platforms=TELEGRAM)
     member = await access.judge(message("2", "-5"))
     nobody = await access.judge(message("", "-5"))
     assert member.turn and not member.trusted  # a voice, but not an owner (/new stays theirs)
@@ -41,7 +46,7 @@ async def test_group_members_all_lets_every_identified_member_start_turns(tmp_pa
 
 async def test_a_refused_sender_is_told_at_most_once_an_hour(tmp_path: Path) -> None:
     now = [1_000.0]
-    access = Access(config(tmp_path), clock=lambda: now[0])
+    access = Access(config(tmp_path), clock=lambda: now[0], platforms=TELEGRAM)
     stranger = message("9", "9", "private")
     assert (await access.judge(stranger)).refusal
     assert access.should_tell(stranger)

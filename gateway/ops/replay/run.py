@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage
+from adapters.base import Adapter, InboundMessage, InboundSink, OutboundMessage, PlatformTraits
 from agent.scripted import ScriptedProvider
 from gateway.app import Gateway
 from gateway.build import Providers
@@ -75,6 +75,7 @@ class ReplayAdapter(Adapter):
     """A console-like chat the replay speaks through; replies are only counted."""
 
     platform = "console"
+    traits = PlatformTraits(operator_only=True)  # as the console's (docs/design.md#platform-traits)
 
     def __init__(self) -> None:
         self.sink: InboundSink | None = None
