@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import stat
 import sys
 from collections.abc import Callable
@@ -44,8 +43,8 @@ from gateway.ops.doctor_postgres import check_postgres
 from gateway.ops.mcp_check import check_mcp_servers
 from gateway.ops.reachability import Check, check_discord, check_providers, check_telegram
 from gateway.store.datadir_lock import lock_holder
-from gateway.store.errors import diagnose, write_problem
-from gateway.store.operator import SQLiteOperator
+from gateway.store.errors import StoreError, write_problem
+from gateway.store.inspection import inspect_file
 
 
 class Report:
@@ -182,10 +181,8 @@ async def check_database(config: Config) -> Check:
             )
         return Check("database", True, f"none yet; the first run creates {path}")
     try:
-        found = await SQLiteOperator.inspect(path)
-    except (sqlite3.Error, OSError) as exc:
-        # Say what is wrong: a permissions problem is not fixed by restoring a backup.
-        problem = await diagnose(path, exc, writing=False)
+        found = await inspect_file(path)
+    except StoreError as problem:  # says what is wrong: permissions are not a backup's to fix
         return Check("database", False, str(problem))
     if not found.sound:
         more = len(found.integrity) - 1

@@ -15,6 +15,7 @@ WAL mode. The rules every backend keeps are in docs/design.md#storage:
   transaction that stores its turn's reply, so a crash mid-turn re-runs the turn.
 """
 
+from gateway.store.backend import Store
 from gateway.store.connection import SEEN_KEYS_SECONDS
 from gateway.store.errors import DataDirInUse, SessionEnded, StoreError
 from gateway.store.protocols import (
@@ -26,7 +27,6 @@ from gateway.store.protocols import (
     OperatorStore,
     PairingStore,
     SchedulingStore,
-    Store,
 )
 from gateway.store.records import (
     KEEP,

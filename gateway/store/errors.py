@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Literal
 
-from gateway.store.rows import read_only_uri
+from gateway.store.sqlite_files import read_only_uri
 from nightowl_errors import NightowlError
 
 Reason = Literal["in_use", "permission", "read_only", "damaged", "full", "schema", "other"]
