@@ -1,4 +1,4 @@
-"""The conversation's statements on SQLite: the inbox, sessions, rows, the compaction
+"""The conversation's statements, on either database: the inbox, sessions, rows, the compaction
 commit, search, delivery marks (:class:`~gateway.store.protocols.ConversationStore`)."""
 
 from __future__ import annotations

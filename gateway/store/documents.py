@@ -1,4 +1,4 @@
-"""Documents on SQLite: the extracted text, kept once by content hash and read in parts
+"""Documents, on either database: the extracted text, kept once by content hash and read in parts
 (:class:`~gateway.store.protocols.DocumentStore`, docs/design.md#documents).
 
 A document's text lives in ``document_parts`` (a PDF's pages, a text's chunks) with its

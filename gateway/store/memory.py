@@ -1,4 +1,4 @@
-"""Long-term memory notes on SQLite (:class:`~gateway.store.protocols.MemoryStore`,
+"""Long-term memory notes, on either database (:class:`~gateway.store.protocols.MemoryStore`,
 docs/design.md#memory). Written in SQL that PostgreSQL reads alike."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pairing in the SQLite store: strangers' requests and the users approved through them
+"""Pairing in the store, on either database: strangers' requests and the users approved through them
 (docs/design.md#pairing)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The scheduler's data in the SQLite store: reminders (docs/design.md#tools) and idle sessions (docs/design.md#idle-compression)."""
+"""The scheduler's data in the store, on either database: reminders (docs/design.md#tools) and idle sessions (docs/design.md#idle-compression)."""
 
 from __future__ import annotations
 
