@@ -3,25 +3,21 @@ database answers and holds a schema this nightowl knows, advisory locks work (tw
 connections cannot hold one lock: that is how replicas take turns), and this machine's
 clock agrees with the database's (reminders and idle compression go by the replicas'
 clocks). And a word on Telegram: polling allows one consumer per token. The store
-answers the questions (gateway/store/postgres/probe.py); this decides what to report.
+answers the questions (``Store.examine``); this decides what to report.
 """
 
 from __future__ import annotations
 
 from gateway.config.schema import Config
 from gateway.ops.reachability import Check
-from gateway.store.errors import StoreError
-from gateway.store.postgres.probe import DatabaseProbe, probe
+from gateway.store import DatabaseProbe
 
 #: Clocks further apart than this make reminders early or late on some replica.
 CLOCK_SKEW_SECONDS = 2.0
 
 
-async def check_postgres(config: Config, timeout: float) -> list[Check]:
-    try:
-        found = await probe(config.store.dsn or "", timeout)
-    except StoreError as exc:
-        return [Check("database", False, str(exc), "check store.dsn")]
+def postgres_checks(config: Config, found: DatabaseProbe) -> list[Check]:
+    """What the database said, as doctor's lines."""
     return [_schema(found), _locks(found), _clock(found), _polling(config)]
 
 

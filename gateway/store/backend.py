@@ -18,6 +18,7 @@ from gateway.store.protocols import (
     PairingStore,
     SchedulingStore,
 )
+from gateway.store.records import DatabaseProbe, DatabaseReport
 
 #: What a store is opened for (see gateway/store/opening.py).
 Access = Literal["exclusive", "read", "write", "read_only", "shared"]
@@ -52,6 +53,13 @@ class Store(Protocol):
     async def close(self) -> None: ...
 
     async def schema_version(self) -> int: ...
+
+    async def examine(self, timeout: float) -> DatabaseReport | DatabaseProbe:
+        """What ``nightowl doctor`` asks, without opening the store (nothing created,
+        migrated or locked): the file's schema version and integrity on SQLite, the
+        server's schema, advisory locks and clock on PostgreSQL. A :class:`StoreError`
+        says why the database cannot be read or reached."""
+        ...
 
     async def reader(self) -> Store:
         """A store for reads beside this open one, that never waits for its writes: on

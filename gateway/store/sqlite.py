@@ -14,6 +14,7 @@ from gateway.store.coordination import Coordination, OneProcess
 from gateway.store.dashboard import SqlDashboard
 from gateway.store.documents import SqlDocuments
 from gateway.store.errors import DataDirInUse, StoreError
+from gateway.store.inspection import inspect_file
 from gateway.store.memory import SqlMemory
 from gateway.store.operator import SqlOperator
 from gateway.store.pairing import SqlPairing
@@ -27,6 +28,7 @@ from gateway.store.protocols import (
     PairingStore,
     SchedulingStore,
 )
+from gateway.store.records import DatabaseProbe, DatabaseReport
 from gateway.store.scheduling import SqlScheduling
 
 
@@ -79,6 +81,10 @@ class SQLiteStore:
                 raise
         await self.connection.open("read_only" if access == "read" else "shared")
         return self
+
+    async def examine(self, timeout: float) -> DatabaseReport | DatabaseProbe:
+        """The file's schema version and ``PRAGMA integrity_check``, read-only."""
+        return await inspect_file(self.path)
 
     async def reader(self) -> Store:
         """A read-only connection of its own beside the one writer (WAL lets it read

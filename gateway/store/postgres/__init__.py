@@ -17,6 +17,7 @@ from gateway.store.operator import SqlOperator
 from gateway.store.pairing import SqlPairing
 from gateway.store.postgres.connection import PgConnection
 from gateway.store.postgres.coordination import AdvisoryLocks
+from gateway.store.postgres.probe import probe
 from gateway.store.protocols import (
     ChatStore,
     ConversationStore,
@@ -27,6 +28,7 @@ from gateway.store.protocols import (
     PairingStore,
     SchedulingStore,
 )
+from gateway.store.records import DatabaseProbe, DatabaseReport
 from gateway.store.scheduling import SqlScheduling
 
 #: Connections an operator's command keeps open.
@@ -88,6 +90,11 @@ class PostgresStore:
             access = "shared"
         await self.connection.open(access)
         return self
+
+    async def examine(self, timeout: float) -> DatabaseReport | DatabaseProbe:
+        """The server's schema version, advisory locks and clock, on connections of its
+        own (gateway/store/postgres/probe.py)."""
+        return await probe(self.connection.dsn, timeout)
 
     async def reader(self) -> Store:
         """This store: its pool serves reads beside the writes."""

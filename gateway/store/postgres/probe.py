@@ -5,33 +5,16 @@ replicas take turns), and its clock. Doctor decides what to report."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import asyncpg
 
 from gateway.store.errors import StoreError
 from gateway.store.postgres.connection import DRIVER_ERRORS, display, mapped_errors
 from gateway.store.postgres.schema import SCHEMA_VERSION
+from gateway.store.records import DatabaseProbe
 
 #: The lock the probe takes and gives back; no session hashes to it in practice.
 _PROBE_LOCK = 7_104_115_102
-
-
-@dataclass(frozen=True)
-class DatabaseProbe:
-    #: Where, without the password.
-    where: str
-    #: The schema version found; None for a database nightowl never used.
-    schema_version: int | None
-    #: The version this nightowl writes.
-    current_version: int
-    #: A first connection could take the lock.
-    lock_taken: bool
-    #: A second connection could take it too (a pooler in transaction mode).
-    lock_shared: bool
-    #: The database's clock minus this machine's, in seconds, and how long asking took.
-    clock_skew: float
-    clock_uncertainty: float
 
 
 async def probe(dsn: str, timeout: float) -> DatabaseProbe:
