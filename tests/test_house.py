@@ -173,3 +173,24 @@ def test_the_sql_detector_finds_what_it_looks_for() -> None:
         "x.py:4",
         "x.py:5",
     ]
+
+
+#: The backends' own modules: outside the store, code types against the protocols and
+#: gets its store from gateway/store/opening.py (docs/design.md#storage).
+BACKEND_MODULES = ("gateway.store.sqlite", "gateway.store.postgres", "gateway.store.connection")
+
+
+def test_outside_the_store_nothing_names_a_backend() -> None:
+    graph = modules()
+    wrong = []
+    for name, path in graph.items():
+        if name == STORE or name.startswith(STORE + "."):
+            continue
+        for target in imports_of(path, name, set(graph)):
+            if any(target == m or target.startswith(m + ".") for m in BACKEND_MODULES):
+                wrong.append(f"{name} imports {target}")
+        source = path.read_text()
+        wrong += [
+            f"{name} names {cls}" for cls in ("SQLiteStore", "PostgresStore") if cls in source
+        ]
+    assert not wrong, wrong

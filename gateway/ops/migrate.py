@@ -19,9 +19,7 @@ from typing import Any, TextIO
 from gateway.config.schema import Config
 from gateway.store.errors import StoreError
 from gateway.store.opening import open_store
-from gateway.store.postgres.copy import TABLES, copy_all, refuse_non_empty
-from gateway.store.postgres.schema import SCHEMA_VERSION as POSTGRES_VERSION
-from gateway.store.schema import SCHEMA_VERSION as SQLITE_VERSION
+from gateway.store.transfer import TABLES, copy_all, refuse_non_empty, refuse_other_schemas
 
 __all__ = ["TABLES", "add_migrate_parser", "cmd_migrate", "migrate"]
 
@@ -53,8 +51,7 @@ def cmd_migrate(config: Config, args: argparse.Namespace) -> int:
 async def migrate(config: Config, dsn: str, out: TextIO | None = None) -> int:
     """Copy, verify, say what was copied; 0 on success (StoreError otherwise)."""
     out = out or sys.stdout
-    if SQLITE_VERSION != POSTGRES_VERSION:  # a release always keeps the two in step
-        raise StoreError(f"schema v{SQLITE_VERSION} on SQLite, v{POSTGRES_VERSION} on PostgreSQL")
+    refuse_other_schemas()
     path = config.database_path
     if not path.exists():
         raise StoreError(f"no database at {path}: nothing to migrate")

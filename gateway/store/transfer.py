@@ -15,6 +15,8 @@ from gateway.store.errors import StoreError
 from gateway.store.postgres import PostgresStore
 from gateway.store.postgres.connection import display, mapped_errors
 from gateway.store.postgres.handle import storable
+from gateway.store.postgres.schema import SCHEMA_VERSION as POSTGRES_VERSION
+from gateway.store.schema import SCHEMA_VERSION as SQLITE_VERSION
 from gateway.store.sqlite import SQLiteStore
 
 #: Every table, in an order where a row's references were copied before it.
@@ -61,6 +63,12 @@ def _integer(value: Any) -> int:
     if not isinstance(value, int):
         raise ValueError(f"{value!r} is not an integer")
     return value
+
+
+def refuse_other_schemas() -> None:
+    """A release always keeps the two schemas in step; a copy between two is refused."""
+    if SQLITE_VERSION != POSTGRES_VERSION:
+        raise StoreError(f"schema v{SQLITE_VERSION} on SQLite, v{POSTGRES_VERSION} on PostgreSQL")
 
 
 async def refuse_non_empty(dsn: str) -> None:
