@@ -112,9 +112,11 @@ class Database(Protocol):
     """What a view holds: one database's two doors, and how it speaks.
 
     :meth:`transaction` yields a :class:`Handle` for writes in one transaction;
-    :meth:`read` one for reads. :meth:`atomically` and :meth:`snapshot` take the statements as a
-    coroutine function over a handle instead, which awaits nothing but the handle's
-    calls: SQLite runs it in one trip to its thread (gateway/store/trip.py).
+    :meth:`read` one for reads. :meth:`atomically` and :meth:`snapshot` take the
+    statements as a coroutine function over a handle instead, which awaits nothing but
+    the handle's calls: SQLite runs it in one trip to its thread (gateway/store/trip.py).
+    A driver's or the file's error in any of them reaches the caller as a
+    :class:`~gateway.store.errors.StoreError`.
     """
 
     @property
