@@ -144,3 +144,16 @@ def test_list_and_forget_reach_the_notes_on_postgresql(
     _, out, _ = nightowl(capsys, postgres_config, "memory", "list", "--archived")
     assert out == "No memory notes yet.\n"
     assert not (tmp_path / "data" / "state.db").exists()  # never looked for, nor made
+
+
+def test_sessions_and_pairing_reach_the_same_postgresql_store(
+    postgres_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = nightowl(capsys, postgres_config, "sessions", "list")
+    assert code == 0 and "telegram:-100" in out
+    code, out, _ = nightowl(capsys, postgres_config, "sessions", "forget", "telegram:-100", "--yes")
+    assert code == 0 and "2 memory notes erased" in out
+    _, out, _ = nightowl(capsys, postgres_config, "memory", "list")
+    assert "standup" not in out and "passport" in out
+    code, out, _ = nightowl(capsys, postgres_config, "pairing", "list")
+    assert code == 0 and "No pairing requests are waiting." in out
