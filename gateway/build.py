@@ -34,7 +34,8 @@ from gateway.conversation.command_registry import MENU
 from gateway.conversation.runtime import SessionRuntime
 from gateway.logs import redact_from_now_on
 from gateway.private_files import write_private
-from gateway.store import ConversationStore, SQLiteStore, Store
+from gateway.store import ConversationStore, Store
+from gateway.store.opening import open_store
 
 if TYPE_CHECKING:
     from agent.mcp import McpServers
@@ -366,10 +367,5 @@ def catch_up_from_store(
 
 def build_store(config: Config) -> Store:
     """``store.backend``: SQLite in the data dir, or the PostgreSQL database replicas
-    share (docs/design.md#postgresql). Nothing is opened yet."""
-    if config.store.backend == "postgres":
-        from gateway.store.postgres import PostgresStore  # asyncpg only when used
-
-        assert config.store.dsn is not None  # the config check requires it
-        return PostgresStore(config.store.dsn, pool_size=config.store.pool_size)
-    return SQLiteStore(config.database_path)
+    share (gateway/store/opening.py, docs/design.md#postgresql). Nothing is opened yet."""
+    return open_store(config)

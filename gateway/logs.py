@@ -135,7 +135,7 @@ def setup_logging(config: Config, fmt: str | None = None, *, chat: bool = False)
     root = logging.getLogger()
     root.handlers[:] = handlers
     root.setLevel(config.logging.level)
-    # aiosqlite logs every statement with its parameters (message text) at DEBUG.
+    # Libraries that log requests and updates with what they carry (message text) at DEBUG.
     for noisy in (
         "httpx",
         "httpx2",
@@ -143,7 +143,6 @@ def setup_logging(config: Config, fmt: str | None = None, *, chat: bool = False)
         "telegram.ext",
         "discord",
         "apscheduler",
-        "aiosqlite",
     ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
     # python-telegram-bot logs every update and every call's parameters (chat text, the

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,16 @@ ALLOWED = {"gateway": {"agent", "adapters"}, "agent": set(), "adapters": set()}
 #: A file this long holds more than one idea. The rules above (arrows, rooms, no cycles)
 #: are what keep the house in order; this only catches a file that grew without notice.
 MAX_LINES = 600
+#: The database drivers; only gateway/store may import them (docs/design.md#storage).
+DRIVERS = {"sqlite3", "aiosqlite", "asyncpg", "psycopg", "psycopg2", "sqlalchemy"}
+STORE = "gateway.store"
+#: A string that opens like an SQL statement (keywords in capitals, as this code writes
+#: them; prose such as "Select a model" is not matched).
+SQL = re.compile(
+    r"^\s*(SELECT\s|INSERT\s+INTO\s|UPDATE\s+\w+\s+SET\s|DELETE\s+FROM\s|CREATE\s+"
+    r"(TABLE|INDEX|UNIQUE|VIRTUAL|TRIGGER|SCHEMA)\s|DROP\s+(TABLE|INDEX)\s|ALTER\s+TABLE\s"
+    r"|PRAGMA\s|VACUUM\b|BEGIN(\s+IMMEDIATE)?\s*;?$|COMMIT\s*;?$|ROLLBACK\b|WITH\s+\w+\s*(\(|AS\s))"
+)
 
 
 def modules() -> dict[str, Path]:
@@ -169,3 +180,85 @@ def test_a_platform_named_in_a_comparison_a_set_or_a_call_is_found() -> None:
         'print(f"telegram:{NAME}")\n'
     )
     assert sorted(platform_literals(source)) == [(2, "discord"), (3, "Console")]
+
+
+def database_use(source: str, filename: str) -> list[str]:
+    """The driver imports and SQL statement strings in ``source``: one line each."""
+    found = []
+    tree = ast.parse(source, filename)
+    # An f-string is read from its first part; that part is not read again on its own.
+    parts = {
+        id(node.values[0])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr) and node.values
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        else:
+            names = []
+        found += [
+            f"{filename}:{node.lineno} imports {n}" for n in names if n.split(".")[0] in DRIVERS
+        ]
+        text = None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in parts:
+            text = node.value
+        elif isinstance(node, ast.JoinedStr) and node.values:
+            first = node.values[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                text = first.value
+        if text is not None and SQL.match(text):
+            found.append(f"{filename}:{node.lineno} holds SQL: {text.strip()[:60]!r}")
+    return found
+
+
+def test_only_the_store_speaks_sql_and_imports_database_drivers() -> None:
+    wrong = []
+    for name, path in modules().items():
+        if name == STORE or name.startswith(STORE + "."):
+            continue
+        wrong += database_use(path.read_text(), str(path.relative_to(ROOT)))
+    assert not wrong, wrong
+
+
+def test_the_sql_detector_finds_what_it_looks_for() -> None:
+    caught = database_use(
+        "import asyncpg\n"
+        "from sqlite3 import connect\n"
+        "A = 'SELECT count(*) FROM sessions'\n"
+        'B = f"DELETE FROM {table} WHERE id = ?"\n'
+        "C = '  PRAGMA integrity_check'\n"
+        "D = 'Select a model with /model'\n"
+        "E = 'begin again'\n",
+        "x.py",
+    )
+    assert [line.split(" ", 1)[0] for line in caught] == [
+        "x.py:1",
+        "x.py:2",
+        "x.py:3",
+        "x.py:4",
+        "x.py:5",
+    ]
+
+
+#: The backends' own modules: outside the store, code types against the protocols and
+#: gets its store from gateway/store/opening.py (docs/design.md#storage).
+BACKEND_MODULES = ("gateway.store.sqlite", "gateway.store.postgres", "gateway.store.connection")
+
+
+def test_outside_the_store_nothing_names_a_backend() -> None:
+    graph = modules()
+    wrong = []
+    for name, path in graph.items():
+        if name == STORE or name.startswith(STORE + "."):
+            continue
+        for target in imports_of(path, name, set(graph)):
+            if any(target == m or target.startswith(m + ".") for m in BACKEND_MODULES):
+                wrong.append(f"{name} imports {target}")
+        source = path.read_text()
+        wrong += [
+            f"{name} names {cls}" for cls in ("SQLiteStore", "PostgresStore") if cls in source
+        ]
+    assert not wrong, wrong

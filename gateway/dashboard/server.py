@@ -25,7 +25,6 @@ from gateway.dashboard.token import Keys, dashboard_token
 from gateway.logs import redact_from_now_on
 from gateway.operations import Operations
 from gateway.store import Store
-from gateway.store.sqlite import SQLiteStore
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +121,7 @@ class Dashboard:
 async def open_reader(store: Store) -> Store:
     """A read-only connection of the dashboard's own beside SQLite's one writer (WAL lets
     it read while the gateway writes); another backend serves reads from its pool."""
-    if isinstance(store, SQLiteStore):
-        return await SQLiteStore(store.path).open("read_only")
-    return store
+    return await store.reader()
 
 
 def _bound(runner: web.AppRunner, port: int) -> tuple[str, int]:

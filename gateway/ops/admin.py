@@ -23,15 +23,9 @@ from typing import Any, TextIO
 from agent.compression.markers import SUMMARY_PREFIX, text_of
 from gateway.config.schema import Config
 from gateway.private_files import write_private
-from gateway.store import (
-    MemoryOwner,
-    OperatorStore,
-    SessionSummary,
-    SQLiteStore,
-    Store,
-    StoredMessage,
-)
-from gateway.store.errors import DataDirInUse, StoreError, explained
+from gateway.store import MemoryOwner, OperatorStore, SessionSummary, Store, StoredMessage
+from gateway.store.errors import StoreError
+from gateway.store.opening import missing_database, open_store
 from nightowl_errors import NightowlError
 
 #: Messages longer than this are shortened in ``show`` (``--full`` prints them whole).
@@ -61,43 +55,28 @@ async def run_sessions_command(
     """Dispatch ``nightowl sessions <action>``; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
-    if config.store.shared:
-        return await _on_postgres(config, args, out, err, confirm)
-    path = config.database_path
-    if not path.exists():
+    path = missing_database(config)
+    if path is not None:
         if args.action == "list":
             print(f"No sessions yet ({path} does not exist).", file=out)
             return 0
         print(f"nightowl: no database at {path}", file=err)
         return 1
+    store = open_store(config)
     try:
-        if args.action == "forget":
-            return await _forget(path, args, out, err, confirm)
-        async with explained(path, writing=False):
-            store = await _open_to_read(path)
-            try:
-                return await _read_only_action(store, args, out, err)
-            finally:
-                await store.close()
-    except StoreError as exc:
-        print(f"nightowl: {exc}", file=err)
-        return 1
-
-
-async def _on_postgres(
-    config: Config, args: Any, out: TextIO, err: TextIO, confirm: Confirm
-) -> int:
-    """The same actions on the database replicas share: beside running gateways, always
-    (a forget is one transaction; docs/design.md#postgresql)."""
-    from gateway.store.postgres import PostgresStore
-
-    assert config.store.dsn is not None
-    store = PostgresStore(config.store.dsn, pool_size=2)
-    try:
-        await store.open("shared")
+        # Beside a running gateway: read-only to read; a forget is one transaction
+        # through WAL and the busy timeout (on PostgreSQL, beside the replicas), and the
+        # gateway opens a fresh session for the chat next time.
+        await store.open("write" if args.action == "forget" else "read")
         if args.action == "forget":
             return await forget_session(
-                store, args.key, out, err, yes=args.yes, confirm=confirm, running=None
+                store,
+                args.key,
+                out,
+                err,
+                yes=args.yes,
+                confirm=confirm,
+                running=store.beside_gateway,
             )
         return await _read_only_action(store, args, out, err)
     except StoreError as exc:
@@ -105,20 +84,6 @@ async def _on_postgres(
         return 1
     finally:
         await store.close()
-
-
-async def _open_to_read(path: Path) -> SQLiteStore:
-    """Opened as a gateway would when none runs (SQLite then tidies its WAL files away at
-    close); read-only beside a running gateway, or where this user may not write."""
-    store = SQLiteStore(path)
-    try:
-        return await store.open()
-    except DataDirInUse:
-        pass
-    except StoreError as exc:
-        if exc.reason not in ("permission", "read_only"):
-            raise
-    return await store.open("read_only")
 
 
 async def _read_only_action(store: Store, args: Any, out: TextIO, err: TextIO) -> int:
@@ -132,26 +97,6 @@ async def _read_only_action(store: Store, args: Any, out: TextIO, err: TextIO) -
             store.operator, args.key, args.output, out, err, force=args.force
         )
     raise ValueError(f"unknown sessions action {args.action!r}")
-
-
-async def _forget(path: Path, args: Any, out: TextIO, err: TextIO, confirm: Confirm) -> int:
-    """Erase with the data dir locked; beside a running gateway, through WAL without it."""
-    store = SQLiteStore(path)
-    try:
-        await store.open()
-        running: int | None = None
-    except DataDirInUse as exc:
-        # The gateway keeps running: forget is one transaction (WAL + busy timeout make it
-        # safe beside another writer), and the gateway opens a fresh session next time.
-        await store.open("shared")
-        running = exc.pid or 0
-    try:
-        async with explained(path):
-            return await forget_session(
-                store, args.key, out, err, yes=args.yes, confirm=confirm, running=running
-            )
-    finally:
-        await store.close()
 
 
 # -- list ----------------------------------------------------------------------------------

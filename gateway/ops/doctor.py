@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import stat
 import sys
 from collections.abc import Callable
@@ -40,12 +39,12 @@ from gateway.dashboard.exposure import SHORT_TOKEN_FIX, metrics_beyond_loopback,
 from gateway.dashboard.logins import LOGINS_FILE
 from gateway.dashboard.token import DASHBOARD_TOKEN_FILE
 from gateway.logs import CHAT_LOG_NAME, redact, setup_logging
-from gateway.ops.doctor_postgres import check_postgres
+from gateway.ops.doctor_postgres import postgres_checks
 from gateway.ops.mcp_check import check_mcp_servers
 from gateway.ops.reachability import Check, check_discord, check_providers, check_telegram
+from gateway.store import DatabaseProbe, DatabaseReport, open_store
 from gateway.store.datadir_lock import lock_holder
-from gateway.store.errors import diagnose, write_problem
-from gateway.store.operator import SQLiteOperator
+from gateway.store.errors import StoreError, write_problem
 
 
 class Report:
@@ -98,11 +97,8 @@ async def run_doctor(
         report.add(await check_telegram(config, timeout))
     if config.platforms.discord.enabled:
         report.add(await check_discord(config, timeout))
-    if config.store.shared:
-        for check in await check_postgres(config, timeout):
-            report.add(check)
-    else:
-        report.add(await check_database(config))
+    for check in await check_database(config, timeout):
+        report.add(check)
     report.add(check_permissions(config, fix=fix, confirm=confirm))
     if config.dashboard.enabled:
         report.add(check_dashboard(config))
@@ -169,24 +165,34 @@ def shell_only_variables(config: Config) -> list[str]:
 # -- database and files --------------------------------------------------------------------
 
 
-async def check_database(config: Config) -> Check:
+async def check_database(config: Config, timeout: float = 10.0) -> list[Check]:
+    """The store the config names, asked without being opened (nothing is created,
+    migrated or locked)."""
     path = config.database_path
-    if not path.exists():
+    if not config.store.shared and not path.exists():
         writable = _nearest_existing(path.parent)
         if not _can_write(writable):
-            return Check(
-                "database",
-                False,
-                f"{path} does not exist and {writable} is not writable",
-                "fix data_dir or its owner",
-            )
-        return Check("database", True, f"none yet; the first run creates {path}")
+            return [
+                Check(
+                    "database",
+                    False,
+                    f"{path} does not exist and {writable} is not writable",
+                    "fix data_dir or its owner",
+                )
+            ]
+        return [Check("database", True, f"none yet; the first run creates {path}")]
     try:
-        found = await SQLiteOperator.inspect(path)
-    except (sqlite3.Error, OSError) as exc:
-        # Say what is wrong: a permissions problem is not fixed by restoring a backup.
-        problem = await diagnose(path, exc, writing=False)
-        return Check("database", False, str(problem))
+        found = await open_store(config).examine(timeout)
+    except StoreError as problem:  # says what is wrong: permissions are not a backup's to fix
+        return [
+            Check("database", False, str(problem), "check store.dsn" if config.store.shared else "")
+        ]
+    if isinstance(found, DatabaseProbe):
+        return postgres_checks(config, found)
+    return [_file_check(path, found)]
+
+
+def _file_check(path: Path, found: DatabaseReport) -> Check:
     if not found.sound:
         more = len(found.integrity) - 1
         detail = f"damaged: {found.integrity[0][:160]}" + (f" (and {more} more)" if more else "")

@@ -5,8 +5,9 @@ The scopes are the ones the chats use: ``--user telegram:12345`` (a person's not
 ``--chat telegram:-100123`` (a chat's, by session key). ``forget`` deletes — a note with
 the older versions it replaced, or everything of a person or a chat — and scrubs the
 file; it works beside a running gateway (one transaction through WAL and the busy
-timeout), whose next turn no longer sees the notes. ``list`` and ``export`` open the
-database read-only beside a running gateway.
+timeout, or beside the replicas on PostgreSQL), whose next turn no longer sees the notes.
+``list`` and ``export`` open the database read-only beside a running gateway. The store
+is the one the config names (gateway/store/opening.py).
 """
 
 from __future__ import annotations
@@ -16,16 +17,15 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any, TextIO
 
 from gateway.config.schema import Config
 from gateway.ops.admin import ExportRefused, visible, write_export
-from gateway.store import MemoryEntry, MemoryOwner, SQLiteStore, Store
-from gateway.store.errors import DataDirInUse, StoreError, explained
+from gateway.store import MemoryEntry, MemoryOwner, Store
+from gateway.store.errors import StoreError
+from gateway.store.opening import missing_database, open_store
 
 #: Notes longer than this are shortened in ``list``.
 LIST_CHARS = 120
@@ -70,26 +70,29 @@ async def run_memory_command(
     """Dispatch ``nightowl memory <action>``; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
-    path = config.database_path
     try:
         owners = _owners(args)
     except ValueError as exc:
         print(f"nightowl: {exc}", file=err)
         return 1
-    if not path.exists():
-        print(f"nightowl: no database at {path} (start the gateway once)", file=err)
+    missing = missing_database(config)
+    if missing is not None:
+        print(f"nightowl: no database at {missing} (start the gateway once)", file=err)
         return 1
+    store = open_store(config)
     try:
-        async with _opened(path, write=args.action == "forget") as store, explained(path):
-            if args.action == "list":
-                return await list_memory(store, owners, out, archived=args.archived)
-            if args.action == "export":
-                return await export_memory(store, owners, args.output, out, err, args.force)
-            if args.action == "forget":
-                return await forget_memory(store, owners, args.id, out, err, args.yes, confirm)
+        await store.open("write" if args.action == "forget" else "read")
+        if args.action == "list":
+            return await list_memory(store, owners, out, archived=args.archived)
+        if args.action == "export":
+            return await export_memory(store, owners, args.output, out, err, args.force)
+        if args.action == "forget":
+            return await forget_memory(store, owners, args.id, out, err, args.yes, confirm)
     except StoreError as exc:
         print(f"nightowl: {exc}", file=err)
         return 1
+    finally:
+        await store.close()
     raise ValueError(f"unknown memory action {args.action!r}")
 
 
@@ -102,21 +105,6 @@ def _owners(args: Any) -> list[MemoryOwner] | None:
     if args.chat:
         owners.append(MemoryOwner("chat", args.chat))
     return owners or None
-
-
-@asynccontextmanager
-async def _opened(path: Path, *, write: bool) -> AsyncIterator[Store]:
-    """The data dir locked when no gateway runs; beside one, shared to write and
-    read-only to read (like ``nightowl sessions``)."""
-    store = SQLiteStore(path)
-    try:
-        await store.open()
-    except DataDirInUse:
-        await store.open("shared" if write else "read_only")
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 async def list_memory(

@@ -23,9 +23,8 @@ from gateway.conversation.pairing import (
     printable,
     who,
 )
-from gateway.store import SQLiteStore
-from gateway.store.errors import DataDirInUse, StoreError, explained
-from gateway.store.postgres import PostgresStore
+from gateway.store.errors import StoreError
+from gateway.store.opening import missing_database, open_store
 
 #: Who approved, as the approved users list shows it.
 APPROVED_BY = "cli"
@@ -37,15 +36,15 @@ async def run_pairing_command(
     """Dispatch ``nightowl pairing <action>``; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
-    path = config.database_path
-    if not config.store.shared and not path.exists():
+    path = missing_database(config)
+    if path is not None:
         if args.action == "list":
             print(f"No pairing requests yet ({path} does not exist).", file=out)
             return 0
         print(f"nightowl: no database at {path} (start the gateway once)", file=err)
         return 1
     try:
-        async with _pairing(config) as pairing, explained(path):
+        async with _pairing(config) as pairing:
             if args.action == "list":
                 return await list_pairing(pairing, out)
             if args.action == "approve":
@@ -70,17 +69,8 @@ async def run_pairing_command(
 async def _pairing(config: Config) -> AsyncIterator[Pairing]:
     """The data dir locked when no gateway runs; beside one, through WAL without the lock
     (like ``sessions forget``). On PostgreSQL, beside the replicas."""
-    store: SQLiteStore | PostgresStore
-    if config.store.shared:
-        assert config.store.dsn is not None
-        store = PostgresStore(config.store.dsn, pool_size=2)
-        await store.open("shared")
-    else:
-        store = SQLiteStore(config.database_path)
-        try:
-            await store.open()
-        except DataDirInUse:
-            await store.open("shared")
+    store = open_store(config)
+    await store.open("write")
     try:
         yield Pairing(store.pairing)
     finally:

@@ -2,8 +2,12 @@
 
 The gateway types against the protocols in :mod:`gateway.store.protocols`
 (:class:`ConversationStore`, :class:`SchedulingStore`, :class:`OperatorStore`,
-:class:`PairingStore`); a backend provides all four over one connection — :class:`SQLiteStore` with aiosqlite in
-WAL mode. The rules every backend keeps are in docs/design.md#storage:
+:class:`PairingStore` and the others) and :class:`Store` (gateway/store/backend.py);
+:func:`open_store` (gateway/store/opening.py) gives the backend the config names —
+:class:`SQLiteStore` (sqlite3 on a thread of its own, WAL) or PostgreSQL's
+(:mod:`gateway.store.postgres`, asyncpg). Every driver, and every SQL statement, lives in
+this package (tests/test_house.py checks it). The rules every backend keeps are in
+docs/design.md#storage:
 
 - No row is ever deleted by compression, hygiene, a failed compression or a crash, and
   none is copied: a compaction archives the rows that leave the active list
@@ -15,8 +19,10 @@ WAL mode. The rules every backend keeps are in docs/design.md#storage:
   transaction that stores its turn's reply, so a crash mid-turn re-runs the turn.
 """
 
+from gateway.store.backend import Access, Store
 from gateway.store.connection import SEEN_KEYS_SECONDS
 from gateway.store.errors import DataDirInUse, SessionEnded, StoreError
+from gateway.store.opening import open_store
 from gateway.store.protocols import (
     ChatStore,
     ConversationStore,
@@ -26,7 +32,6 @@ from gateway.store.protocols import (
     OperatorStore,
     PairingStore,
     SchedulingStore,
-    Store,
 )
 from gateway.store.records import (
     KEEP,
@@ -34,6 +39,7 @@ from gateway.store.records import (
     ApprovedUser,
     Compaction,
     CompactionMark,
+    DatabaseProbe,
     DatabaseReport,
     DocumentHit,
     DocumentInfo,
@@ -61,6 +67,7 @@ from gateway.store.sqlite import SQLiteStore
 __all__ = [
     "KEEP",
     "SEEN_KEYS_SECONDS",
+    "Access",
     "AnchorRecord",
     "ApprovedUser",
     "ChatStore",
@@ -69,6 +76,7 @@ __all__ = [
     "ConversationStore",
     "DashboardStore",
     "DataDirInUse",
+    "DatabaseProbe",
     "DatabaseReport",
     "DocumentHit",
     "DocumentInfo",
@@ -99,4 +107,5 @@ __all__ = [
     "StoreError",
     "StoredMessage",
     "UsageTotals",
+    "open_store",
 ]

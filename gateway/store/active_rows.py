@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+from gateway.store.message_rows import MESSAGE_COLUMNS, stored_message
 from gateway.store.records import StoredMessage
-from gateway.store.rows import MESSAGE_COLUMNS, stored_message
 
 #: Sessions whose active rows are kept between turns (least recently used go first).
 ACTIVE_CACHE_SESSIONS = 256
@@ -45,10 +45,10 @@ class ActiveRows:
         """
         generation, last_seq, rows = self._held.pop(session_id, (-1, 0.0, []))
         key = {"id": session_id, "last": last_seq if rows else float("-inf")}
-        found = await db.execute_fetchall(_ACTIVE_AFTER, key)
+        found = await db.fetch_all(_ACTIVE_AFTER, key)
         if rows and tuple(found[0][-2:]) != (generation, len(rows)):
             rows, key["last"] = [], float("-inf")  # compacted or erased: read them all
-            found = await db.execute_fetchall(_ACTIVE_AFTER, key)
+            found = await db.fetch_all(_ACTIVE_AFTER, key)
         fetched = [row for row in found if row[0] is not None]
         rows = rows + [stored_message(row) for row in fetched]
         if fetched:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 
 from gateway.store.dialect import Database
-from gateway.store.rows import set_anchor
+from gateway.store.session_rows import set_anchor
 
 
-class SQLiteChatModels:
+class SqlChatModels:
     """The chat-model part of :class:`~gateway.store.protocols.ConversationStore`."""
 
     connection: Database
@@ -17,7 +17,7 @@ class SQLiteChatModels:
     async def chat_model(self, session_key: str) -> str | None:
         async with self.connection.read() as db:
             rows = list(
-                await db.execute_fetchall(
+                await db.fetch_all(
                     "SELECT choice FROM chat_models WHERE session_key = ?", (session_key,)
                 )
             )
@@ -40,7 +40,7 @@ class SQLiteChatModels:
                 " WHERE session_key = ? AND ended_at IS NULL",
                 (model, now, session_key),
             )
-            current = await db.execute_fetchall(
+            current = await db.fetch_all(
                 "SELECT id FROM sessions WHERE session_key = ? AND ended_at IS NULL",
                 (session_key,),
             )

@@ -6,9 +6,7 @@ from __future__ import annotations
 import logging
 import time
 
-import aiosqlite
-
-from gateway.store.dialect import Database
+from gateway.store.dialect import Database, Handle
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +15,7 @@ _OF_CHAT = "({column} = :old OR substr({column}, 1, length(:old) + 1) = :old || 
 _RENAMED = ":new || substr({column}, length(:old) + 1)"
 
 
-class SQLiteChats:
+class SqlChats:
     """:class:`~gateway.store.protocols.ChatStore` on a :class:`Connection`."""
 
     def __init__(self, connection: Database) -> None:
@@ -71,13 +69,13 @@ class SQLiteChats:
     async def moved_chats(self) -> list[tuple[str, str, str]]:
         """``(platform, old chat id, new chat id)`` of every move, oldest first."""
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 "SELECT platform, old_chat_id, new_chat_id FROM chat_moves ORDER BY moved_at"
             )
         return [(row[0], row[1], row[2]) for row in rows]
 
 
-async def _end_younger_sessions(db: aiosqlite.Connection, names: dict[str, str]) -> None:
+async def _end_younger_sessions(db: Handle, names: dict[str, str]) -> None:
     """A session already current under the new id (a message there was handled before
     the move) ends: the older conversation continues. Its rows stay stored."""
     of_new = _OF_CHAT.format(column="session_key").replace(":old", ":new")

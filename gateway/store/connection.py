@@ -1,5 +1,7 @@
-"""The connection under the SQLite store: one aiosqlite connection (WAL), one lock,
-migrations at open, and the transaction discipline every write goes through."""
+"""The connection under the SQLite store: one sqlite3 connection on its own thread
+(WAL; gateway/store/sqlite_thread.py), one lock, migrations at open, and the transaction
+discipline every write goes through. Every driver or file error a statement meets leaves
+it as a :class:`StoreError` saying why (:func:`gateway.store.errors.explained`)."""
 
 from __future__ import annotations
 
@@ -13,21 +15,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal, Self
 
-import aiosqlite
-
 from gateway.store import sql as sqlite_dialect
 from gateway.store.datadir_lock import DataDirLock
-from gateway.store.dialect import Body, Dialect, T
-from gateway.store.errors import StoreError, diagnose
-from gateway.store.rows import (
-    read_only_uri,
-    user_version,
-)
+from gateway.store.dialect import Body, Dialect, Handle, T
+from gateway.store.errors import StoreError, diagnose, explained
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
+from gateway.store.sqlite_files import read_only_uri, user_version
+from gateway.store.sqlite_thread import SQLiteHandle, SQLiteThread
 from gateway.store.trip import GroupCommit, in_one_trip
 
 #: How :meth:`Connection.open` opens the file (see there).
-Access = Literal["exclusive", "read_only", "shared"]
+Mode = Literal["exclusive", "read_only", "shared"]
 
 #: How long a handled event's dedupe key is remembered.
 SEEN_KEYS_SECONDS = 30 * 24 * 3600
@@ -41,8 +39,8 @@ class Connection:
     """Opens ``state.db``, migrates it, and hands out transactions and reads.
 
     The store's views (:mod:`gateway.store.conversation`, ``scheduling``, ``operator``)
-    hold one of these, the way an aiosqlite cursor holds its connection: every statement
-    runs inside :meth:`transaction` (writes) or :meth:`read`.
+    hold one of these: every statement runs inside :meth:`transaction` (writes) or
+    :meth:`read`, on a :class:`~gateway.store.dialect.Handle`.
     """
 
     #: What SQLite says its own way (docs/design.md#postgresql).
@@ -53,7 +51,8 @@ class Connection:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._db: aiosqlite.Connection | None = None
+        self._db: SQLiteThread | None = None
+        self._writing = True
         self._group: GroupCommit | None = None
         # One connection, one lock: a transaction never interleaves with another
         # coroutine's statements, and a read never sees a half-done transaction.
@@ -61,7 +60,7 @@ class Connection:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def open(self, access: Access = "exclusive") -> Self:
+    async def open(self, access: Mode = "exclusive") -> Self:
         """Open ``state.db``; how depends on ``access``:
 
         - ``exclusive`` (a gateway or chat): locks the data dir for as long as the store is
@@ -85,42 +84,43 @@ class Connection:
             await self.close()
             raise
         except (sqlite3.Error, OSError) as exc:
-            await self.close()  # aiosqlite's worker thread would keep the process alive
+            await self.close()  # the connection's thread would keep the process alive
             raise await diagnose(self.path, exc, writing=access != "read_only") from exc
         except BaseException:
             await self.close()
             raise
         return self
 
-    async def _connect(self, access: Access) -> None:
+    async def _connect(self, access: Mode) -> None:
+        self._writing = access != "read_only"
         if access == "read_only":
-            self._db = await aiosqlite.connect(read_only_uri(self.path), uri=True)
+            self._db = await SQLiteThread.connect(read_only_uri(self.path), uri=True)
         else:
-            self._db = await aiosqlite.connect(self.path, isolation_level=None)
-        self._db.row_factory = aiosqlite.Row
+            self._db = await SQLiteThread.connect(str(self.path))
         self._group = GroupCommit(self._db, self._lock)
-        await self._db.execute("PRAGMA busy_timeout=5000")
+        db = SQLiteHandle(self._db)
+        await db.execute("PRAGMA busy_timeout=5000")
         if access == "read_only":
             await self._require_current_schema()
             return
-        await self._db.execute("PRAGMA journal_mode=WAL")
+        await db.execute("PRAGMA journal_mode=WAL")
         # FULL: a message is acknowledged to its platform once stored; a power cut must
         # not take back a commit (NORMAL could, in WAL mode). One fsync per chat message.
-        await self._db.execute("PRAGMA synchronous=FULL")
-        await self._db.execute("PRAGMA foreign_keys=ON")
+        await db.execute("PRAGMA synchronous=FULL")
+        await db.execute("PRAGMA foreign_keys=ON")
         if access == "shared":
             await self._require_current_schema()  # only the lock holder migrates
             return
-        if await user_version(self._db) > SCHEMA_VERSION:
+        if await user_version(db) > SCHEMA_VERSION:
             await self._require_current_schema()  # says which version wrote it
         await self._migrate()
         # Platforms redeliver within a day; a month of keys is plenty to dedupe.
-        await self._db.execute(
+        await db.execute(
             "DELETE FROM inbound_seen WHERE seen_at < ?", (time.time() - SEEN_KEYS_SECONDS,)
         )
 
     async def _require_current_schema(self) -> None:
-        version = await user_version(self._conn())
+        version = await user_version(SQLiteHandle(self._conn()))
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path} was written by a newer nightowl (schema v{version}): upgrade"
@@ -158,7 +158,8 @@ class Connection:
             return await user_version(db)
 
     async def _migrate(self) -> None:
-        db = self._conn()
+        thread = self._conn()
+        db = SQLiteHandle(thread)
         async with self._lock:
             version = await user_version(db)
             if version > SCHEMA_VERSION:
@@ -174,7 +175,7 @@ class Connection:
                 # at the previous version, never half-migrated.
                 try:
                     if isinstance(step, str):
-                        await db.executescript(
+                        await thread.script(
                             f"BEGIN IMMEDIATE;\n{step}\nPRAGMA user_version={target};\nCOMMIT;"
                         )
                     else:
@@ -183,14 +184,20 @@ class Connection:
                         await db.execute(f"PRAGMA user_version={target}")
                         await db.execute("COMMIT")
                 except BaseException:
-                    if db.in_transaction:
+                    if await thread.in_transaction():
                         await db.execute("ROLLBACK")
                     raise
 
+    def errors(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """SQLite's and the file's errors inside the block as a :class:`StoreError`
+        saying why (docs/design.md#errors)."""
+        return explained(self.path, writing=self._writing)
+
     @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        db = self._conn()
-        async with self._lock:
+    async def transaction(self) -> AsyncIterator[Handle]:
+        thread = self._conn()
+        db = SQLiteHandle(thread)
+        async with self.errors(), self._lock:
             # Everything shielded: a cancelled caller must still leave the connection
             # outside a transaction, or every later write would fail.
             begin = asyncio.ensure_future(db.execute("BEGIN IMMEDIATE"))
@@ -198,22 +205,23 @@ class Connection:
                 await asyncio.shield(begin)
                 yield db
             except BaseException:
-                await asyncio.shield(_roll_back(db, begin))
+                await asyncio.shield(_roll_back(thread, begin))
                 raise
             await asyncio.shield(db.execute("COMMIT"))
 
     async def atomically(self, body: Body[T]) -> T:
         """``body(handle)`` in one write transaction, in one trip to SQLite's thread,
         with the writes that arrive meanwhile (gateway/store/trip.py)."""
-        return await self._writes().run(body)
+        async with self.errors():
+            return await self._writes().run(body)
 
     async def snapshot(self, body: Body[T]) -> T:
         """``body(handle)``'s reads, in one trip, all seeing the same moment."""
-        db = self._conn()
-        async with self._lock:
-            # Not shielded, and need not be: once queued, the trip ends on SQLite's thread
-            # whatever becomes of its caller, and whatever comes next queues behind it.
-            return await in_one_trip(db, body, begin="BEGIN")
+        thread = self._conn()
+        async with self.errors(), self._lock:
+            # Once queued, the trip ends on SQLite's thread whatever becomes of its
+            # caller, and whatever comes next queues behind it.
+            return await in_one_trip(thread, body, begin="BEGIN")
 
     async def write_unsynced(self, statement: str) -> None:
         # No fsync of its own: WAL keeps the commit across a crash of this process; only
@@ -224,7 +232,8 @@ class Connection:
         # Taken at once and shielded: a lane cancelled at shutdown still records what it
         # delivered (the close waits for it), or the reply would go out again after the
         # restart.
-        await asyncio.shield(self._writes().submit(write, synced=False))
+        async with self.errors():
+            await asyncio.shield(self._writes().submit(write, synced=False))
 
     def _writes(self) -> GroupCommit:
         if self._group is None:
@@ -232,11 +241,11 @@ class Connection:
         return self._group
 
     @contextlib.asynccontextmanager
-    async def read(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            yield self._conn()
+    async def read(self) -> AsyncIterator[SQLiteHandle]:
+        async with self.errors(), self._lock:
+            yield SQLiteHandle(self._conn())
 
-    def _conn(self) -> aiosqlite.Connection:
+    def _conn(self) -> SQLiteThread:
         if self._db is None:
             raise StoreError("the store is not open")
         return self._db
@@ -258,8 +267,8 @@ def _make_private(path: Path) -> None:
                 file.chmod(0o600)
 
 
-async def _roll_back(db: aiosqlite.Connection, begin: asyncio.Future[Any]) -> None:
+async def _roll_back(thread: SQLiteThread, begin: asyncio.Future[Any]) -> None:
     with contextlib.suppress(Exception):  # BEGIN itself failed: nothing to roll back
         await begin
-    if db.in_transaction:
-        await db.execute("ROLLBACK")
+    if await thread.in_transaction():
+        await thread.run(lambda connection: connection.execute("ROLLBACK"))

@@ -1,4 +1,4 @@
-"""The conversation's statements on SQLite: the inbox, sessions, rows, the compaction
+"""The conversation's statements, on either database: the inbox, sessions, rows, the compaction
 commit, search, delivery marks (:class:`~gateway.store.protocols.ConversationStore`)."""
 
 from __future__ import annotations
@@ -12,12 +12,24 @@ from typing import Any
 from agent.compression.markers import SUMMARY_PREFIX
 from agent.messages import JSON
 from gateway.store.active_rows import ActiveRows
-from gateway.store.chat_models import SQLiteChatModels
+from gateway.store.chat_models import SqlChatModels
 from gateway.store.connection import new_session_id
 from gateway.store.dashboard import record_compaction, record_turn
 from gateway.store.dialect import Database
 from gateway.store.errors import SessionEnded
 from gateway.store.inbox import InboxWriter
+from gateway.store.message_rows import (
+    insert_active_list,
+    insert_messages,
+    pending_delivery,
+    search_hit,
+)
+from gateway.store.queue_rows import (
+    delete_inbox,
+    inbox_entry,
+    mark_inbox_in_history,
+    mark_reminder_sent,
+)
 from gateway.store.records import (
     KEEP,
     AnchorRecord,
@@ -34,19 +46,11 @@ from gateway.store.records import (
     UsageTotals,
     Waiting,
 )
-from gateway.store.rows import (
+from gateway.store.session_rows import (
     anchor_at,
-    delete_inbox,
-    inbox_entry,
-    insert_active_list,
-    insert_messages,
     insert_session,
-    mark_inbox_in_history,
-    mark_reminder_sent,
     move_session_on,
-    pending_delivery,
     save_engine_state,
-    search_hit,
     session_record,
     set_anchor,
 )
@@ -55,7 +59,7 @@ _CURRENT_SESSION = "SELECT * FROM sessions WHERE session_key = ? AND ended_at IS
 _INBOX = "SELECT * FROM inbox WHERE session_key = ? ORDER BY id"
 
 
-class SQLiteConversation(SQLiteChatModels):
+class SqlConversation(SqlChatModels):
     """:class:`~gateway.store.protocols.ConversationStore` on a :class:`Connection`."""
 
     def __init__(self, connection: Database) -> None:
@@ -83,7 +87,7 @@ class SQLiteConversation(SQLiteChatModels):
 
     async def inbox(self, session_key: str) -> list[InboxEntry]:
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(_INBOX, (session_key,))
+            rows = await db.fetch_all(_INBOX, (session_key,))
         return [inbox_entry(row) for row in rows]
 
     async def waiting(self, session_key: str) -> Waiting:
@@ -92,13 +96,13 @@ class SQLiteConversation(SQLiteChatModels):
         its active rows."""
 
         async def read(db: Any) -> Waiting:
-            replies = await db.execute_fetchall(self.sql.PENDING_DELIVERIES, {"key": session_key})
-            inbox = await db.execute_fetchall(_INBOX, (session_key,))
+            replies = await db.fetch_all(self.sql.PENDING_DELIVERIES, {"key": session_key})
+            inbox = await db.fetch_all(_INBOX, (session_key,))
             waiting = Waiting(
                 [pending_delivery(row) for row in replies], [inbox_entry(row) for row in inbox]
             )
             if waiting.inbox:
-                found = await db.execute_fetchall(_CURRENT_SESSION, (session_key,))
+                found = await db.fetch_all(_CURRENT_SESSION, (session_key,))
                 if found:
                     session = session_record(found[0])
                     rows = await self._active.read(db, session.id)
@@ -114,7 +118,7 @@ class SQLiteConversation(SQLiteChatModels):
 
     async def session_keys_with_inbox(self) -> list[str]:
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 "SELECT session_key FROM inbox GROUP BY session_key ORDER BY MIN(id)"
             )
         return [row[0] for row in rows]
@@ -123,14 +127,12 @@ class SQLiteConversation(SQLiteChatModels):
 
     async def current_session(self, session_key: str) -> SessionRecord | None:
         async with self.connection.read() as db:
-            rows = list(await db.execute_fetchall(_CURRENT_SESSION, (session_key,)))
+            rows = list(await db.fetch_all(_CURRENT_SESSION, (session_key,)))
         return session_record(rows[0]) if rows else None
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async with self.connection.read() as db:
-            rows = list(
-                await db.execute_fetchall("SELECT * FROM sessions WHERE id = ?", (session_id,))
-            )
+            rows = list(await db.fetch_all("SELECT * FROM sessions WHERE id = ?", (session_id,)))
         return session_record(rows[0]) if rows else None
 
     async def start_session(
@@ -299,7 +301,7 @@ class SQLiteConversation(SQLiteChatModels):
         if not match:
             return []
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 self.sql.SEARCH,
                 {
                     "session": session_id,
@@ -327,7 +329,7 @@ class SQLiteConversation(SQLiteChatModels):
         Each carries the platform id of the user message it answers, to thread it.
         """
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(self.sql.PENDING_DELIVERIES, {"key": session_key})
+            rows = await db.fetch_all(self.sql.PENDING_DELIVERIES, {"key": session_key})
         return [pending_delivery(row) for row in rows]
 
     # -- catch-up cursors ----------------------------------------------------------------
@@ -339,7 +341,7 @@ class SQLiteConversation(SQLiteChatModels):
         A chat with nothing stored since then is left out: it had no recent activity.
         """
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 self.sql.NEWEST_STORED_IDS, {"platform": platform, "since": since}
             )
         return {row["chat_id"]: int(row["newest"]) for row in rows}

@@ -17,8 +17,9 @@ from gateway.store.dashboard_records import (
     TurnStat,
 )
 from gateway.store.dialect import Database
+from gateway.store.message_rows import MESSAGE_COLUMNS, stored_message
 from gateway.store.records import AnchorRecord, CompactionMark, StoredMessage, UsageTotals
-from gateway.store.rows import MESSAGE_COLUMNS, session_record, stored_message
+from gateway.store.session_rows import session_record
 
 # -- written in the conversation's transactions -------------------------------------------
 
@@ -90,7 +91,7 @@ FROM sessions s WHERE s.ended_at IS NULL ORDER BY s.updated_at DESC
 """
 
 
-class SQLiteDashboard:
+class SqlDashboard:
     """:class:`~gateway.store.protocols.DashboardStore` on a :class:`Connection`."""
 
     def __init__(self, connection: Database) -> None:
@@ -98,7 +99,7 @@ class SQLiteDashboard:
 
     async def sessions(self) -> list[SessionOverview]:
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(_SESSIONS)
+            rows = await db.fetch_all(_SESSIONS)
         overviews = []
         for row in rows:
             record = session_record(row)
@@ -126,7 +127,7 @@ class SQLiteDashboard:
     async def turn_history(self, session_id: str, limit: int = 2000) -> list[TurnStat]:
         """The conversation's last ``limit`` turns, oldest first."""
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 _LINEAGE + "SELECT session_id, at, prompt_tokens, usage_prompt,"
                 " usage_completion, usage_cache_read, requests FROM turn_stats"
                 " WHERE session_id IN (SELECT id FROM lineage) ORDER BY at DESC LIMIT :limit",
@@ -150,7 +151,7 @@ class SQLiteDashboard:
     async def compactions(self, session_id: str, since: float = 0.0) -> list[CompactionRecord]:
         """The conversation's compactions since ``since``, oldest first."""
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 _LINEAGE + "SELECT * FROM compactions"
                 " WHERE session_id IN (SELECT id FROM lineage) AND at >= :since ORDER BY at",
                 {"session": session_id, "since": since},
@@ -177,7 +178,7 @@ class SQLiteDashboard:
         """The conversation's rows, active and archived, in the order they were stored:
         the ``limit`` newest before row id ``before`` (all when None)."""
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 _LINEAGE + f"SELECT {MESSAGE_COLUMNS} FROM messages m"
                 " WHERE m.session_id IN (SELECT id FROM lineage)"
                 " AND (m.active = 1 OR m.compacted = 1) AND m.id < :before"
@@ -194,7 +195,7 @@ class SQLiteDashboard:
         async with self.connection.read() as db:
             turns = next(
                 iter(
-                    await db.execute_fetchall(
+                    await db.fetch_all(
                         "SELECT COUNT(*), COALESCE(SUM(usage_prompt), 0),"
                         " COALESCE(SUM(usage_completion), 0), COALESCE(SUM(usage_cache_read), 0)"
                         " FROM turn_stats WHERE at >= ?",
@@ -202,19 +203,19 @@ class SQLiteDashboard:
                     )
                 )
             )
-            by_platform = await db.execute_fetchall(
+            by_platform = await db.fetch_all(
                 "SELECT s.platform, COUNT(*) FROM turn_stats t JOIN sessions s"
                 " ON s.id = t.session_id WHERE t.at >= ? GROUP BY s.platform",
                 (since,),
             )
-            by_trigger = await db.execute_fetchall(
+            by_trigger = await db.fetch_all(
                 "SELECT trigger_source, COUNT(*) FROM compactions WHERE at >= ?"
                 " GROUP BY trigger_source",
                 (since,),
             )
             counts = next(
                 iter(
-                    await db.execute_fetchall(
+                    await db.fetch_all(
                         "SELECT (SELECT COUNT(*) FROM sessions WHERE updated_at >= ?),"
                         " (SELECT COUNT(*) FROM inbox),"
                         " (SELECT COUNT(*) FROM messages WHERE pending_delivery = 1),"

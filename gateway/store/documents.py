@@ -1,4 +1,4 @@
-"""Documents on SQLite: the extracted text, kept once by content hash and read in parts
+"""Documents, on either database: the extracted text, kept once by content hash and read in parts
 (:class:`~gateway.store.protocols.DocumentStore`, docs/design.md#documents).
 
 A document's text lives in ``document_parts`` (a PDF's pages, a text's chunks) with its
@@ -13,9 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import aiosqlite
-
-from gateway.store.dialect import Database
+from gateway.store.dialect import Database, Handle
 from gateway.store.records import DocumentHit, DocumentInfo, DocumentSlice, DocumentText
 
 #: The id in a row's document header (gateway/media/reading.py: document_note).
@@ -26,7 +24,7 @@ _ID_LENGTHS = (12, 16, 64)
 _INFO = "d.id, d.kind, d.size, d.chars, d.pages, c.name, c.created_at"
 
 
-class SQLiteDocuments:
+class SqlDocuments:
     """:class:`~gateway.store.protocols.DocumentStore` on a :class:`Connection`."""
 
     def __init__(self, connection: Database) -> None:
@@ -38,7 +36,7 @@ class SQLiteDocuments:
         now = time.time()
         async with self.connection.transaction() as db:
             rows = list(
-                await db.execute_fetchall(
+                await db.fetch_all(
                     "SELECT n, id FROM documents WHERE sha256 = ?", (document.sha256,)
                 )
             )
@@ -66,7 +64,7 @@ class SQLiteDocuments:
     ) -> DocumentSlice | None:
         async with self.connection.read() as db:
             found = list(
-                await db.execute_fetchall(
+                await db.fetch_all(
                     f"SELECT d.n, {_INFO} FROM documents d JOIN chat_documents c"
                     " ON c.document = d.n AND c.session_key = ? WHERE d.id = ?",
                     (session_key, document_id.strip().lower()),
@@ -76,13 +74,13 @@ class SQLiteDocuments:
                 return None
             number, info = found[0][0], _info(found[0])
             if page is not None:
-                parts = await db.execute_fetchall(
+                parts = await db.fetch_all(
                     "SELECT part, start, text FROM document_parts WHERE document = ? AND part = ?",
                     (number, page),
                 )
                 offset = 0
             else:
-                parts = await db.execute_fetchall(
+                parts = await db.fetch_all(
                     "SELECT part, start, text FROM document_parts WHERE document = ?"
                     " AND start < ? AND start + length(text) > ? ORDER BY part",
                     (number, offset + max_chars, offset),
@@ -106,7 +104,7 @@ class SQLiteDocuments:
         if not match:
             return []
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 sql.DOCUMENT_SEARCH,
                 {"key": session_key, "match": match, "scan": min(200, limit * 20)},
             )
@@ -126,16 +124,16 @@ class SQLiteDocuments:
             return {}
         marks = ",".join("?" * len(message_ids))
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 f"SELECT id, content FROM messages WHERE id IN ({marks})", list(message_ids)
             )
         return {row[0]: set(DOCUMENT_HEADER.findall(row[1] or "")) for row in rows}
 
 
-async def _insert(db: aiosqlite.Connection, document: DocumentText, now: float) -> tuple[int, str]:
+async def _insert(db: Handle, document: DocumentText, now: float) -> tuple[int, str]:
     for length in _ID_LENGTHS:
         document_id = document.sha256[:length]
-        taken = await db.execute_fetchall("SELECT 1 FROM documents WHERE id = ?", (document_id,))
+        taken = await db.fetch_all("SELECT 1 FROM documents WHERE id = ?", (document_id,))
         if not list(taken):
             break
     cursor = await db.execute(
@@ -153,7 +151,7 @@ async def _insert(db: aiosqlite.Connection, document: DocumentText, now: float) 
         ),
     )
     if cursor.rowcount == 0:  # another chat kept the same file meanwhile (a replica)
-        [(number, document_id)] = await db.execute_fetchall(
+        [(number, document_id)] = await db.fetch_all(
             "SELECT n, id FROM documents WHERE sha256 = ?", (document.sha256,)
         )
         return int(number), str(document_id)
@@ -162,7 +160,7 @@ async def _insert(db: aiosqlite.Connection, document: DocumentText, now: float) 
     for index, text in enumerate(document.parts, start=1):
         rows.append((number, index, start, text))
         start += len(text)
-    await db.executemany(
+    await db.execute_many(
         "INSERT INTO document_parts(document, part, start, text) VALUES (?, ?, ?, ?)", rows
     )
     return number, document_id

@@ -1,7 +1,9 @@
 """The store's errors, and why a ``state.db`` cannot be used, in one sentence a user can act on.
 
-Every failure to open the database leaves the store as :class:`StoreError`; its text is
-shown to users as is (no traceback): a permissions problem says whose and which file, a
+Every failure to open the database, and every driver or file error a statement meets
+after that, leaves the store as :class:`StoreError` (:func:`explained` here for SQLite,
+``mapped_errors`` in gateway/store/postgres/connection.py); its text is shown to users
+as is (no traceback): a permissions problem says whose and which file, a
 read-only file system says so, a damaged file quotes ``PRAGMA integrity_check``.
 """
 
@@ -18,13 +20,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Literal
 
-from gateway.store.rows import read_only_uri
+from gateway.store.sqlite_files import read_only_uri
 from nightowl_errors import NightowlError
 
 Reason = Literal["in_use", "permission", "read_only", "damaged", "full", "schema", "other"]
 
 _DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 _FULL = ("SQLITE_FULL",)
+_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
 
 
 class StoreError(NightowlError):
@@ -89,6 +92,11 @@ async def diagnose(path: Path, error: BaseException, *, writing: bool = True) ->
         return StoreError(
             f"the disk holding {data_dir} is full: free some space and start nightowl again",
             reason="full",
+        )
+    if code in _BUSY or code.startswith("SQLITE_BUSY"):
+        return StoreError(
+            f"{path} stayed locked by another program past the busy timeout (a sqlite3"
+            " shell or a backup holding a transaction open?): end that one, then try again"
         )
     if code in _DAMAGED or code.startswith("SQLITE_CORRUPT"):
         problems = await asyncio.to_thread(integrity_problems, path)
@@ -201,7 +209,8 @@ def _nearest_existing(path: Path) -> Path:
 
 @contextlib.asynccontextmanager
 async def explained(path: Path, *, writing: bool = True) -> AsyncIterator[None]:
-    """Turn SQLite's and the OS's errors inside the block into a :class:`StoreError`."""
+    """Turn SQLite's and the OS's errors inside the block into a :class:`StoreError`
+    saying why (the one mapping every SQLite statement of the store goes through)."""
     try:
         yield
     except (sqlite3.Error, OSError) as exc:

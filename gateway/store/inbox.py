@@ -93,7 +93,7 @@ class InboxWriter:
             new_keys: set[str] = set()
             if keys:
                 values = ", ".join(["(?, ?)"] * len(keys))
-                found = await db.execute_fetchall(
+                found = await db.fetch_all(
                     f"INSERT INTO inbound_seen(dedupe_key, seen_at) VALUES {values}"
                     " ON CONFLICT DO NOTHING RETURNING dedupe_key",
                     [value for key in keys for value in (key, now)],
@@ -107,7 +107,7 @@ class InboxWriter:
                     new_keys.discard(key)
             rows = [row for (_, row), new in zip(entries, stored, strict=True) if new]
             if rows:
-                await db.executemany(_INSERT_INBOX, rows)
+                await db.execute_many(_INSERT_INBOX, rows)
             return stored
 
         return await self._connection.atomically(write)

@@ -1,4 +1,4 @@
-"""Long-term memory notes on SQLite (:class:`~gateway.store.protocols.MemoryStore`,
+"""Long-term memory notes, on either database (:class:`~gateway.store.protocols.MemoryStore`,
 docs/design.md#memory). Written in SQL that PostgreSQL reads alike."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_SEARCH_WORDS = 8
 
 
-class SQLiteMemory:
+class SqlMemory:
     """:class:`~gateway.store.protocols.MemoryStore` on a :class:`Connection`."""
 
     def __init__(self, connection: Database) -> None:
@@ -33,7 +33,7 @@ class SQLiteMemory:
         scope, owner = note.owner
         async with self.connection.transaction() as db:
             same = list(
-                await db.execute_fetchall(
+                await db.fetch_all(
                     "SELECT id FROM memories WHERE scope = ? AND owner = ?"
                     " AND archived_at IS NULL AND lower(text) = lower(CAST(? AS TEXT))"
                     " ORDER BY id LIMIT 1",
@@ -68,9 +68,7 @@ class SQLiteMemory:
                     " AND scope = ? AND owner = ? AND archived_at IS NULL",
                     (now, memory_id, replaces, scope, owner),
                 )
-            rows = await db.execute_fetchall(
-                f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
-            )
+            rows = await db.fetch_all(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
         return _entry(next(iter(rows))), new
 
     async def memories(
@@ -80,7 +78,7 @@ class SQLiteMemory:
         if not archived:
             where += " AND archived_at IS NULL"
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 f"SELECT {_COLUMNS} FROM memories WHERE {where}"
                 " ORDER BY last_used_at DESC, id DESC",
                 params,
@@ -90,9 +88,7 @@ class SQLiteMemory:
     async def get_memory(self, memory_id: int) -> MemoryEntry | None:
         async with self.connection.read() as db:
             rows = list(
-                await db.execute_fetchall(
-                    f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
-                )
+                await db.fetch_all(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
             )
         return _entry(rows[0]) if rows else None
 
@@ -108,7 +104,7 @@ class SQLiteMemory:
             params.append("%" + word.replace("\\", "\\\\").replace("_", "\\_") + "%")
         async with self.connection.transaction() as db:
             rows = list(
-                await db.execute_fetchall(
+                await db.fetch_all(
                     f"SELECT {_COLUMNS} FROM memories WHERE {where}"
                     " ORDER BY archived_at IS NOT NULL, last_used_at DESC, id DESC"
                     f" LIMIT {int(limit)}",
@@ -127,7 +123,7 @@ class SQLiteMemory:
 
     async def forget_memory(self, memory_id: int) -> int:
         async with self.connection.transaction() as db:
-            versions = await db.execute_fetchall(
+            versions = await db.fetch_all(
                 "WITH RECURSIVE versions(id) AS (SELECT CAST(? AS BIGINT) UNION"
                 " SELECT m.id FROM memories m JOIN versions v ON m.replaced_by = v.id)"
                 " SELECT id FROM versions",

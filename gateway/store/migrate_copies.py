@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-import aiosqlite
+from gateway.store.dialect import Handle
 
 SUMMARY_PREFIX = "[CONTEXT COMPACTION]"
 #: How versions before 5 marked a tail row they cut into an excerpt.
@@ -33,20 +33,20 @@ _STATEMENTS = (
 _COLUMNS = "id, role, content, parts, tool_calls, tool_call_id, tool_name, created_at, active, seq"
 
 
-async def migrate(db: aiosqlite.Connection) -> None:
+async def migrate(db: Handle) -> None:
     for statement in _STATEMENTS:
         await db.execute(statement)
-    sessions = await db.execute_fetchall(
+    sessions = await db.fetch_all(
         "SELECT DISTINCT session_id FROM messages WHERE content LIKE ?", (SUMMARY_PREFIX + "%",)
     )
     for (session_id,) in sessions:
         await _remove_copies(db, session_id)
 
 
-async def _remove_copies(db: aiosqlite.Connection, session_id: str) -> None:
+async def _remove_copies(db: Handle, session_id: str) -> None:
     rows = [
         dict(row)
-        for row in await db.execute_fetchall(
+        for row in await db.fetch_all(
             f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? ORDER BY id", (session_id,)
         )
     ]
@@ -73,7 +73,7 @@ async def _remove_copies(db: aiosqlite.Connection, session_id: str) -> None:
             await db.execute("DELETE FROM messages WHERE id = ?", (copy["id"],))
             moved[copy["id"]] = original["id"]
     if moved:
-        await db.executemany(
+        await db.execute_many(
             "UPDATE sessions SET anchor_message_id = ? WHERE id = ? AND anchor_message_id = ?",
             [(new, session_id, old) for old, new in moved.items()],
         )

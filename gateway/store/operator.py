@@ -1,29 +1,16 @@
-"""The operator's view of the SQLite store: list, export, erase, check (``nightowl sessions``,
-``nightowl doctor``). ``forget`` is the only deletion in nightowl."""
+"""The operator's view of the store, on either database: list, export, erase, check
+(``nightowl sessions``, ``nightowl doctor``). ``forget`` is the only deletion in nightowl.
+Where PostgreSQL keeps things its own way, :class:`gateway.store.postgres.PgOperator`."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import aiosqlite
-
 from gateway.store.dialect import Database
 from gateway.store.documents import forget_documents
-from gateway.store.records import (
-    DatabaseReport,
-    SessionSummary,
-    StoredMessage,
-)
-from gateway.store.rows import (
-    MESSAGE_COLUMNS,
-    read_only_uri,
-    stored_message,
-    user_version,
-)
-from gateway.store.schema import SCHEMA_VERSION
+from gateway.store.message_rows import MESSAGE_COLUMNS, stored_message
+from gateway.store.records import SessionSummary, StoredMessage
 
 
-class SQLiteOperator:
+class SqlOperator:
     """:class:`~gateway.store.protocols.OperatorStore` on a :class:`Connection`."""
 
     def __init__(self, connection: Database) -> None:
@@ -33,7 +20,7 @@ class SQLiteOperator:
 
     async def list_sessions(self) -> list[SessionSummary]:
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 "SELECT s.session_key, s.id, s.platform, s.updated_at,"
                 " COALESCE(SUM(m.active), 0) AS active,"
                 " COALESCE(SUM(CASE WHEN m.active = 0 THEN 1 ELSE 0 END), 0) AS archived,"
@@ -57,7 +44,7 @@ class SQLiteOperator:
     async def export_rows(self, session_key: str) -> list[tuple[str, StoredMessage]]:
         """Every row of every session ever held under ``session_key``, archived included."""
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 f"SELECT {MESSAGE_COLUMNS}, m.session_id FROM messages m"
                 " JOIN sessions s ON s.id = m.session_id"
                 " WHERE s.session_key = ? ORDER BY m.id",
@@ -75,7 +62,7 @@ class SQLiteOperator:
         async with self.connection.transaction() as db:
             ids = [
                 r[0]
-                for r in await db.execute_fetchall(
+                for r in await db.fetch_all(
                     "SELECT id FROM sessions WHERE session_key = ?", (session_key,)
                 )
             ]
@@ -101,7 +88,7 @@ class SQLiteOperator:
 
     async def integrity_check(self) -> str:
         async with self.connection.read() as db:
-            rows = list(await db.execute_fetchall("PRAGMA integrity_check"))
+            rows = list(await db.fetch_all("PRAGMA integrity_check"))
         return str(rows[0][0])
 
     async def scrub(self) -> bool:
@@ -118,18 +105,6 @@ class SQLiteOperator:
                 "INSERT INTO document_parts_fts(document_parts_fts) VALUES ('optimize')"
             )
             await db.execute("VACUUM")
-            rows = await db.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
+            rows = await db.fetch_all("PRAGMA wal_checkpoint(TRUNCATE)")
         busy = next(iter(rows))[0]
         return not busy
-
-    @staticmethod
-    async def inspect(path: str | Path) -> DatabaseReport:
-        """Schema version and integrity of the file at ``path``, opened read-only.
-
-        Nothing is created or migrated (an operator may run this beside a live gateway).
-        Raises ``sqlite3.Error`` when the file cannot be opened or is not a database.
-        """
-        async with aiosqlite.connect(read_only_uri(path), uri=True) as db:
-            version = await user_version(db)
-            rows = await db.execute_fetchall("PRAGMA integrity_check(20)")
-        return DatabaseReport(version, SCHEMA_VERSION, [str(row[0]) for row in rows])

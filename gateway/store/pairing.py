@@ -1,4 +1,4 @@
-"""Pairing in the SQLite store: strangers' requests and the users approved through them
+"""Pairing in the store, on either database: strangers' requests and the users approved through them
 (docs/design.md#pairing)."""
 
 from __future__ import annotations
@@ -6,16 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-import aiosqlite
-
-from gateway.store.dialect import Database
+from gateway.store.dialect import Database, Handle, Row
 from gateway.store.records import ApprovedUser, PairingRequest
 
 _REQUEST_COLUMNS = "platform, user_id, user_name, chat_id, code, created_at, expires_at"
 _APPROVED_COLUMNS = "platform, user_id, user_name, approved_at, approved_by"
 
 
-class SQLitePairing:
+class SqlPairing:
     """:class:`~gateway.store.protocols.PairingStore` on a :class:`Connection`.
 
     Beside a running gateway the CLI writes here through its own connection; every
@@ -37,7 +35,7 @@ class SQLitePairing:
         async with self.connection.transaction() as db:
             await _remove_expired(db, candidate.created_at)
             rows = list(
-                await db.execute_fetchall(
+                await db.fetch_all(
                     f"SELECT {_REQUEST_COLUMNS} FROM pairing_requests"
                     " WHERE platform = ? AND user_id = ?",
                     (candidate.platform, candidate.user_id),
@@ -103,7 +101,7 @@ class SQLitePairing:
             await _remove_expired(db, now)
             where, params = _who(platform, user_id)
             rows = list(
-                await db.execute_fetchall(
+                await db.fetch_all(
                     f"SELECT {_REQUEST_COLUMNS} FROM pairing_requests{where}", params
                 )
             )
@@ -119,7 +117,7 @@ class SQLitePairing:
 
     async def pending(self, now: float) -> list[PairingRequest]:
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 f"SELECT {_REQUEST_COLUMNS} FROM pairing_requests WHERE expires_at > ?"
                 " ORDER BY created_at, platform, user_id",
                 (now,),
@@ -128,7 +126,7 @@ class SQLitePairing:
 
     async def approved(self) -> list[ApprovedUser]:
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 f"SELECT {_APPROVED_COLUMNS} FROM paired_users ORDER BY approved_at, platform, user_id"
             )
         return [ApprovedUser(*row) for row in rows]
@@ -146,16 +144,16 @@ def _who(platform: str | None, user_id: str | None) -> tuple[str, tuple[str, ...
     return " WHERE platform = ? AND user_id = ?", (platform, user_id)
 
 
-async def _remove_expired(db: aiosqlite.Connection, now: float) -> None:
+async def _remove_expired(db: Handle, now: float) -> None:
     await db.execute("DELETE FROM pairing_requests WHERE expires_at <= ?", (now,))
 
 
-async def _take(db: aiosqlite.Connection, code: str) -> PairingRequest | None:
+async def _take(db: Handle, code: str) -> PairingRequest | None:
     """Remove the pending request holding ``code``; returns it."""
     # SELECT then DELETE, not DELETE ... RETURNING: older SQLite builds (before 3.35,
     # still shipped by some distributions) lack it. Inside one transaction either way.
     rows = list(
-        await db.execute_fetchall(
+        await db.fetch_all(
             f"SELECT {_REQUEST_COLUMNS} FROM pairing_requests WHERE code = ?", (code,)
         )
     )
@@ -165,10 +163,10 @@ async def _take(db: aiosqlite.Connection, code: str) -> PairingRequest | None:
     return _request(rows[0])
 
 
-async def _count(db: aiosqlite.Connection, sql: str, *params: object) -> int:
-    rows = list(await db.execute_fetchall(sql, params))
+async def _count(db: Handle, sql: str, *params: object) -> int:
+    rows = list(await db.fetch_all(sql, params))
     return int(rows[0][0]) if rows else 0
 
 
-def _request(row: aiosqlite.Row) -> PairingRequest:
+def _request(row: Row) -> PairingRequest:
     return PairingRequest(*row)

@@ -16,18 +16,15 @@ stores its turn (docs/design.md#inbox).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Protocol, Self
+from typing import Protocol
 
 from agent.messages import JSON
-from gateway.store.coordination import Coordination
 from gateway.store.dashboard_records import CompactionRecord, SessionOverview, Totals, TurnStat
 from gateway.store.records import (
     AnchorRecord,
     ApprovedUser,
     Compaction,
     CompactionMark,
-    DatabaseReport,
     DocumentHit,
     DocumentInfo,
     DocumentSlice,
@@ -211,11 +208,6 @@ class OperatorStore(Protocol):
         """Make erased rows unrecoverable from the file (free pages, WAL, index segments)."""
         ...
 
-    @staticmethod
-    async def inspect(path: str | Path) -> DatabaseReport:
-        """Schema version and integrity of the file at ``path``, opened read-only."""
-        ...
-
 
 class PairingStore(Protocol):
     """Strangers' pairing requests and the users approved through them
@@ -380,22 +372,3 @@ class DashboardStore(Protocol):
     async def totals(self, since: float) -> Totals:
         """Turns, tokens, compactions since ``since``; what waits now."""
         ...
-
-
-class Store(Protocol):
-    """A backend: opened once, then each part of the gateway gets its view."""
-
-    conversation: ConversationStore
-    scheduling: SchedulingStore
-    operator: OperatorStore
-    pairing: PairingStore
-    dashboard: DashboardStore
-    memory: MemoryStore
-    documents: DocumentStore
-    chats: ChatStore
-    #: Which replica runs a session (docs/design.md#replicas).
-    coordination: Coordination
-
-    async def open(self) -> Self: ...
-
-    async def close(self) -> None: ...

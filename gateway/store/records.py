@@ -231,6 +231,25 @@ class DatabaseReport:
 
 
 @dataclass(frozen=True)
+class DatabaseProbe:
+    """What a PostgreSQL server says (``nightowl doctor``, docs/design.md#replicas)."""
+
+    #: Where, without the password.
+    where: str
+    #: The schema version found; None for a database nightowl never used.
+    schema_version: int | None
+    #: The version this nightowl writes.
+    current_version: int
+    #: A first connection could take an advisory lock.
+    lock_taken: bool
+    #: A second connection could take it too (a pooler in transaction mode).
+    lock_shared: bool
+    #: The database's clock minus this machine's, in seconds, and half the time asking took.
+    clock_skew: float
+    clock_uncertainty: float
+
+
+@dataclass(frozen=True)
 class PairingRequest:
     """A stranger asking for access (docs/design.md#pairing): who, where to answer, the
     code the owner approves, until when it is valid (epoch seconds). Never their message."""

@@ -1,18 +1,18 @@
-"""The scheduler's data in the SQLite store: reminders (docs/design.md#tools) and idle sessions (docs/design.md#idle-compression)."""
+"""The scheduler's data in the store, on either database: reminders (docs/design.md#tools) and idle sessions (docs/design.md#idle-compression)."""
 
 from __future__ import annotations
 
 import time
 
 from gateway.store.dialect import Database
+from gateway.store.queue_rows import mark_reminder_sent, reminder_record
 from gateway.store.records import (
     IdleSession,
     Reminder,
 )
-from gateway.store.rows import mark_reminder_sent, reminder_record
 
 
-class SQLiteScheduling:
+class SqlScheduling:
     """:class:`~gateway.store.protocols.SchedulingStore` on a :class:`Connection`."""
 
     def __init__(self, connection: Database) -> None:
@@ -43,16 +43,14 @@ class SQLiteScheduling:
 
     async def get_reminder(self, reminder_id: int) -> Reminder | None:
         async with self.connection.read() as db:
-            rows = list(
-                await db.execute_fetchall("SELECT * FROM reminders WHERE id = ?", (reminder_id,))
-            )
+            rows = list(await db.fetch_all("SELECT * FROM reminders WHERE id = ?", (reminder_id,)))
         return reminder_record(rows[0]) if rows else None
 
     async def pending_reminders(self, session_key: str | None = None) -> list[Reminder]:
         """Reminders not delivered yet (all chats, or one), soonest first."""
         where = "sent_at IS NULL" + (" AND session_key = ?" if session_key is not None else "")
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 f"SELECT * FROM reminders WHERE {where} ORDER BY due_at, id",
                 () if session_key is None else (session_key,),
             )
@@ -75,7 +73,7 @@ class SQLiteScheduling:
         Tokens are the stored per-row counts of active rows, read through the index.
         """
         async with self.connection.read() as db:
-            rows = await db.execute_fetchall(
+            rows = await db.fetch_all(
                 "SELECT s.id, s.session_key, s.updated_at, COUNT(m.id) AS messages,"
                 " COALESCE(SUM(m.token_count), 0) AS tokens"
                 " FROM sessions s JOIN messages m"

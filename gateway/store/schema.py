@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-import aiosqlite
-
 from gateway.store import migrate_copies
+from gateway.store.dialect import Handle
 
 # 1: sessions, messages with soft-archive flags and per-row token counts, FTS5 (docs/design.md#storage, #compaction-commit, #usage-anchor).
 _V1 = """
@@ -285,7 +284,7 @@ ALTER TABLE sessions ADD COLUMN anchor_overhead BIGINT;
 """
 
 #: A migration is a script, or a coroutine function run inside the migration's transaction.
-Migration = str | Callable[[aiosqlite.Connection], Awaitable[None]]
+Migration = str | Callable[[Handle], Awaitable[None]]
 
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _V1),

@@ -1,12 +1,12 @@
 """Whole SQLite transactions in one trip to the connection's thread, and writes that
 arrive together in one commit.
 
-aiosqlite runs every statement on the connection's own thread: each ``await`` is a trip
-there and back, about 0.1 ms of CPU on these machines, more than most statements take.
+The connection lives on a thread of its own (gateway/store/sqlite_thread.py): each
+``await`` of a statement is a trip there and back, about 0.1 ms of CPU on these machines, more than most statements take.
 A turn's commit is seven statements; one trip instead of seven is the difference
 (docs/design.md#one-trip). The statements stay written once for both databases, as
-coroutines over a handle (``execute``, ``execute_fetchall``, ``executemany``): on SQLite's
-thread the handle answers each call at once, so the body's coroutine runs to its end
+coroutines over a :class:`~gateway.store.dialect.Handle`: on SQLite's thread the handle
+answers each call at once, so the body's coroutine runs to its end
 without ever suspending, and one ``send`` drives it.
 
 Writes that arrive while a trip is on its way go together in the next one
@@ -20,49 +20,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Awaitable, Coroutine, Iterable
+from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import aiosqlite
-
-from gateway.store.dialect import Body, T
+from gateway.store.dialect import Body, Outcome, Params, Row, T
 from gateway.store.errors import StoreError
+from gateway.store.sqlite_thread import SQLiteThread, outcome
 
 #: At most this many bodies share a transaction.
 MAX_BATCH = 64
 
 
 class ThreadHandle:
-    """The handle a body gets on SQLite's thread: aiosqlite's calls, answered at once."""
+    """The :class:`~gateway.store.dialect.Handle` a body gets on SQLite's thread: each
+    call answered at once."""
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
 
-    async def execute(self, sql: str, parameters: Any = ()) -> sqlite3.Cursor:
-        return self._connection.execute(sql, parameters)
+    async def execute(self, sql: str, params: Params = ()) -> Outcome:
+        return outcome(self._connection.execute(sql, params))
 
-    async def execute_fetchall(self, sql: str, parameters: Any = ()) -> list[Any]:
-        return self._connection.execute(sql, parameters).fetchall()
+    async def fetch_all(self, sql: str, params: Params = ()) -> list[Row]:
+        return self._connection.execute(sql, params).fetchall()
 
-    async def executemany(self, sql: str, parameters: Iterable[Any]) -> sqlite3.Cursor:
-        return self._connection.executemany(sql, parameters)
+    async def execute_many(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
+        self._connection.executemany(sql, params)
 
 
-def in_one_trip(db: aiosqlite.Connection, body: Body[T], *, begin: str) -> Awaitable[T]:
+async def in_one_trip(db: SQLiteThread, body: Body[T], *, begin: str) -> T:
     """``body`` between ``begin`` and COMMIT (ROLLBACK if it raises), on ``db``'s thread."""
-    return _on_its_thread(db, partial(_one, body, begin))
-
-
-def _on_its_thread(db: aiosqlite.Connection, work: Any) -> Awaitable[Any]:
-    """``work(connection)`` on ``db``'s own thread, in one trip.
-
-    aiosqlite has no public way to run a function of ours on its thread (omnilib/
-    aiosqlite#19 asks for one); ``_execute`` is that way, unchanged since its first
-    releases. tests/gateway/test_store_trip.py fails loudly if that ever changes.
-    """
-    return db._execute(lambda: work(db._conn))  # its thread, as sqlite3 requires
+    return await db.run(partial(_one, body, begin))
 
 
 def _one(body: Body[T], begin: str, connection: sqlite3.Connection) -> T:
@@ -104,7 +94,7 @@ class GroupCommit:
     delivered mark) skip the fsync unless they share a trip with one that needs it.
     """
 
-    def __init__(self, db: aiosqlite.Connection, lock: asyncio.Lock) -> None:
+    def __init__(self, db: SQLiteThread, lock: asyncio.Lock) -> None:
         self._db = db
         self._lock = lock  # the connection's: multi-trip transactions and reads hold it
         self._waiting: list[_Write] = []
@@ -174,7 +164,7 @@ class GroupCommit:
             return
         try:
             async with self._lock:
-                outcomes = await _on_its_thread(self._db, partial(_together, batch))
+                outcomes = await self._db.run(partial(_together, batch))
         except Exception as error:  # no commit: the same cause for every body
             for write in batch:
                 if not write.future.done():

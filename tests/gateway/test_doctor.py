@@ -15,6 +15,8 @@ import yaml
 from gateway.ops.cli import main
 from gateway.ops.doctor import run_doctor
 from gateway.store import SQLiteStore
+from gateway.store.postgres import PostgresStore
+from gateway.store.postgres.schema import SCHEMA_VERSION as POSTGRES_VERSION
 from tests import db
 from tests.child_process import nightowl, without_root_privileges
 from tests.fakes.discord_server import running_fake_discord
@@ -386,3 +388,25 @@ async def test_a_key_only_in_the_shell_environment_is_pointed_out(
     code, lines = await doctor(config)
     assert code == 0, lines
     assert line(lines, "secrets") == "✓ secrets: LLM key found"
+
+
+async def test_a_postgresql_store_is_asked_about_its_schema_locks_and_clock(
+    tmp_path: Path, fake_llm: FakeLLM, postgres_dsn: str
+) -> None:
+    store = {"backend": "postgres", "dsn": postgres_dsn}
+    config = write_config(tmp_path, fake_llm.openai_base_url, store=store)
+    code, lines = await doctor(config)
+    assert code == 0, lines
+    assert "empty; the first gateway start creates the schema" in line(lines, "database")
+    assert "one holder at a time" in line(lines, "advisory locks")
+    assert "of the database's" in line(lines, "clock")
+    async with PostgresStore(postgres_dsn):  # a gateway started once
+        pass
+    _, lines = await doctor(config)
+    assert line(lines, "database").endswith(f"schema v{POSTGRES_VERSION}")
+    assert not (tmp_path / "data" / "state.db").exists()
+    unreachable = {"backend": "postgres", "dsn": f"postgresql://127.0.0.1:{closed_port()}/x"}
+    code, lines = await doctor(write_config(tmp_path, fake_llm.openai_base_url, store=unreachable))
+    assert code == 1
+    assert "cannot reach [redacted]: " in line(lines, "database")  # the DSN is a secret
+    assert line(lines, "database").endswith("— check store.dsn")

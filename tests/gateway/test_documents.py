@@ -62,7 +62,7 @@ async def test_a_2_mb_text_file_in_an_8k_window_still_compresses_under_the_thres
 
 async def count(store: Any, table: str) -> int:
     async with store.connection.read() as handle:
-        [(rows,)] = await handle.execute_fetchall(f"SELECT count(*) FROM {table}")
+        [(rows,)] = await handle.fetch_all(f"SELECT count(*) FROM {table}")
     return int(rows)
 
 

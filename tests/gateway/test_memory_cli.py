@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gateway.ops.cli import main
-from gateway.store import MemoryOwner, NewMemory, NewMessage, SessionOrigin, SQLiteStore
+from gateway.store import MemoryOwner, NewMemory, NewMessage, SessionOrigin, SQLiteStore, Store
+from gateway.store.postgres import PostgresStore
 
 ANN = MemoryOwner("user", "telegram:42")
 GROUP = MemoryOwner("chat", "telegram:-100")
@@ -19,17 +20,38 @@ GROUP = MemoryOwner("chat", "telegram:-100")
 
 async def fill(database: Path) -> None:
     async with SQLiteStore(database) as store:
-        session = await store.conversation.start_session(
-            SessionOrigin("telegram:-100", "telegram", "-100"),
-            "m",
-            NewMessage({"role": "system", "content": "be kind"}, 3),
-        )
-        await store.conversation.commit_turn(
-            session.id, [NewMessage({"role": "user", "content": "hello group"}, 3)]
-        )
-        old, _ = await store.memory.remember(NewMemory(GROUP, "standup at quarter past nine"))
-        await store.memory.remember(NewMemory(GROUP, "standup at half past nine"), replaces=old.id)
-        await store.memory.remember(NewMemory(ANN, "Ann's passport expires in May", "s", "77"))
+        await fill_store(store)
+
+
+async def fill_store(store: Store) -> None:
+    session = await store.conversation.start_session(
+        SessionOrigin("telegram:-100", "telegram", "-100"),
+        "m",
+        NewMessage({"role": "system", "content": "be kind"}, 3),
+    )
+    await store.conversation.commit_turn(
+        session.id, [NewMessage({"role": "user", "content": "hello group"}, 3)]
+    )
+    old, _ = await store.memory.remember(NewMemory(GROUP, "standup at quarter past nine"))
+    await store.memory.remember(NewMemory(GROUP, "standup at half past nine"), replaces=old.id)
+    await store.memory.remember(NewMemory(ANN, "Ann's passport expires in May", "s", "77"))
+
+
+async def fill_postgres(dsn: str) -> None:
+    async with PostgresStore(dsn) as store:
+        await fill_store(store)
+
+
+@pytest.fixture
+def postgres_config(tmp_path: Path, postgres_dsn: str) -> Path:
+    """A data dir with no state.db, and a config naming the PostgreSQL database the
+    notes are in."""
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        f"data_dir: {tmp_path / 'data'}\nstore:\n  backend: postgres\n  dsn: {postgres_dsn}\n"
+    )
+    asyncio.run(fill_postgres(postgres_dsn))
+    return path
 
 
 @pytest.fixture
@@ -105,3 +127,33 @@ def test_sessions_forget_takes_the_chats_memory_but_not_its_people(
     assert code == 0 and "2 memory notes erased" in out
     _, out, _ = nightowl(capsys, config, "memory", "list", "--archived")
     assert "standup" not in out and "passport" in out
+
+
+def test_list_and_forget_reach_the_notes_on_postgresql(
+    postgres_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = nightowl(capsys, postgres_config, "memory", "list")
+    assert (code, err) == (0, "")
+    assert "standup at half past nine" in out and "passport" in out
+    code, out, _ = nightowl(
+        capsys, postgres_config, "memory", "forget", "--user", "telegram:42", "--yes"
+    )
+    assert code == 0 and "Forgot 1 memory note(s)." in out
+    code, out, _ = nightowl(capsys, postgres_config, "memory", "forget", "2", "--yes")
+    assert code == 0 and "Forgot 2 memory note(s)." in out
+    _, out, _ = nightowl(capsys, postgres_config, "memory", "list", "--archived")
+    assert out == "No memory notes yet.\n"
+    assert not (tmp_path / "data" / "state.db").exists()  # never looked for, nor made
+
+
+def test_sessions_and_pairing_reach_the_same_postgresql_store(
+    postgres_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = nightowl(capsys, postgres_config, "sessions", "list")
+    assert code == 0 and "telegram:-100" in out
+    code, out, _ = nightowl(capsys, postgres_config, "sessions", "forget", "telegram:-100", "--yes")
+    assert code == 0 and "2 memory notes erased" in out
+    _, out, _ = nightowl(capsys, postgres_config, "memory", "list")
+    assert "standup" not in out and "passport" in out
+    code, out, _ = nightowl(capsys, postgres_config, "pairing", "list")
+    assert code == 0 and "No pairing requests are waiting." in out

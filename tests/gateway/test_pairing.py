@@ -195,10 +195,10 @@ async def test_a_stranger_leaves_only_the_request_row(store: SQLiteStore, pairin
     name = "Eve" * 40
     await pairing.request("telegram", "666", name, "666")
     async with store.connection.read() as handle:
-        rows = await handle.execute_fetchall("SELECT user_name FROM pairing_requests")
+        rows = await handle.fetch_all("SELECT user_name FROM pairing_requests")
         assert [tuple(row) for row in rows] == [(name[:64],)]
         for table in ("messages", "inbox", "sessions"):
-            [(count,)] = await handle.execute_fetchall(f"SELECT COUNT(*) FROM {table}")
+            [(count,)] = await handle.fetch_all(f"SELECT COUNT(*) FROM {table}")
             assert count == 0
 
 

@@ -28,15 +28,15 @@ async def after_the_tasks_started() -> None:
 
 async def keys(store: Any) -> list[str]:
     async with store.connection.read() as db:
-        rows = await db.execute_fetchall("SELECT dedupe_key FROM inbound_seen ORDER BY 1")
+        rows = await db.fetch_all("SELECT dedupe_key FROM inbound_seen ORDER BY 1")
     return [row[0] for row in rows]
 
 
 async def test_a_body_commits_whole_and_hands_back_its_result(backend_store: Any) -> None:
     async def body(db: Any) -> int:
         await db.execute(SEEN, ("a",))
-        await db.executemany(SEEN, [("b",), ("c",)])
-        rows = await db.execute_fetchall("SELECT count(*) FROM inbound_seen")
+        await db.execute_many(SEEN, [("b",), ("c",)])
+        rows = await db.fetch_all("SELECT count(*) FROM inbound_seen")
         return int(rows[0][0])
 
     assert await backend_store.connection.atomically(body) == 3
@@ -61,13 +61,13 @@ async def test_a_body_that_fails_leaves_nothing(backend_store: Any) -> None:
 
 async def test_a_snapshot_reads_in_one_go(backend_store: Any) -> None:
     async def write(db: Any) -> None:
-        await db.executemany(SEEN, [("a",), ("b",)])
+        await db.execute_many(SEEN, [("a",), ("b",)])
 
     await backend_store.connection.atomically(write)
 
     async def read(db: Any) -> tuple[int, list[str]]:
-        count = await db.execute_fetchall("SELECT count(*) FROM inbound_seen")
-        rows = await db.execute_fetchall("SELECT dedupe_key FROM inbound_seen ORDER BY 1")
+        count = await db.fetch_all("SELECT count(*) FROM inbound_seen")
+        rows = await db.fetch_all("SELECT dedupe_key FROM inbound_seen ORDER BY 1")
         return int(count[0][0]), [row[0] for row in rows]
 
     assert await backend_store.connection.snapshot(read) == (2, ["a", "b"])
@@ -188,7 +188,7 @@ async def test_an_unsynced_write_skips_the_fsync_and_leaves_the_setting_as_it_wa
         connection = store.connection
         await connection.write_unsynced(SEEN.replace("?", "'mark'"))
         async with connection.read() as db:
-            assert (await db.execute_fetchall("PRAGMA synchronous"))[0][0] == 2  # FULL
+            assert (await db.fetch_all("PRAGMA synchronous"))[0][0] == 2  # FULL
         assert await keys(store) == ["mark"]
     assert statements[:2] == ["PRAGMA synchronous=NORMAL", "BEGIN IMMEDIATE"]
 

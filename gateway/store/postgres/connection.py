@@ -1,6 +1,8 @@
 """The connection under the PostgreSQL store: an asyncpg pool, migrations at open, and
 the same two doors every statement goes through as on SQLite — :meth:`transaction` for
-writes, :meth:`read` for reads (docs/design.md#postgresql).
+writes, :meth:`read` for reads (docs/design.md#postgresql). Every driver or network
+error a statement meets leaves it as a :class:`StoreError` saying why
+(:func:`mapped_errors`).
 
 asyncpg is the driver: the fastest asyncio client for PostgreSQL, kept by the team that
 wrote uvloop, and with no blocking calls on the event loop.
@@ -12,7 +14,7 @@ import asyncio
 import contextlib
 import re
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Literal, Self
 
 import asyncpg
@@ -20,10 +22,12 @@ import asyncpg
 from gateway.store.dialect import Body, Dialect, T
 from gateway.store.errors import StoreError
 from gateway.store.postgres import sql as postgres_dialect
-from gateway.store.postgres.handle import Handle
+from gateway.store.postgres.handle import PgHandle
 from gateway.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 
-Access = Literal["exclusive", "read_only", "shared"]
+Mode = Literal["exclusive", "read_only", "shared"]
+#: What asyncpg raises when the server, the network or the pool fails a statement.
+DRIVER_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 #: Held inside the migration transaction: replicas starting together migrate once.
 MIGRATION_LOCK = 7_104_115_101  # "nightowl" in spirit: any constant the app owns
 
@@ -36,6 +40,22 @@ def display(dsn: str) -> str:
         netloc = netloc.replace(f":{parts.password}@", ":***@")
     query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+@contextlib.contextmanager
+def mapped_errors(where: str) -> Iterator[None]:
+    """The driver's and the network's errors inside the block as a :class:`StoreError`
+    naming the database (without its password) and what went wrong."""
+    try:
+        yield
+    except DRIVER_ERRORS as exc:
+        raise StoreError(f"PostgreSQL at {where} failed: {_said(exc)}") from exc
+
+
+def _said(exc: BaseException) -> str:
+    if isinstance(exc, asyncpg.PostgresError):
+        return f"{exc} ({type(exc).__name__})"
+    return str(exc) or type(exc).__name__
 
 
 class PgConnection:
@@ -54,7 +74,7 @@ class PgConnection:
         """Where the data is, for people to read (no password)."""
         return display(self.dsn)
 
-    async def open(self, access: Access = "exclusive") -> Self:
+    async def open(self, access: Mode = "exclusive") -> Self:
         """Connect; a gateway (``exclusive``) migrates, the CLI (``read_only``,
         ``shared``) only checks the schema is the one it knows."""
         try:
@@ -68,9 +88,9 @@ class PgConnection:
         except StoreError:
             await self.close()
             raise
-        except (OSError, asyncpg.PostgresError) as exc:
+        except DRIVER_ERRORS as exc:
             await self.close()
-            raise StoreError(f"cannot use PostgreSQL at {self.path}: {exc}") from exc
+            raise StoreError(f"cannot use PostgreSQL at {self.path}: {_said(exc)}") from exc
         return self
 
     async def close(self) -> None:
@@ -89,9 +109,10 @@ class PgConnection:
             return await _version(db.connection)
 
     @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Handle]:
-        async with self._acquire() as connection, connection.transaction():
-            yield Handle(connection)
+    async def transaction(self) -> AsyncIterator[PgHandle]:
+        with mapped_errors(self.path):
+            async with self._acquire() as connection, connection.transaction():
+                yield PgHandle(connection)
 
     async def atomically(self, body: Body[T]) -> T:
         async with self.transaction() as db:
@@ -104,22 +125,31 @@ class PgConnection:
     async def write_unsynced(self, statement: str) -> None:
         # synchronous_commit off: the commit does not wait for PostgreSQL's WAL flush.
         # Shielded: a lane cancelled at shutdown still records what it delivered.
-        await asyncio.shield(self._unsynced(statement))
+        with mapped_errors(self.path):
+            await asyncio.shield(self._unsynced(statement))
 
     async def _unsynced(self, statement: str) -> None:
         async with self._acquire() as connection, connection.transaction():
             await connection.execute(f"SET LOCAL synchronous_commit = off; {statement}")
 
     @contextlib.asynccontextmanager
-    async def read(self) -> AsyncIterator[Handle]:
-        async with self._acquire() as connection:
-            yield Handle(connection)
+    async def read(self) -> AsyncIterator[PgHandle]:
+        with mapped_errors(self.path):
+            async with self._acquire() as connection:
+                yield PgHandle(connection)
 
     @contextlib.asynccontextmanager
     async def raw(self) -> AsyncIterator[asyncpg.Connection]:
-        """A pooled connection outside any transaction (VACUUM, LISTEN, advisory locks)."""
-        async with self._acquire() as connection:
-            yield connection
+        """A pooled connection outside any transaction (LISTEN, advisory locks, a copy)."""
+        with mapped_errors(self.path):
+            async with self._acquire() as connection:
+                yield connection
+
+    async def vacuum(self, tables: Iterable[str]) -> None:
+        """Reclaim the tables' dead rows (outside a transaction, as VACUUM must run)."""
+        async with self.raw() as connection:
+            for table in tables:
+                await connection.execute(f"VACUUM {table}")
 
     def _acquire(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
         if self._pool is None:
