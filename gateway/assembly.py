@@ -28,7 +28,6 @@ from gateway.build import (
     build_engine_factory,
     build_mcp_servers,
     build_providers,
-    build_store,
     catch_up_from_store,
 )
 from gateway.config.models import DEFAULT_CHOICE, model_choices
@@ -41,9 +40,7 @@ from gateway.conversation.lanes import Lanes
 from gateway.conversation.model_choice import ModelChoices, ModelCommand
 from gateway.conversation.moves import ChatMoves
 from gateway.conversation.pairing import Pairing, config_owners
-from gateway.conversation.platforms import Platforms
 from gateway.conversation.router import Router
-from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.turns import TurnRunner
 from gateway.events import EventBus
@@ -53,9 +50,12 @@ from gateway.memory.commands import MemoryCommands
 from gateway.memory.flush import FlushBeforeCompaction
 from gateway.memory.scopes import Memories
 from gateway.operations import Operations
+from gateway.platforms import Platforms
 from gateway.provider_events import ReportedProvider, for_summaries
+from gateway.runtime import SessionRuntime
 from gateway.scheduling.scheduler import Scheduler
 from gateway.store import SessionRecord
+from gateway.store.opening import open_store
 
 if TYPE_CHECKING:
     from gateway.dashboard.server import Dashboard
@@ -79,7 +79,7 @@ class Assembly:
         self.adapters: dict[str, Adapter] = {a.platform: a for a in adapters or []}
         self.platforms = Platforms(self.adapters.values())  # docs/design.md#platform-traits
         self.providers = providers or build_providers(config)
-        self.store = build_store(config)
+        self.store = open_store(config)  # not opened yet: start() does (docs/design.md#storage)
         catch_up_from_store(self.adapters.values(), self.store.conversation, config)
         self.events = EventBus()
         self.windows = ContextLengthResolver(config.data_dir)

@@ -31,11 +31,10 @@ from gateway.config.schema import (
 )
 from gateway.conversation.access import place_allowed, user_listed
 from gateway.conversation.command_registry import MENU
-from gateway.conversation.runtime import SessionRuntime
 from gateway.logs import redact_from_now_on
 from gateway.private_files import write_private
-from gateway.store import ConversationStore, Store
-from gateway.store.opening import open_store
+from gateway.runtime import SessionRuntime
+from gateway.store import ConversationStore
 
 if TYPE_CHECKING:
     from agent.mcp import McpServers
@@ -360,12 +359,3 @@ def catch_up_from_store(
     for adapter in adapters:
         if adapter.traits.catches_up:
             adapter.catch_up_from(StoredCatchUp(store, config, adapter.platform))
-
-
-# -- the store ---------------------------------------------------------------------------
-
-
-def build_store(config: Config) -> Store:
-    """``store.backend``: SQLite in the data dir, or the PostgreSQL database replicas
-    share (gateway/store/opening.py, docs/design.md#postgresql). Nothing is opened yet."""
-    return open_store(config)

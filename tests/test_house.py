@@ -262,3 +262,57 @@ def test_outside_the_store_nothing_names_a_backend() -> None:
             f"{name} names {cls}" for cls in ("SQLiteStore", "PostgresStore") if cls in source
         ]
     assert not wrong, wrong
+
+
+def subpackage_edges(graph: dict[str, Path]) -> dict[tuple[str, str], list[str]]:
+    """(from, to) between subpackages (``gateway.store``, ``agent.compression``...), with
+    the imports behind each; a package's own top-level modules are its trunk, not a room."""
+
+    def room(name: str) -> str | None:
+        parts = name.split(".")
+        if len(parts) > 2 or (len(parts) == 2 and graph[name].name == "__init__.py"):
+            return ".".join(parts[:2])
+        return None
+
+    found: dict[tuple[str, str], list[str]] = {}
+    for name, path in graph.items():
+        here = room(name)
+        for target in imports_of(path, name, set(graph)):
+            there = room(target)
+            if here and there and here != there:
+                found.setdefault((here, there), []).append(f"{name} -> {target}")
+    return found
+
+
+def test_no_two_subpackages_import_each_other() -> None:
+    """A room leans on another, never both ways: what two rooms share lives in their
+    package's trunk (``gateway/runtime.py``, ``gateway/platforms.py``)."""
+    found = subpackage_edges(modules())
+    both = {
+        f"{a} <-> {b}": found[(a, b)][:2] + found[(b, a)][:2]
+        for (a, b) in found
+        if a < b and (b, a) in found
+    }
+    assert not both, both
+
+
+#: The one place each platform library's exceptions are caught and mapped to ours
+#: (docs/design.md#errors); the catch-up reads history and maps through the same list.
+ERROR_MAPS = {"adapters.telegram.calls", "adapters.discord_adapter.outbound"}
+LIBRARY_ERRORS = re.compile(
+    r"\b(telegram\.error|TelegramError|BadRequest|Forbidden|ChatMigrated|RetryAfter|TimedOut"
+    r"|NetworkError|discord\.|HTTPException|NETWORK_ERRORS|DISCORD_ERRORS|aiohttp\.)"
+)
+
+
+def test_a_platform_library_error_is_caught_only_in_its_error_map() -> None:
+    found = []
+    for name, path in modules().items():
+        if not name.startswith("adapters.") or name in ERROR_MAPS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ExceptHandler) and node.type is not None:
+                caught = ast.unparse(node.type)
+                if LIBRARY_ERRORS.search(caught):
+                    found.append(f"{name}:{node.lineno}: except {caught}")
+    assert not found, found

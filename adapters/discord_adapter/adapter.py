@@ -30,7 +30,7 @@ from adapters.discord_adapter.inbound import (
     inbound_from_message,
     is_conversation,
 )
-from adapters.discord_adapter.outbound import NETWORK_ERRORS, PLATFORM
+from adapters.discord_adapter.outbound import PLATFORM, discord_errors
 from adapters.discord_adapter.recent import RecentKeys
 from adapters.discord_adapter.settings import DiscordSettings
 from adapters.discord_adapter.slash import add_slash_commands, sync_commands
@@ -262,8 +262,9 @@ class DiscordAdapter(Adapter):
             self._in_flight.add(task)
         try:
             # Discord wants an answer within 3 s; a turn takes longer. Shows "thinking…".
-            await interaction.response.defer(thinking=True)
-        except (discord.HTTPException, *NETWORK_ERRORS) as error:
+            with discord_errors(str(interaction.channel_id)):
+                await interaction.response.defer(thinking=True)
+        except DeliveryError as error:
             log.warning("Could not acknowledge /%s in %s: %s", name, interaction.channel_id, error)
         finally:
             if task is not None:

@@ -33,14 +33,11 @@ import discord
 
 from adapters.base import ChatType
 from adapters.discord_adapter.inbound import chat_type, parent_id
-from adapters.discord_adapter.outbound import DISCORD_ERRORS, failure_reason
+from adapters.discord_adapter.outbound import DiscordCallFailed, discord_errors
 from adapters.discord_adapter.recent import RecentKeys
 from adapters.discord_adapter.settings import DiscordSettings
 
 log = logging.getLogger(__name__)
-
-#: Failures of one chat's catch-up: logged, and the next chat is read.
-CHAT_ERRORS = DISCORD_ERRORS
 
 
 @dataclass(frozen=True)
@@ -195,22 +192,21 @@ class CatchUp:
         assert self.source is not None
         limit, read, passed = self.settings.catch_up_limit, 0, 0
         try:
-            channel = await resolve_channel(client, channel_id)
-            if not self._carried_by(channel, shards):
-                return
-            if not self.source.allows(describe(channel)):
-                log.debug("Not catching up on Discord channel %s: not allowed", channel_id)
-                return
-            async for message in missed_messages(channel, after, limit):
-                read += 1
-                taken = await self._take(message) if self._receiving() else Taken.FAILED
-                if taken is Taken.FAILED:
-                    return  # the rest waits for the next catch-up: its cursor is unchanged
-                passed += taken is Taken.PASSED
-        except CHAT_ERRORS as error:
-            log.warning(
-                "Could not catch up on Discord channel %s: %s", channel_id, failure_reason(error)
-            )
+            with discord_errors(str(channel_id)):
+                channel = await resolve_channel(client, channel_id)
+                if not self._carried_by(channel, shards):
+                    return
+                if not self.source.allows(describe(channel)):
+                    log.debug("Not catching up on Discord channel %s: not allowed", channel_id)
+                    return
+                async for message in missed_messages(channel, after, limit):
+                    read += 1
+                    taken = await self._take(message) if self._receiving() else Taken.FAILED
+                    if taken is Taken.FAILED:
+                        return  # the rest waits for the next catch-up: its cursor is unchanged
+                    passed += taken is Taken.PASSED
+        except DiscordCallFailed as error:
+            log.warning("Could not catch up on Discord channel %s: %s", channel_id, error.reason)
             return
         if passed:
             log.info("Caught up on %d missed messages in Discord channel %s", passed, channel_id)

@@ -15,8 +15,15 @@ from typing import Any
 
 import discord
 
-from adapters.base import Attachment, AttachmentKind, ChatType, InboundMessage, QuotedMessage
-from adapters.discord_adapter.outbound import NETWORK_ERRORS, PLATFORM
+from adapters.base import (
+    Attachment,
+    AttachmentKind,
+    ChatType,
+    DeliveryError,
+    InboundMessage,
+    QuotedMessage,
+)
+from adapters.discord_adapter.outbound import PLATFORM, discord_errors
 from adapters.discord_adapter.settings import DiscordSettings
 
 log = logging.getLogger(__name__)
@@ -171,8 +178,9 @@ async def quoted_message(message: discord.Message, me: discord.ClientUser) -> Qu
     target = reference.resolved or reference.cached_message
     if target is None:
         try:
-            target = await message.channel.fetch_message(reference.message_id)
-        except (discord.HTTPException, *NETWORK_ERRORS) as error:
+            with discord_errors(str(message.channel.id)):
+                target = await message.channel.fetch_message(reference.message_id)
+        except DeliveryError as error:
             log.debug("Replied-to Discord message unavailable: %s", error)
             return None
     return QuotedMessage(
@@ -233,7 +241,8 @@ def _dedupe_key(message: discord.Message, edited: bool) -> str:
 
 async def _download(item: discord.Attachment) -> bytes | None:
     try:
-        return await item.read()
-    except (discord.HTTPException, *NETWORK_ERRORS) as error:
+        with discord_errors("-"):
+            return await item.read()
+    except DeliveryError as error:
         log.warning("Could not download a Discord attachment: %s", error)
         return None

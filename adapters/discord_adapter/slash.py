@@ -10,7 +10,8 @@ from typing import Any
 import discord
 from discord import app_commands
 
-from adapters.discord_adapter.outbound import NETWORK_ERRORS
+from adapters.base import DeliveryError
+from adapters.discord_adapter.outbound import discord_errors
 from adapters.discord_adapter.settings import DiscordSettings
 
 log = logging.getLogger(__name__)
@@ -43,11 +44,12 @@ def _callback(
 async def sync_commands(tree: app_commands.CommandTree, settings: DiscordSettings) -> None:
     """Register the tree's commands with Discord; a failure is logged, not raised."""
     try:
-        await tree.sync()
-        for guild_id in settings.command_guild_ids:
-            guild = discord.Object(id=guild_id)
-            tree.copy_global_to(guild=guild)
-            await tree.sync(guild=guild)
-    except (discord.HTTPException, *NETWORK_ERRORS) as error:
+        with discord_errors("-"):
+            await tree.sync()
+            for guild_id in settings.command_guild_ids:
+                guild = discord.Object(id=guild_id)
+                tree.copy_global_to(guild=guild)
+                await tree.sync(guild=guild)
+    except DeliveryError as error:
         # Typed commands still work; the "/" menu is a convenience.
         log.warning("Could not register Discord slash commands: %s", error)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import httpx
 from telegram import Bot
-from telegram.error import TelegramError
 from telegram.request import BaseRequest, HTTPXRequest
 
 from adapters.base import (
@@ -23,7 +22,7 @@ from adapters.base import (
     PlatformTraits,
     ReplyStream,
 )
-from adapters.telegram.calls import ApiCaller, redact
+from adapters.telegram.calls import ApiCaller, redact, telegram_errors
 from adapters.telegram.delivery import Sender
 from adapters.telegram.inbound import PLATFORM, BotIdentity, UpdateConverter
 from adapters.telegram.receiving import ALLOWED_UPDATES, Dedupe, UpdatePoller, UpdateProcessor
@@ -81,7 +80,7 @@ class TelegramAdapter(Adapter):
         bot = self._make_bot()
         try:
             await self._caller.call("getMe", "-", bot.initialize)
-        except (DeliveryError, TelegramError) as error:
+        except DeliveryError as error:
             await bot.shutdown()  # initialize() opened the connection pools before getMe
             reason = redact(str(error), self.settings.token)
             raise TelegramStartError(f"Telegram adapter could not start: {reason}") from None
@@ -115,8 +114,9 @@ class TelegramAdapter(Adapter):
         await self.stop_receiving()
         self._sender = None
         if self._bot is not None:
-            with contextlib.suppress(TelegramError):
-                await self._bot.shutdown()
+            with contextlib.suppress(DeliveryError):
+                with telegram_errors("shutdown", "-", self.settings.token):
+                    await self._bot.shutdown()
             self._bot = None
         for name in _LOGGERS_SEEING_THE_TOKEN:
             logging.getLogger(name).removeFilter(self._log_filter)
@@ -185,7 +185,7 @@ class TelegramAdapter(Adapter):
             return
         try:
             await self._caller.call("setMyCommands", "-", lambda: bot.set_my_commands(commands))
-        except (DeliveryError, TelegramError) as error:  # the menu is a convenience only
+        except DeliveryError as error:  # the menu is a convenience only
             log.warning("Telegram setMyCommands failed: %s", type(error).__name__)
 
     async def _start_polling(self, bot: Bot, processor: UpdateProcessor) -> None:
@@ -194,7 +194,7 @@ class TelegramAdapter(Adapter):
             await self._caller.call(
                 "deleteWebhook", "-", lambda: bot.delete_webhook(drop_pending_updates=False)
             )
-        except (DeliveryError, TelegramError) as error:  # polling reports a Conflict if it matters
+        except DeliveryError as error:  # polling reports a Conflict if it matters
             log.warning("Telegram deleteWebhook failed: %s", type(error).__name__)
         self._poller = UpdatePoller(self.settings, self._make_bot, processor)
         await self._poller.start()
@@ -217,7 +217,7 @@ class TelegramAdapter(Adapter):
                     drop_pending_updates=False,
                 ),
             )
-        except (DeliveryError, TelegramError) as error:
+        except DeliveryError as error:
             reason = redact(str(error), self.settings.token)
             raise TelegramStartError(f"Telegram setWebhook failed: {reason}") from None
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from telegram import Bot, Message, MessageEntity, PhotoSize, Update
-from telegram.error import TelegramError
 
 from adapters.base import (
     BotBlocked,
@@ -205,7 +204,7 @@ class UpdateConverter:
         try:
             file = await self._caller.call("getFile", chat_id, lambda: self._bot.get_file(file_id))
             data = await self._caller.call("file download", chat_id, file.download_as_bytearray)
-        except (DeliveryError, TelegramError) as error:
+        except DeliveryError as error:
             # The text still reaches the agent, with a note that the file is missing.
             log.warning(
                 "Telegram file in chat %s not downloaded: %s", chat_id, type(error).__name__

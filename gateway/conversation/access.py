@@ -33,7 +33,7 @@ from typing import Protocol
 
 from adapters.base import PRIVATE_CHAT_TYPES, InboundMessage, PlatformTraits
 from gateway.config.schema import Config
-from gateway.conversation.platforms import Platforms
+from gateway.platforms import Platforms
 
 NOT_HERE = "I don't answer here. Ask the bot's owner to allow this channel."
 NOT_YOU = "Only the people this bot works for can ask it things here."

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from gateway.config.schema import Config
-from gateway.conversation.platforms import Platforms
+from gateway.platforms import Platforms
 
 
 class ServerStatus(Protocol):

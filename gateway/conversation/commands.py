@@ -21,12 +21,12 @@ from gateway.conversation.command_registry import HELP, command
 from gateway.conversation.fullness import Fullness, measure_fullness, next_memory_block
 from gateway.conversation.lanes import Lanes
 from gateway.conversation.pairing import Pairing
-from gateway.conversation.platforms import Platforms
 from gateway.conversation.router import LATER, Answer
-from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.transcript import SessionTranscript
 from gateway.memory.commands import MemoryCommands
+from gateway.platforms import Platforms
+from gateway.runtime import SessionRuntime
 from gateway.store import ConversationStore
 
 if TYPE_CHECKING:

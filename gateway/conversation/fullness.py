@@ -17,9 +17,9 @@ from agent.memory import MemoryBlock
 from agent.next_request import next_request_tokens
 from agent.tokens import estimate_json_tokens_rough, estimate_message_tokens_rough
 from agent.window import row_caps
-from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.transcript import SessionTranscript
 from gateway.memory.scopes import ChatMemory, Memories
+from gateway.runtime import SessionRuntime
 
 
 @dataclass(frozen=True)

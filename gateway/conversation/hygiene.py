@@ -13,8 +13,8 @@ from typing import Literal
 
 from agent.compression.settings import SAFETY_SHARE
 from agent.usage_anchor import UsageAnchor, anchored_tokens
-from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.transcript import SessionTranscript
+from gateway.runtime import SessionRuntime
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from agent.messages import Message
 from agent.tokens import TokenCounter
 from gateway.conversation.chat_documents import ChatDocuments
-from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.transcript import BeforeCompaction, SessionTranscript
 from gateway.events import EventBus, SessionReset, SessionStarted
+from gateway.runtime import SessionRuntime
 from gateway.store import (
     ConversationStore,
     DocumentStore,

@@ -23,8 +23,8 @@ from agent.turn_result import TurnResult
 from agent.usage_anchor import UsageAnchor
 from agent.window import represented_tokens
 from gateway.conversation.chat_documents import ChatDocuments
-from gateway.conversation.runtime import SessionRuntime
 from gateway.events import Compressed, CompressionFailed, EventBus
+from gateway.runtime import SessionRuntime
 from gateway.store import (
     AnchorRecord,
     Compaction,

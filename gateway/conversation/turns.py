@@ -20,11 +20,11 @@ from agent.tools import ToolContext
 from agent.turn_result import CUT_SHORT, EMPTY_ANSWER, CompressionExhausted, TurnResult
 from agent.usage_anchor import UsageAnchor, anchored_tokens
 from gateway.conversation.hygiene import HygieneOutcome
-from gateway.conversation.runtime import SessionRuntime
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.transcript import SessionTranscript, report_failed_compression
 from gateway.events import EventBus, MessageSent, TurnEnded, TurnFailed
 from gateway.memory.scopes import Memories
+from gateway.runtime import SessionRuntime
 from gateway.store import ConversationStore, InboxEntry, PendingDelivery, SessionOrigin
 
 log = logging.getLogger(__name__)

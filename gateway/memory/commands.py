@@ -16,8 +16,8 @@ from typing import Protocol
 
 from adapters.base import InboundMessage
 from agent.memory import MemoryBlock
-from gateway.conversation.runtime import SessionRuntime
 from gateway.memory.scopes import ChatMemory, Memories
+from gateway.runtime import SessionRuntime
 from gateway.store import MemoryEntry
 
 MEMORY_OFF = "Memory is turned off for this bot (memory.enabled in its config)."

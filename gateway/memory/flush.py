@@ -18,8 +18,8 @@ from agent.memory_flush import flush_span
 from agent.messages import Message
 from agent.providers.base import Provider
 from gateway.config.schema import Config
-from gateway.conversation.runtime import SessionRuntime
 from gateway.memory.scopes import Memories, Source
+from gateway.runtime import SessionRuntime
 
 log = logging.getLogger(__name__)
 

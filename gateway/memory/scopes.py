@@ -23,7 +23,7 @@ from agent.memory import (
 from agent.tools import ToolInputError
 from agent.transcript import SearchResult
 from agent.window import Window
-from gateway.conversation.platforms import Platforms
+from gateway.platforms import Platforms
 from gateway.store import InboxEntry, MemoryEntry, MemoryOwner, MemoryStore, NewMemory
 
 

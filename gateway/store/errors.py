@@ -90,7 +90,7 @@ async def diagnose(path: Path, error: BaseException, *, writing: bool = True) ->
         return StoreError(denied, reason="permission")
     if code in _FULL or os_errno == errno.ENOSPC:
         return StoreError(
-            f"the disk holding {data_dir} is full: free some space and start nightowl again",
+            f"the disk holding {data_dir} is full: free some space",
             reason="full",
         )
     if code in _BUSY or code.startswith("SQLITE_BUSY"):

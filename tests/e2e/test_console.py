@@ -157,10 +157,12 @@ async def test_a_full_disk_gets_one_line_per_message_which_is_stored_once_space_
     filler = fill(small_tmpfs)
 
     big = "the disk is full " * 20_000  # 340 KB: more than the WAL has room for
+    # The store's sentence (docs/design.md#storage) says which disk is full.
+    full = f"your message was not stored (the disk holding {small_tmpfs / 'data'} is full"
     await chat.say(big)
-    await chat.err.expect("your message was not stored (database or disk is full)")
+    await chat.err.expect(full)
     await chat.say("are you there?")
-    await chat.err.expect("your message was not stored (database or disk is full)")
+    await chat.err.expect(full)
     filler.unlink()  # space returns: the waiting messages go in on the next retry, in order
     await chat.err.expect("stored 2 messages that had been waiting")
     await chat.out.expect("owl › echo: are you there?")
@@ -198,10 +200,11 @@ async def test_a_message_that_cannot_be_stored_is_reported_and_end_of_input_exit
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     chat = await spawn("chat", "-c", config, cwd=tmp_path, preexec_fn=full_disk)
+    unstored = f"your message was not stored (cannot use {tmp_path / 'data' / 'state.db'}: "
     await chat.say("x" * (256 * 1024))
-    await chat.err.expect("your message was not stored (disk I/O error)")  # EFBIG
+    await chat.err.expect(unstored + "disk I/O error)")  # EFBIG
     await chat.say("/status")
-    await chat.err.expect("your message was not stored (disk I/O error)")
+    await chat.err.expect(unstored + "disk I/O error)")
     assert await chat.end() == 1
     assert "2 messages could not be stored and were not sent" in chat.err.text
     assert "Traceback" not in chat.err.text

@@ -8,7 +8,7 @@ from pathlib import Path
 from adapters.base import InboundMessage
 from gateway.config import parse_config
 from gateway.conversation.access import REFUSAL_PAUSE_SECONDS, Access
-from gateway.conversation.platforms import Platforms
+from gateway.platforms import Platforms
 from tests.harness import RecordingAdapter
 
 #: The platforms judged: Telegram, as its adapter describes it.

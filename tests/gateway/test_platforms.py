@@ -11,7 +11,7 @@ from gateway.build import discord_adapter, telegram_adapter
 from gateway.config import parse_config
 from gateway.conversation.access import Access
 from gateway.conversation.command_registry import COMMANDS, HELP, MENU, command, is_group_wide
-from gateway.conversation.platforms import Platforms
+from gateway.platforms import Platforms
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.harness import RecordingAdapter, make_config, running_gateway, turns_done
 
