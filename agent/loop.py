@@ -257,7 +257,7 @@ class _Turn:
         await self.transcript.save_engine_state(self.engine.export_state())
         if not result.committed:
             return False
-        self.result.messages = await self.transcript.commit_compaction(result, self.messages)
+        self.result.messages = await self.transcript.commit_compression(result, self.messages)
         self.anchor = self.result.anchor = None
         return True
 

@@ -1,10 +1,10 @@
-"""The silent memory flush before a compaction (docs/design.md#memory-flush).
+"""The silent memory flush before a compression (docs/design.md#memory-flush).
 
 Before rows leave the active context for a summary, one model call reads them and calls
 ``remember`` for what should outlive the summary. It is bounded — one call, a span of at
 most ``span_tokens``, ``timeout`` seconds, at most :data:`MAX_NOTES` notes — and it
-never stops the compaction: whatever goes wrong ends as one telemetry line and the
-compaction goes on. It never answers anyone, and nothing of it enters the transcript.
+never stops the compression: whatever goes wrong ends as one telemetry line and the
+compression goes on. It never answers anyone, and nothing of it enters the transcript.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class Transcript(Protocol):
     @property
     def session_id(self) -> str: ...
 
-    async def commit_compaction(
+    async def commit_compression(
         self, result: CompressionResult, original: list[Message]
     ) -> list[Message]:
         """Make ``result.messages`` the active conversation, in one transaction.

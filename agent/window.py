@@ -42,7 +42,7 @@ RESERVE_DIVISOR = 4
 NEWEST_SHARE = 0.5
 #: Share of the input budget any other single row may fill.
 ROW_SHARE = 0.25
-#: Share of a tiny window's input budget a compaction's tail may keep verbatim.
+#: Share of a tiny window's input budget a compression's tail may keep verbatim.
 TINY_TAIL_SHARE = 0.125
 #: When rows must be cut below their share, never below this share of the input budget...
 FLOOR_SHARE = 1 / 16
@@ -110,7 +110,7 @@ class Window:
 
     @property
     def tail_cap(self) -> int:
-        """Estimated tokens a compaction keeps verbatim besides the newest exchange: less
+        """Estimated tokens a compression keeps verbatim besides the newest exchange: less
         on a tiny window, where what it frees must last turns (docs/design.md#boundaries)."""
         tiny = self.context_length < TINY_WINDOW_LIMIT
         return self._cap(TINY_TAIL_SHARE if tiny else ROW_SHARE)
@@ -139,7 +139,7 @@ def newest_user_index(messages: Sequence[Message]) -> int | None:
 
 
 def row_caps(messages: Sequence[Message], window: Window) -> list[int]:
-    """The most tokens each row is shown with (rule 1 and 2). A compaction summary is shown
+    """The most tokens each row is shown with (rule 1 and 2). A compression summary is shown
     whole up to what the compressor lets it take (docs/design.md#summary-budget), within
     the newest message's share: it carries everything before it."""
     caps = [window.row_cap] * len(messages)
@@ -362,7 +362,7 @@ def _cut_largest(
 
 
 def _protected_head(shown: Sequence[Message]) -> int:
-    """Leading system rows and a compaction summary right after them stay in any request."""
+    """Leading system rows and a compression summary right after them stay in any request."""
     end = 0
     while end < len(shown) and shown[end].get("role") == "system":
         end += 1

@@ -11,9 +11,9 @@ window fills. (Without the anchor the compressor's gate never fired here and the
 request builder left the oldest messages out instead, moving the prefix every turn:
 about 20% cached.) Priced at ``--model``'s built-in price (agent/cost/table.py).
 
-Printed: the total cost, cost per turn, the cost of summaries, compactions, and the
-share of chat prompt tokens served from cache, overall and between compactions (the
-first request after each compaction is a miss by nature: its prefix was rewritten).
+Printed: the total cost, cost per turn, the cost of summaries, compressions, and the
+share of chat prompt tokens served from cache, overall and between compressions (the
+first request after each compression is a miss by nature: its prefix was rewritten).
 Numbers only; nothing is asserted.
 """
 
@@ -48,11 +48,11 @@ WORDS = "the quiet harbour lights drift over water while gulls argue about bread
 
 
 class MemoryTranscript:
-    """The agent's Transcript protocol in memory: compactions are simply taken."""
+    """The agent's Transcript protocol in memory: compressions are simply taken."""
 
     session_id = "bench"
 
-    async def commit_compaction(
+    async def commit_compression(
         self, result: CompressionResult, original: list[Message]
     ) -> list[Message]:
         return list(result.messages)
@@ -96,7 +96,7 @@ async def run(turns: int, window: int, model: str) -> None:
                 windows=ContextLengthResolver(Path(data)),
             )
             messages: list[Message] = [{"role": "system", "content": prose(300, 0)}]
-            compactions = 0
+            compressions = 0
             anchor = None
             started = time.perf_counter()
             for turn in range(turns):
@@ -106,11 +106,11 @@ async def run(turns: int, window: int, model: str) -> None:
                 )
                 if result.error is not None:
                     raise SystemExit(f"turn {turn} failed: {result.error!r}")
-                compactions += len(result.compressions)
+                compressions += len(result.compressions)
                 messages, anchor = result.messages, result.anchor
             elapsed = time.perf_counter() - started
             await provider.aclose()
-        report(list(zip(llm.requests, llm.reports, strict=True)), turns, compactions)
+        report(list(zip(llm.requests, llm.reports, strict=True)), turns, compressions)
         print(f"({elapsed:.1f} s)")
 
 
@@ -120,11 +120,11 @@ def cost(rows: list[tuple[Recorded, Report]], model: str) -> Decimal:
     return sum((r.cost(price.input, price.cached_input, price.output) for _, r in rows), Decimal(0))
 
 
-def report(rows: list[tuple[Recorded, Report]], turns: int, compactions: int) -> None:
+def report(rows: list[tuple[Recorded, Report]], turns: int, compressions: int) -> None:
     model = rows[0][1].model
     chat = [(q, r) for q, r in rows if not is_summary_request(q)]
     summaries = [(q, r) for q, r in rows if is_summary_request(q)]
-    # Between compactions: the first chat request, and each right after a summary, miss
+    # Between compressions: the first chat request, and each right after a summary, miss
     # by nature (nothing before them shares their prefix); the rest should hit.
     steady: list[Report] = []
     fresh = True
@@ -141,7 +141,7 @@ def report(rows: list[tuple[Recorded, Report]], turns: int, compactions: int) ->
     steady_share = sum(r.cached_tokens for r in steady) / max(
         sum(r.prompt_tokens for r in steady), 1
     )
-    print(f"model {model}, {turns} turns, {len(chat)} chat requests, {compactions} compactions")
+    print(f"model {model}, {turns} turns, {len(chat)} chat requests, {compressions} compressions")
     print(f"total cost            {format_usd(total)} (${total:.6f})")
     print(f"cost per turn         {format_usd(total / turns)}")
     print(f"summaries cost        {format_usd(cost(summaries, model))} ({len(summaries)} calls)")

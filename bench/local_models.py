@@ -11,7 +11,7 @@ each with a tokenizer that counts Russian 1.6 times the estimate. The config's
 ``context_length`` is right, twice the served window ("wrong"), or absent ("none").
 
 Printed per run: turns answered, refusals (400s), prompts cut silently, replies stopped
-by a full window, summaries (compactions) per turn, facts recalled, and the largest
+by a full window, summaries (compressions) per turn, facts recalled, and the largest
 prompt — and prompt + max_tokens, and the tool schemas — as a share of the served
 window, by the server's own count. The summaries the fakes write are short (the facts
 they were given): a real model's, up to its budget, leave less room.
@@ -78,7 +78,7 @@ async def main() -> None:
         totals.asked += o.asked
         totals.recalled += o.recalled
         by_window[window].turns += o.turns
-        by_window[window].compactions += o.compactions
+        by_window[window].compressions += o.compressions
         print(
             f"{server:<12} {window:>6} {config:<6} {language:<4} "
             f"{o.answered:>4}/{o.turns:<3} {o.refusals:>4} {o.cuts:>4} {o.clipped:>4} "

@@ -10,11 +10,11 @@ again. The model answers in-process at once:
 
 - its summaries lose ``--loss`` of the facts they are given — always the same ones (a
   fact the summarizer drops once it drops every time), so the summaries alone keep about
-  ``1 - loss`` of them, however many compactions run;
+  ``1 - loss`` of them, however many compressions run;
 - its memory flush (docs/design.md#memory-flush) calls remember for every fact in the
   span it is shown, except ``--flush-miss`` of them (again always the same ones): it
   recognises planted facts perfectly, so with 0 this measures the plumbing — that a
-  flush runs before every compaction and its notes reach every later prompt — not a
+  flush runs before every compression and its notes reach every later prompt — not a
   real model's judgement of what is worth keeping.
 
 Recall is the share of planted facts present in the prompt of a question asked at the
@@ -110,7 +110,7 @@ class LossyModel(Provider):
 
 async def replay(args: argparse.Namespace, memory: bool) -> dict[str, Any]:
     model = LossyModel(args.loss, args.flush_miss)
-    compactions: collections.Counter[str] = collections.Counter()
+    compressions: collections.Counter[str] = collections.Counter()
     planted = [fact(k) for k in range(args.facts)]
     every = max(1, args.turns // 10 // max(1, args.facts))
     with tempfile.TemporaryDirectory() as root:
@@ -126,7 +126,7 @@ async def replay(args: argparse.Namespace, memory: bool) -> dict[str, Any]:
         chat = SignalAdapter("console")
         gateway = Gateway(config, [chat], providers=Providers(model))
         gateway.events.subscribe(
-            ["session:compress"], lambda e, p: compactions.update([p["trigger_source"]])
+            ["session:compress"], lambda e, p: compressions.update([p["trigger_source"]])
         )
         await gateway.start()
 
@@ -159,8 +159,8 @@ async def replay(args: argparse.Namespace, memory: bool) -> dict[str, Any]:
         "memory": memory,
         "recall_at_end": at_end,
         "recall_after_new": after_new,
-        "compactions": sum(compactions.values()),
-        "by_trigger": dict(compactions),
+        "compactions": sum(compressions.values()),
+        "by_trigger": dict(compressions),
         "flushes": model.counts["flushes"],
         "block_max": max(blocks, default=0),
         "block_mean": statistics.mean(blocks) if blocks else 0,

@@ -24,7 +24,7 @@ from adapters.base import InboundMessage
 from agent.providers.base import Completion, Provider, Usage
 from gateway.app import Gateway, Providers
 from gateway.config.schema import parse_config
-from gateway.store import Compaction, NewMessage, SessionOrigin, SQLiteStore
+from gateway.store import CompressionCommit, NewMessage, SessionOrigin, SQLiteStore
 
 
 class InstantProvider(Provider):
@@ -67,7 +67,7 @@ async def prepare_archive(data_dir: Path, archived: int, active: int) -> None:
             )
             for i in range(active - 1)
         ]
-        await store.conversation.archive_and_compact(session.id, Compaction(keep))
+        await store.conversation.archive_and_compress(session.id, CompressionCommit(keep))
 
 
 async def measure(data_dir: Path, turns: int) -> list[float]:

@@ -47,7 +47,7 @@ from gateway.events import EventBus
 from gateway.media.reading import MediaReader
 from gateway.media.transcription import transcriber_for
 from gateway.memory.commands import MemoryCommands
-from gateway.memory.flush import FlushBeforeCompaction
+from gateway.memory.flush import FlushBeforeCompression
 from gateway.memory.scopes import Memories
 from gateway.operations import Operations
 from gateway.platforms import Platforms
@@ -119,7 +119,7 @@ class Assembly:
             model=config.model.name,
             counter=self.counter,
             in_place=config.compression.in_place,
-            before_compaction=self._memory_flush(),
+            before_compression=self._memory_flush(),
             window=self.session_window,
             model_name=lambda choice: self.models.get(choice).route.name,
         )
@@ -219,12 +219,12 @@ class Assembly:
 
     # -- wiring ---------------------------------------------------------------------------
 
-    def _memory_flush(self) -> FlushBeforeCompaction | None:
-        """The flush before every compaction (docs/design.md#memory-flush), on the summary
+    def _memory_flush(self) -> FlushBeforeCompression | None:
+        """The flush before every compression (docs/design.md#memory-flush), on the summary
         model when one is configured."""
         provider = self.providers.auxiliary or self.providers.main
         reported = ReportedProvider(provider, "flush", self.events)
-        return FlushBeforeCompaction.of(self.config, self.memories, reported, self.summary_window)
+        return FlushBeforeCompression.of(self.config, self.memories, reported, self.summary_window)
 
     def current_window(self) -> int:
         """The main model's window now (a smaller limit learned from an overflow wins)."""

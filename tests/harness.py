@@ -159,7 +159,7 @@ def is_summary_request(request: Recorded) -> bool:
 
 
 def is_memory_flush(request: Recorded) -> bool:
-    """The silent call before a compaction that keeps facts (docs/design.md#memory-flush)."""
+    """The silent call before a compression that keeps facts (docs/design.md#memory-flush)."""
     system = request.messages[0] if request.messages else {}
     return str(system.get("content", "")).startswith("You are the memory step")
 

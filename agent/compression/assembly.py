@@ -41,7 +41,7 @@ def choose_summary_role(
 
 
 def with_system_note(head: Sequence[Message]) -> list[Message]:
-    """The head with the one-line compaction note on its system prompt (first time only)."""
+    """The head with the one-line compression note on its system prompt (first time only)."""
     result = list(head)
     if result and result[0].get("role") == "system":
         content = result[0].get("content")
@@ -69,7 +69,7 @@ def assemble(head: Sequence[Message], summary_body: str, tail: Sequence[Message]
     tail_role = tail[0].get("role") if tail else None
     role = choose_summary_role(head_role, tail_role)
     # Kept messages are the very objects given (never mutated): the caller recognises
-    # them, and their stored rows stay as they are (docs/design.md#compaction-commit).
+    # them, and their stored rows stay as they are (docs/design.md#compression-commit).
     result: list[Message] = list(head)
     if role == "merge":
         result.append(_merge_into(tail[0], text))

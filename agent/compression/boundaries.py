@@ -41,7 +41,7 @@ SOFT_CEILING_FACTOR = 1.5
 class Plan:
     """Where the list splits. ``messages[:head_end]`` stays, ``messages[tail_start:]`` stays.
 
-    ``summary_index`` is the previous compaction summary inside the middle, if any;
+    ``summary_index`` is the previous compression summary inside the middle, if any;
     ``oversized`` lists tail rows larger than the tail budget (only the newest exchange
     can hold one): they stay, shown as excerpts, and are also handed to the summarizer.
     """

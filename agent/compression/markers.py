@@ -51,7 +51,7 @@ def text_of(message: Message) -> str:
 
 
 def is_summary_message(message: Message) -> bool:
-    """Whether this message carries a compaction summary (standalone or merged)."""
+    """Whether this message carries a compression summary (standalone or merged)."""
     return message.get("role") in ("user", "assistant") and text_of(message).startswith(
         SUMMARY_PREFIX
     )
@@ -77,7 +77,7 @@ def merged_original_text(message: Message) -> str | None:
 
 
 def find_summary_index(messages: Sequence[Message]) -> int | None:
-    """Index of the latest compaction summary near the start of the list, or None."""
+    """Index of the latest compression summary near the start of the list, or None."""
     found = None
     for index, message in enumerate(messages[:SUMMARY_SEARCH_WINDOW]):
         if is_summary_message(message):

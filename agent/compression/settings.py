@@ -11,7 +11,7 @@ SMALL_WINDOW_LIMIT = 512_000
 SMALL_WINDOW_THRESHOLD_FLOOR = 0.75
 #: ...and windows below this (a local model's 2K-8K) not below this: their fixed part (the
 #: system prompt, tools, memory) takes a third of the input budget, and at 0.75 what a
-#: compaction frees lasts a turn or two.
+#: compression frees lasts a turn or two.
 TINY_WINDOW_LIMIT = 16_384
 TINY_WINDOW_THRESHOLD_FLOOR = 0.85
 
@@ -160,6 +160,6 @@ def fallback_max_chars(context_length: int) -> int:
     """The deterministic fallback's size: half of what a summary may take, <= 8000 chars.
 
     Half, because a fallback fills whatever room it is given while a model's summary
-    rarely does, and a compaction must free real room even on a 4K window.
+    rarely does, and a compression must free real room even on a 4K window.
     """
     return min(FALLBACK_MAX_CHARS, summary_token_cap(context_length) * 2)

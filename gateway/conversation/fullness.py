@@ -35,7 +35,7 @@ class Fullness:
     #: ``tokens`` by part: system, tools, memory, summary, conversation. The parts are
     #: estimated; the conversation holds the rest of the count (the chat template's too).
     parts: dict[str, int]
-    #: The current compaction summary, if there is one.
+    #: The current compression summary, if there is one.
     summary: str | None = None
 
     @property

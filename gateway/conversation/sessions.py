@@ -13,7 +13,7 @@ from collections.abc import Callable
 from agent.messages import Message
 from agent.tokens import TokenCounter
 from gateway.conversation.chat_documents import ChatDocuments
-from gateway.conversation.transcript import BeforeCompaction, SessionTranscript
+from gateway.conversation.transcript import BeforeCompression, SessionTranscript
 from gateway.events import EventBus, SessionReset, SessionStarted
 from gateway.runtime import SessionRuntime
 from gateway.store import (
@@ -48,11 +48,11 @@ class SessionRegistry:
         in_place: bool = True,
         window: Callable[[SessionRuntime], int] | None = None,
         model_name: Callable[[str | None], str] | None = None,
-        before_compaction: BeforeCompaction | None = None,
+        before_compression: BeforeCompression | None = None,
     ) -> None:
         self.store = store
-        #: The memory flush every compaction goes through first (docs/design.md#memory-flush).
-        self.before_compaction = before_compaction
+        #: The memory flush every compression goes through first (docs/design.md#memory-flush).
+        self.before_compression = before_compression
         #: A session's model's window now; a limit learned in one session reaches the others.
         self.window = window
         #: The model name a chat's choice stands for, recorded on its new sessions.
@@ -133,7 +133,7 @@ class SessionRegistry:
             self.counter,
             self.events,
             in_place=self.in_place,
-            before_compaction=self.before_compaction,
+            before_compression=self.before_compression,
         )
         if self.documents is not None:
             transcript.documents = ChatDocuments(self.documents, runtime.key)

@@ -2,10 +2,10 @@
 
 :class:`SessionTranscript` is the gateway's implementation of the agent's
 :class:`~agent.transcript.Transcript`. Every row a session gets after it is started goes
-through it: the turn's own rows, compactions (in-loop, hygiene, ``/compress``, idle),
+through it: the turn's own rows, compressions (in-loop, hygiene, ``/compress``, idle),
 observed group chatter and reminders the scheduler delivered. The store writes a
 session's first row, its system prompt, together with the session itself
-(docs/design.md#compaction-commit).
+(docs/design.md#compression-commit).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from gateway.events import Compressed, CompressionFailed, EventBus
 from gateway.runtime import SessionRuntime
 from gateway.store import (
     AnchorRecord,
-    Compaction,
-    CompactionMark,
+    CompressionCommit,
+    CompressionMark,
     ConversationStore,
     InboxEntry,
     NewMessage,
@@ -38,10 +38,10 @@ from gateway.store import (
 
 log = logging.getLogger(__name__)
 
-#: Called before every compaction is committed with the rows about to leave the active
+#: Called before every compression is committed with the rows about to leave the active
 #: context, the trigger and the newest platform message id among them: the memory flush
 #: (docs/design.md#memory-flush). It must not raise.
-BeforeCompaction = Callable[[SessionRuntime, list[Message], str, str | None], Awaitable[None]]
+BeforeCompression = Callable[[SessionRuntime, list[Message], str, str | None], Awaitable[None]]
 
 
 class MemorySearch(Protocol):
@@ -63,14 +63,14 @@ class SessionTranscript:
         events: EventBus,
         *,
         in_place: bool = True,
-        before_compaction: BeforeCompaction | None = None,
+        before_compression: BeforeCompression | None = None,
     ) -> None:
         self.store = store
         self.runtime = runtime
         self.counter = counter
         self.events = events
         self.in_place = in_place
-        self.before_compaction = before_compaction
+        self.before_compression = before_compression
         #: The turn's memory, searched with the conversation; the memory block's tokens,
         #: counted with it (docs/design.md#memory-block). Set by the turn runner.
         self.memory: MemorySearch | None = None
@@ -104,16 +104,16 @@ class SessionTranscript:
     def session_id(self) -> str:
         return self.runtime.record.id
 
-    async def commit_compaction(
+    async def commit_compression(
         self, result: CompressionResult, original: list[Message]
     ) -> list[Message]:
-        if self.before_compaction is not None:
-            # Every trigger commits here, so every compaction is flushed once, first.
+        if self.before_compression is not None:
+            # Every trigger commits here, so every compression is flushed once, first.
             span, newest = self._leaving(original, result.messages)
-            await self.before_compaction(self.runtime, span, result.trigger_source, newest)
+            await self.before_compression(self.runtime, span, result.trigger_source, newest)
         old = self.runtime.record
         if self.in_place:
-            ids = await self.store.archive_and_compact(old.id, self._compaction(result, original))
+            ids = await self.store.archive_and_compress(old.id, self._compression(result, original))
         else:
             # Rotation (docs/design.md#rotation) starts a child session: the list is written there whole.
             child, ids = await self.store.rotate(
@@ -122,7 +122,7 @@ class SessionTranscript:
                 originals=[self.row(m) for m in original[self._persisted :]],
                 absorbed_inbox=self._inbox_ids,
                 engine_state=self.runtime.engine.export_state(),
-                mark=compaction_mark(result),
+                mark=compression_mark(result),
             )
             self.runtime.record = child
             self.runtime.engine.on_session_start(child.id)
@@ -147,10 +147,10 @@ class SessionTranscript:
         )
         return self.messages
 
-    def _compaction(self, result: CompressionResult, original: list[Message]) -> Compaction:
+    def _compression(self, result: CompressionResult, original: list[Message]) -> CompressionCommit:
         """What to commit: stored rows the new list keeps stay as they are (same id,
         same time); everything else in it is new; messages not stored yet that the
-        summary covers are kept as archived originals (docs/design.md#compaction-commit)."""
+        summary covers are kept as archived originals (docs/design.md#compression-commit)."""
         kept = kept_positions(original, result.messages)
         active: list[int | NewMessage] = []
         for message, position in zip(result.messages, kept, strict=True):
@@ -169,18 +169,18 @@ class SessionTranscript:
                     item.token_count,
                     item.platform_message_id,
                 )
-        return Compaction(
+        return CompressionCommit(
             active=active,
             originals=originals,
             absorbed_inbox=self._inbox_ids,
             engine_state=self.runtime.engine.export_state(),
-            mark=compaction_mark(result),
+            mark=compression_mark(result),
         )
 
     def _leaving(
         self, original: list[Message], compacted: list[Message]
     ) -> tuple[list[Message], str | None]:
-        """The messages of ``original`` a compaction leaves out, and the newest platform
+        """The messages of ``original`` a compression leaves out, and the newest platform
         message id among them (where a note they give was learned)."""
         kept = {p for p in kept_positions(original, compacted) if p is not None}
         span = [m for p, m in enumerate(original) if p not in kept]
@@ -196,7 +196,7 @@ class SessionTranscript:
         """Run the session's engine over the transcript and commit what it produced.
 
         The gateway's own compressions (hygiene, /compress, idle) all come through here;
-        the agent's in-loop ones come through :meth:`commit_compaction` directly.
+        the agent's in-loop ones come through :meth:`commit_compression` directly.
         """
         engine = self.runtime.engine
         result = await engine.compress(
@@ -204,7 +204,7 @@ class SessionTranscript:
         )
         await self.save_engine_state(engine.export_state())
         if result.committed:
-            await self.commit_compaction(result, self.messages)
+            await self.commit_compression(result, self.messages)
             self.runtime.hygiene_notice_sent = False
         else:
             report_failed_compression(self.events, self.runtime, result)
@@ -336,9 +336,9 @@ class SessionTranscript:
         )
 
 
-def compaction_mark(result: CompressionResult) -> CompactionMark:
-    """What the store keeps beside a compaction for the dashboard (docs/design.md#dashboard)."""
-    return CompactionMark(
+def compression_mark(result: CompressionResult) -> CompressionMark:
+    """What the store keeps beside a compression for the dashboard (docs/design.md#dashboard)."""
+    return CompressionMark(
         trigger_source=result.trigger_source,
         method=result.method,
         tokens_before=result.tokens_before,

@@ -1,5 +1,5 @@
 """A session's chart: the prompt the model saw at every turn, against the window, the
-hygiene line (85%) and the compressor's threshold, with a marker at every compaction
+hygiene line (85%) and the compressor's threshold, with a marker at every compression
 (trigger, tokens before → after, on hover).
 
 Plain SVG written by hand, inline in the page (no plotting library, no script): it
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
-from gateway.store.dashboard_records import CompactionRecord, TurnStat
+from gateway.store.dashboard_records import CompressionRecord, TurnStat
 
 WIDTH, HEIGHT = 960, 340
 LEFT, RIGHT, TOP, BOTTOM = 64, 120, 16, 40
@@ -42,7 +42,7 @@ class Limits:
 
 
 def render_chart(
-    turns: Sequence[TurnStat], compactions: Sequence[CompactionRecord], limits: Limits
+    turns: Sequence[TurnStat], compressions: Sequence[CompressionRecord], limits: Limits
 ) -> str:
     """The SVG element for a session page."""
     points = [(i + 1, t.prompt_tokens) for i, t in enumerate(turns) if t.prompt_tokens is not None]
@@ -61,7 +61,7 @@ def render_chart(
         f'role="img" aria-label="prompt tokens per turn" font-family="sans-serif" font-size="12">',
         *_axes(turns, top, y),
         *_limit_lines(limits, y),
-        *_markers(turns, compactions, x, y),
+        *_markers(turns, compressions, x, y),
         *_prompt_line(points, x, y),
         "</svg>",
     ]
@@ -114,13 +114,13 @@ def _limit_lines(limits: Limits, y: Scale) -> list[str]:
 
 
 def _markers(
-    turns: Sequence[TurnStat], compactions: Sequence[CompactionRecord], x: Scale, y: Scale
+    turns: Sequence[TurnStat], compressions: Sequence[CompressionRecord], x: Scale, y: Scale
 ) -> list[str]:
-    """A vertical line between the turns a compaction came between (an in-loop one: just
+    """A vertical line between the turns a compression came between (an in-loop one: just
     before the turn it ran in, which committed after it)."""
     times = [t.at for t in turns]
     parts = []
-    for record in compactions:
+    for record in compressions:
         before = bisect_right(times, record.at)
         mark = record.mark
         colour = TRIGGER_COLOURS.get(mark.trigger_source, "#7f8c8d")
@@ -131,7 +131,7 @@ def _markers(
             f"{mark.tokens_after:,} tokens, {mark.messages_before} → {mark.messages_after} messages"
         )
         parts.append(
-            f'<g class="compaction" data-trigger={quoteattr(mark.trigger_source)}>'
+            f'<g class="compression" data-trigger={quoteattr(mark.trigger_source)}>'
             f"<title>{escape(title)}</title>"
             f'<line x1="{position:.1f}" y1="{TOP + 6}" x2="{position:.1f}" y2="{HEIGHT - BOTTOM}" '
             f'stroke="{colour}" stroke-width="1.2" stroke-dasharray="3 3" opacity="0.6"/>'

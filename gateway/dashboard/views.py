@@ -92,7 +92,7 @@ class Views:
                 "prompt_tokens": totals.prompt_tokens,
                 "completion_tokens": totals.completion_tokens,
                 "cached_tokens": totals.cache_read_tokens,
-                "compactions_by_trigger": totals.compactions_by_trigger,
+                "compressions_by_trigger": totals.compressions_by_trigger,
             },
             "compressions": [
                 {"trigger": trigger, "outcome": outcome, "count": count}
@@ -171,7 +171,7 @@ class Views:
         window = fullness.window
         limits = Limits(window, int(window * HYGIENE_THRESHOLD), current.compresses_at)
         turns = await self.reader.dashboard.turn_history(session.session_id)
-        compactions = await self.reader.dashboard.compactions(
+        compressions = await self.reader.dashboard.compressions(
             session.session_id, since=turns[0].at - 3600 if len(turns) >= 2000 else 0.0
         )
         data = {
@@ -190,9 +190,9 @@ class Views:
                 "hygiene": limits.hygiene,
             },
             "cooldown": describe_cooldown(current.engine_state),
-            "chart": render_chart(turns, compactions, limits),
+            "chart": render_chart(turns, compressions, limits),
             "turns": len(turns),
-            "compactions": [{"at": c.at, **vars(c.mark)} for c in compactions[-20:]],
+            "compressions": [{"at": c.at, **vars(c.mark)} for c in compressions[-20:]],
             "summary": fullness.summary,
             "query": query,
             "reminders": [

@@ -1,10 +1,10 @@
-"""The flush before every compaction, on the gateway's side (docs/design.md#memory-flush).
+"""The flush before every compression, on the gateway's side (docs/design.md#memory-flush).
 
-Every compaction — hygiene, the agent's in-loop gates, ``/compress``, idle compression,
-overflow recovery — is committed through ``SessionTranscript.commit_compaction``, which
-calls :class:`FlushBeforeCompaction` first with the rows about to leave the active
-context. So the flush runs once per compaction whoever triggered it, and no caller
-repeats it. It never stops the compaction: it is bounded in time and size, and whatever
+Every compression — hygiene, the agent's in-loop gates, ``/compress``, idle compression,
+overflow recovery — is committed through ``SessionTranscript.commit_compression``, which
+calls :class:`FlushBeforeCompression` first with the rows about to leave the active
+context. So the flush runs once per compression whoever triggered it, and no caller
+repeats it. It never stops the compression: it is bounded in time and size, and whatever
 goes wrong is logged and skipped.
 """
 
@@ -31,8 +31,8 @@ SPAN_TOKENS = 6000
 SPAN_WINDOW_SHARE = 0.25
 
 
-class FlushBeforeCompaction:
-    """Called by the transcript with the rows a compaction is about to archive."""
+class FlushBeforeCompression:
+    """Called by the transcript with the rows a compression is about to archive."""
 
     @classmethod
     def of(
@@ -41,7 +41,7 @@ class FlushBeforeCompaction:
         memories: Memories | None,
         provider: Provider,
         window: Callable[[], int],
-    ) -> FlushBeforeCompaction | None:
+    ) -> FlushBeforeCompression | None:
         """The flush ``config`` asks for, on ``provider`` (the summary model) and its
         ``window``; None when memory or the flush is off."""
         if memories is None or not config.memory.flush_before_compaction:
@@ -87,7 +87,7 @@ class FlushBeforeCompaction:
                 timeout=self.timeout,
                 trigger=trigger,
             )
-        except Exception:  # a flush that breaks must never stop the compaction it precedes
+        except Exception:  # a flush that breaks must never stop the compression it precedes
             log.exception(
-                "memory flush before compaction of %s failed; compacting anyway", runtime.key
+                "memory flush before compression of %s failed; compressing anyway", runtime.key
             )

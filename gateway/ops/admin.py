@@ -172,7 +172,7 @@ async def show_session(
 
 
 def current_summary(rows: list[StoredMessage]) -> StoredMessage | None:
-    """The active hand-off summary: the active row that starts with the compaction marker."""
+    """The active hand-off summary: the active row that starts with the compression marker."""
     return next((r for r in rows if text_of(r.message).startswith(SUMMARY_PREFIX)), None)
 
 

@@ -10,7 +10,7 @@ this package (tests/test_house.py checks it). The rules every backend keeps are 
 docs/design.md#storage:
 
 - No row is ever deleted by compression, hygiene, a failed compression or a crash, and
-  none is copied: a compaction archives the rows that leave the active list
+  none is copied: a compression archives the rows that leave the active list
   (``active=0, compacted=1``), keeps the ones that stay (same id, same time) and inserts
   only what is new, in ONE transaction. Only ``OperatorStore.forget`` deletes.
 - A turn reads ``active=1`` rows in conversation order (``seq``) through
@@ -37,8 +37,8 @@ from gateway.store.records import (
     KEEP,
     AnchorRecord,
     ApprovedUser,
-    Compaction,
-    CompactionMark,
+    CompressionCommit,
+    CompressionMark,
     DatabaseProbe,
     DatabaseReport,
     DocumentHit,
@@ -71,8 +71,8 @@ __all__ = [
     "AnchorRecord",
     "ApprovedUser",
     "ChatStore",
-    "Compaction",
-    "CompactionMark",
+    "CompressionCommit",
+    "CompressionMark",
     "ConversationStore",
     "DashboardStore",
     "DataDirInUse",

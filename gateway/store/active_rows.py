@@ -2,7 +2,7 @@
 
 A turn needs its session's whole active list; reading hundreds of rows and parsing their
 JSON every turn would cost more than the turn. The rows read earlier are reused while one
-query shows nothing changed under them — the same compression count (no compaction
+query shows nothing changed under them — the same compression count (no compression
 since, by any process) and the same number of active rows up to the last seq held (none
 archived or erased) — and only the rows after it are read. The archive is never touched.
 """

@@ -1,4 +1,4 @@
-"""The conversation's statements, on either database: the inbox, sessions, rows, the compaction
+"""The conversation's statements, on either database: the inbox, sessions, rows, the compression
 commit, search, delivery marks (:class:`~gateway.store.protocols.ConversationStore`)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from agent.messages import JSON
 from gateway.store.active_rows import ActiveRows
 from gateway.store.chat_models import SqlChatModels
 from gateway.store.connection import new_session_id
-from gateway.store.dashboard import record_compaction, record_turn
+from gateway.store.dashboard import record_compression, record_turn
 from gateway.store.dialect import Database
 from gateway.store.errors import SessionEnded
 from gateway.store.inbox import InboxWriter
@@ -33,8 +33,8 @@ from gateway.store.queue_rows import (
 from gateway.store.records import (
     KEEP,
     AnchorRecord,
-    Compaction,
-    CompactionMark,
+    CompressionCommit,
+    CompressionMark,
     InboxEntry,
     Keep,
     NewMessage,
@@ -209,10 +209,12 @@ class SqlConversation(SqlChatModels):
 
         return await self.connection.atomically(turn)
 
-    async def archive_and_compact(self, session_id: str, compaction: Compaction) -> list[int]:
-        """Commit a compaction in place, in one transaction (docs/design.md#compaction-commit).
+    async def archive_and_compress(
+        self, session_id: str, compression: CompressionCommit
+    ) -> list[int]:
+        """Commit a compression in place, in one transaction (docs/design.md#compression-commit).
 
-        The active rows that ``compaction.active`` does not keep become ``active=0,
+        The active rows that ``compression.active`` does not keep become ``active=0,
         compacted=1`` (kept, still searchable); the kept ones stay as they are; the new
         ones are inserted in their places; ``originals`` are inserted archived. Inbox
         entries the new list absorbed are marked, not deleted (their turn is still
@@ -220,25 +222,25 @@ class SqlConversation(SqlChatModels):
         of every entry of the new active list.
         """
         now = time.time()
-        kept = [item for item in compaction.active if isinstance(item, int)]
+        kept = [item for item in compression.active if isinstance(item, int)]
         async with self.connection.transaction() as db:
             kept_ids = self.sql.id_list(kept)
             await db.execute(self.sql.DROP_IMAGES_OF_ARCHIVED, (session_id, kept_ids))
             await db.execute(self.sql.ARCHIVE_EXCEPT, (session_id, kept_ids))
             await insert_messages(
-                db, self.sql, session_id, compaction.originals, now, archived=True
+                db, self.sql, session_id, compression.originals, now, archived=True
             )
-            ids = await insert_active_list(db, self.sql, session_id, compaction.active, now)
-            await mark_inbox_in_history(db, compaction.absorbed_inbox)
+            ids = await insert_active_list(db, self.sql, session_id, compression.active, now)
+            await mark_inbox_in_history(db, compression.absorbed_inbox)
             await set_anchor(db, session_id, None)
             await db.execute(
                 "UPDATE sessions SET compression_count = compression_count + 1, updated_at = ?"
                 " WHERE id = ?",
                 (now, session_id),
             )
-            if compaction.engine_state is not None:
-                await save_engine_state(db, session_id, compaction.engine_state)
-            await record_compaction(db, session_id, now, compaction.mark)
+            if compression.engine_state is not None:
+                await save_engine_state(db, session_id, compression.engine_state)
+            await record_compression(db, session_id, now, compression.mark)
         self._active.forget(session_id)
         return ids
 
@@ -250,9 +252,9 @@ class SqlConversation(SqlChatModels):
         originals: Sequence[NewMessage] = (),
         absorbed_inbox: Sequence[int] = (),
         engine_state: JSON | None = None,
-        mark: CompactionMark | None = None,
+        mark: CompressionMark | None = None,
     ) -> tuple[SessionRecord, list[int]]:
-        """Legacy compaction (docs/design.md#rotation): a child session carries ``compacted`` forward.
+        """Legacy compression (docs/design.md#rotation): a child session carries ``compacted`` forward.
 
         ``originals`` (not stored yet) complete the parent's transcript. Raises
         :class:`SessionEnded` if the session ended meanwhile: it is never revived.
@@ -286,13 +288,13 @@ class SqlConversation(SqlChatModels):
             )
             ids = await insert_messages(db, self.sql, child_id, compacted, now)
             await mark_inbox_in_history(db, absorbed_inbox)
-            await record_compaction(db, child_id, now, mark)
+            await record_compression(db, child_id, now, mark)
         child = await self.get_session(child_id)
         assert child is not None
         return child, ids
 
     async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]:
-        """Full-text search over a session's rows, archived ones included (docs/design.md#tools, #compaction-commit).
+        """Full-text search over a session's rows, archived ones included (docs/design.md#tools, #compression-commit).
 
         The chat's earlier sessions (ended by /new, or rotated: docs/design.md#search-across-sessions)
         count as the same conversation; another chat's never do.

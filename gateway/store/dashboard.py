@@ -1,6 +1,6 @@
 """What the operator's dashboard reads (docs/design.md#dashboard), and the two records it
 charts, written by the conversation's own commits: a turn's stats (``turn_stats``) and a
-compaction's mark (``compactions``).
+compression's mark (``compressions``).
 
 Reads only: the dashboard's actions (compress now, forget, pairing) go through the parts
 of the gateway that own them. The statements are plain SQL both databases accept.
@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.store.dashboard_records import (
-    CompactionRecord,
+    CompressionRecord,
     SessionOverview,
     Totals,
     TurnStat,
 )
 from gateway.store.dialect import Database
 from gateway.store.message_rows import MESSAGE_COLUMNS, stored_message
-from gateway.store.records import AnchorRecord, CompactionMark, StoredMessage, UsageTotals
+from gateway.store.records import AnchorRecord, CompressionMark, StoredMessage, UsageTotals
 from gateway.store.session_rows import session_record
 
 # -- written in the conversation's transactions -------------------------------------------
@@ -46,10 +46,10 @@ async def record_turn(
     )
 
 
-async def record_compaction(
-    db: Any, session_id: str, now: float, mark: CompactionMark | None
+async def record_compression(
+    db: Any, session_id: str, now: float, mark: CompressionMark | None
 ) -> None:
-    """One ``compactions`` row, inside the transaction that commits the compaction (when
+    """One ``compressions`` row, inside the transaction that commits the compression (when
     the committer said what it did)."""
     if mark is None:
         return
@@ -148,8 +148,8 @@ class SqlDashboard:
             for row in reversed(list(rows))
         ]
 
-    async def compactions(self, session_id: str, since: float = 0.0) -> list[CompactionRecord]:
-        """The conversation's compactions since ``since``, oldest first."""
+    async def compressions(self, session_id: str, since: float = 0.0) -> list[CompressionRecord]:
+        """The conversation's compressions since ``since``, oldest first."""
         async with self.connection.read() as db:
             rows = await db.fetch_all(
                 _LINEAGE + "SELECT * FROM compactions"
@@ -157,10 +157,10 @@ class SqlDashboard:
                 {"session": session_id, "since": since},
             )
         return [
-            CompactionRecord(
+            CompressionRecord(
                 session_id=row["session_id"],
                 at=row["at"],
-                mark=CompactionMark(
+                mark=CompressionMark(
                     trigger_source=row["trigger_source"],
                     method=row["method"],
                     tokens_before=row["tokens_before"],
@@ -232,7 +232,7 @@ class SqlDashboard:
             cache_read_tokens=int(turns[3]),
             turns_by_platform={str(r[0]): int(r[1]) for r in by_platform},
             sessions_active=int(counts[0]),
-            compactions_by_trigger={str(r[0]): int(r[1]) for r in by_trigger},
+            compressions_by_trigger={str(r[0]): int(r[1]) for r in by_trigger},
             inbox_pending=int(counts[1]),
             undelivered_replies=int(counts[2]),
             reminders_pending=int(counts[3]),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.messages import JSON
-from gateway.store.records import CompactionMark, UsageTotals
+from gateway.store.records import CompressionMark, UsageTotals
 
 
 @dataclass(frozen=True)
@@ -22,12 +22,12 @@ class TurnStat:
 
 
 @dataclass(frozen=True)
-class CompactionRecord:
-    """One committed compaction of a conversation, as its commit recorded it."""
+class CompressionRecord:
+    """One committed compression of a conversation, as its commit recorded it."""
 
     session_id: str
     at: float
-    mark: CompactionMark
+    mark: CompressionMark
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Totals:
     #: Turns per platform since then.
     turns_by_platform: dict[str, int] = field(default_factory=dict)
     sessions_active: int = 0
-    compactions_by_trigger: dict[str, int] = field(default_factory=dict)
+    compressions_by_trigger: dict[str, int] = field(default_factory=dict)
     inbox_pending: int = 0
     undelivered_replies: int = 0
     reminders_pending: int = 0

@@ -91,7 +91,7 @@ class Dialect(Protocol):
     ARCHIVE_EXCEPT: str
     #: (id, seq) of an id list.
     SEQS_OF: str
-    #: Drop the image bytes of rows a compaction archives, noting what they carried.
+    #: Drop the image bytes of rows a compression archives, noting what they carried.
     DROP_IMAGES_OF_ARCHIVED: str
     #: Full-text search of a conversation and its chat's earlier sessions: :session, :match
     #: (``fts_query``), :summary, :limit.

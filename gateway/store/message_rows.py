@@ -1,5 +1,5 @@
 """Message rows: inserting them in their place in the conversation (``seq``,
-docs/design.md#compaction-commit), and a row read back as a
+docs/design.md#compression-commit), and a row read back as a
 :class:`~gateway.store.records.StoredMessage` (or a search hit, or a reply owed)."""
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ the operator (``nightowl sessions``, ``doctor``) and pairing (``nightowl pairing
 tests run against these protocols on both backends.
 
 The rules every implementation keeps are in docs/design.md#storage: nothing is deleted
-but by :meth:`OperatorStore.forget`; a compaction flips flags and copies nothing
-(docs/design.md#compaction-commit); an inbound message is durable when
+but by :meth:`OperatorStore.forget`; a compression flips flags and copies nothing
+(docs/design.md#compression-commit); an inbound message is durable when
 :meth:`ConversationStore.enqueue` returns and leaves the inbox in the transaction that
 stores its turn (docs/design.md#inbox).
 """
@@ -19,12 +19,12 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from agent.messages import JSON
-from gateway.store.dashboard_records import CompactionRecord, SessionOverview, Totals, TurnStat
+from gateway.store.dashboard_records import CompressionRecord, SessionOverview, Totals, TurnStat
 from gateway.store.records import (
     AnchorRecord,
     ApprovedUser,
-    Compaction,
-    CompactionMark,
+    CompressionCommit,
+    CompressionMark,
     DocumentHit,
     DocumentInfo,
     DocumentSlice,
@@ -134,8 +134,10 @@ class ConversationStore(Protocol):
         """
         ...
 
-    async def archive_and_compact(self, session_id: str, compaction: Compaction) -> list[int]:
-        """Commit a compaction in place, in one transaction (docs/design.md#compaction-commit)."""
+    async def archive_and_compress(
+        self, session_id: str, compression: CompressionCommit
+    ) -> list[int]:
+        """Commit a compression in place, in one transaction (docs/design.md#compression-commit)."""
         ...
 
     async def rotate(
@@ -146,9 +148,9 @@ class ConversationStore(Protocol):
         originals: Sequence[NewMessage] = (),
         absorbed_inbox: Sequence[int] = (),
         engine_state: JSON | None = None,
-        mark: CompactionMark | None = None,
+        mark: CompressionMark | None = None,
     ) -> tuple[SessionRecord, list[int]]:
-        """Legacy compaction: a child session carries ``compacted`` forward (docs/design.md#rotation)."""
+        """Legacy compression: a child session carries ``compacted`` forward (docs/design.md#rotation)."""
         ...
 
     async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]:
@@ -361,7 +363,9 @@ class DashboardStore(Protocol):
         """The conversation's last ``limit`` turns, oldest first."""
         ...
 
-    async def compactions(self, session_id: str, since: float = 0.0) -> list[CompactionRecord]: ...
+    async def compressions(
+        self, session_id: str, since: float = 0.0
+    ) -> list[CompressionRecord]: ...
 
     async def messages(
         self, session_id: str, *, before: int | None = None, limit: int = 100
@@ -370,5 +374,5 @@ class DashboardStore(Protocol):
         ...
 
     async def totals(self, since: float) -> Totals:
-        """Turns, tokens, compactions since ``since``; what waits now."""
+        """Turns, tokens, compressions since ``since``; what waits now."""
         ...

@@ -66,8 +66,8 @@ class NewMessage:
 
 
 @dataclass(frozen=True)
-class CompactionMark:
-    """What a compaction did, kept beside it for the dashboard's chart
+class CompressionMark:
+    """What a compression did, kept beside it for the dashboard's chart
     (docs/design.md#dashboard): what triggered it, how, and the sizes before and after."""
 
     trigger_source: str
@@ -79,8 +79,8 @@ class CompactionMark:
 
 
 @dataclass(frozen=True)
-class Compaction:
-    """A compaction to commit in one transaction (docs/design.md#compaction-commit).
+class CompressionCommit:
+    """A compression to commit in one transaction (docs/design.md#compression-commit).
 
     ``active`` is the new active list, in order: the id of a stored row that stays (it
     keeps its id, its time and its place) or a :class:`NewMessage` to insert at that
@@ -94,8 +94,8 @@ class Compaction:
     originals: Sequence[NewMessage] = ()
     absorbed_inbox: Sequence[int] = ()
     engine_state: JSON | None = None
-    #: Recorded in the same transaction (the ``compactions`` table), when given.
-    mark: CompactionMark | None = None
+    #: Recorded in the same transaction (the ``compressions`` table), when given.
+    mark: CompressionMark | None = None
 
 
 class StoredMessage(NamedTuple):
@@ -137,7 +137,7 @@ class InboxEntry:
     dedupe_key: str | None = None
     id: int = 0
     created_at: float = 0.0
-    #: A compaction already wrote this message into the history; only its turn is owed.
+    #: A compression already wrote this message into the history; only its turn is owed.
     in_history: bool = False
     #: The platform's kind of chat ("private", "group"...; None when stored before v8):
     #: personal memory shows only in the speaker's private chat (docs/design.md#memory-scopes).
@@ -302,7 +302,7 @@ class NewMemory:
     session_id: str | None = None
     #: The platform's id of the message it was learned from, when known.
     platform_message_id: str | None = None
-    #: ``tool`` (the model called remember in a turn) or ``flush`` (before a compaction).
+    #: ``tool`` (the model called remember in a turn) or ``flush`` (before a compression).
     learned_by: str = "tool"
 
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from gateway.store import migrate_copies
 from gateway.store.dialect import Handle
 
-# 1: sessions, messages with soft-archive flags and per-row token counts, FTS5 (docs/design.md#storage, #compaction-commit, #usage-anchor).
+# 1: sessions, messages with soft-archive flags and per-row token counts, FTS5 (docs/design.md#storage, #compression-commit, #usage-anchor).
 _V1 = """
 CREATE TABLE sessions (
     id TEXT PRIMARY KEY,
@@ -115,13 +115,13 @@ CREATE INDEX reminders_pending ON reminders(due_at) WHERE sent_at IS NULL;
 ALTER TABLE sessions ADD COLUMN idle_compressed_through INTEGER;
 """
 
-# 4: an inbox entry a compaction already wrote into the history stays in the inbox until
+# 4: an inbox entry a compression already wrote into the history stays in the inbox until
 # its turn is answered, marked, so a crash in between re-runs the turn without a duplicate.
 _V4 = """
 ALTER TABLE inbox ADD COLUMN in_history INTEGER NOT NULL DEFAULT 0;
 """
 
-# 5: every row has its place in the conversation (seq), so compaction keeps rows instead
+# 5: every row has its place in the conversation (seq), so compression keeps rows instead
 # of copying them; the copies older versions wrote are removed (see migrate_copies).
 _V5 = migrate_copies.migrate
 
@@ -248,8 +248,8 @@ CREATE TABLE chat_models (
 
 # 9: what the operator's dashboard charts (docs/design.md#dashboard): one row per turn
 # (the prompt size the model last saw, the turn's usage), written in the turn's own
-# commit, and one per compaction (trigger, tokens before and after), written in the
-# compaction's. The same script on PostgreSQL (gateway/store/postgres/schema.py).
+# commit, and one per compression (trigger, tokens before and after), written in the
+# compression's. The same script on PostgreSQL (gateway/store/postgres/schema.py).
 DASHBOARD_TABLES = """
 CREATE TABLE turn_stats (
     session_id TEXT NOT NULL REFERENCES sessions(id),

@@ -43,7 +43,7 @@ JOIN chat_documents c ON c.document = d.n AND c.session_key = :key
 WHERE document_parts_fts MATCH :match
 ORDER BY bm25(document_parts_fts) LIMIT :scan
 """
-#: A compaction archives the session's active rows but the ones it keeps (an id list).
+#: A compression archives the session's active rows but the ones it keeps (an id list).
 ARCHIVE_EXCEPT = (
     "UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ? AND active = 1"
     " AND id NOT IN (SELECT value FROM json_each(?))"

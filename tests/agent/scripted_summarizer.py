@@ -4,7 +4,7 @@ Each call takes the next step of its script: a string (the summary), a Completio
 ``finish_reason="length"``), a ProviderError to raise, or :data:`HANG` (never answers,
 so the compressor's own timeout has to end the call). With the script exhausted it
 answers with :func:`keep_facts`: a summary that keeps every line of the request that
-mentions a fact, which makes "a fact survives ten compactions" testable.
+mentions a fact, which makes "a fact survives ten compressions" testable.
 """
 
 from __future__ import annotations

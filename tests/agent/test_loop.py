@@ -30,7 +30,7 @@ class MemoryTranscript:
         self.commits: list[CompressionResult] = []
         self.states: list[dict[str, Any]] = []
 
-    async def commit_compaction(
+    async def commit_compression(
         self, result: CompressionResult, original: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         self.commits.append(result)

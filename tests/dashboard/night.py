@@ -3,7 +3,7 @@
 A busy group's night goes through ``nightowl replay``'s own engine (the real router,
 lanes, hygiene, agent loop and compressor, the instant scripted model, an 8,000-token
 window), and two more chats — a Telegram group and a Discord channel — go through the
-same gateway parts, so the dashboard has sessions on three platforms with compactions
+same gateway parts, so the dashboard has sessions on three platforms with compressions
 to chart and archived rows to find.
 """
 

@@ -132,10 +132,10 @@ async def test_the_session_chart_marks_every_compaction(
     counted = "SELECT compression_count FROM sessions WHERE session_key = 'console:replay'"
     assert per_session == value(config, counted)
     assert per_session > 10 and turns == 120
-    assert await chart.locator("g.compaction").count() == per_session
+    assert await chart.locator("g.compression").count() == per_session
     points = await chart.locator("polyline.prompt").get_attribute("points")
     assert points is not None and len(points.split()) == turns
-    tip = await chart.locator("g.compaction title").first.text_content()
+    tip = await chart.locator("g.compression title").first.text_content()
     assert tip is not None and "turn_start_threshold" in tip and "→" in tip
     for limit in ("window", "hygiene", "threshold"):
         assert await chart.locator(f"line.limit.{limit}").count() == 1

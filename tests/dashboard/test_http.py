@@ -126,7 +126,7 @@ async def test_compress_now_runs_in_the_lane_and_the_page_tells_how_it_went(
         await gateway.dashboard.pages.background.wait(CEILING)
         page = await (await client.get("/session?key=console:t")).text()
         assert "Compressed: 17 →" in page
-        assert page.count('class="compaction"') == 1
+        assert page.count('class="compression"') == 1
         assert "fact: number 0 is lucky" in page  # the summary
     assert value(config, "SELECT COUNT(*) FROM compactions WHERE trigger_source = 'manual'") == 1
 

@@ -57,14 +57,14 @@ ERRORS = ("too long for the model", "no longer fits", "went wrong", "returned an
 
 @dataclass
 class Outcome:
-    """What a run shows: answers, refusals, cuts, compactions, recall, fullness."""
+    """What a run shows: answers, refusals, cuts, compressions, recall, fullness."""
 
     turns: int = 0
     answered: int = 0
     errors: list[str] = field(default_factory=list)
     refusals: int = 0
     cuts: int = 0
-    compactions: int = 0
+    compressions: int = 0
     recalled: int = 0
     asked: int = 0
     #: The largest prompt as sent, and prompt + max_tokens, by the server's count / window.
@@ -220,7 +220,7 @@ async def run_chat(
     outcome.refusals = server.refusals
     outcome.cuts = len(getattr(server, "cuts", []))
     outcome.clipped = getattr(server, "clipped", 0)
-    outcome.compactions = sum(1 for r in server.requests if is_summary_request(r))
+    outcome.compressions = sum(1 for r in server.requests if is_summary_request(r))
     answers = [r for r in server.requests if is_turn_request(r)]
     outcome.max_prompt = max((r.sent_tokens or r.prompt_tokens) / server.served for r in answers)
     outcome.tool_share = max(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.ops.cli import main
-from gateway.store import Compaction, InboxEntry, NewMessage, SessionOrigin, SQLiteStore
+from gateway.store import CompressionCommit, InboxEntry, NewMessage, SessionOrigin, SQLiteStore
 
 SUMMARY = "[CONTEXT COMPACTION] Earlier turns were compacted.\n## Goal\nPlan the trip to Oslo."
 
@@ -34,8 +34,8 @@ async def fill(database: Path) -> None:
             ],
         )
         kept = await store.conversation.load_active(ada.id)
-        await store.conversation.archive_and_compact(
-            ada.id, Compaction([kept[0].id, row("user", SUMMARY), row("assistant", "ok")])
+        await store.conversation.archive_and_compress(
+            ada.id, CompressionCommit([kept[0].id, row("user", SUMMARY), row("assistant", "ok")])
         )
         bob = await store.conversation.start_session(
             SessionOrigin("discord:200", "discord", "200"), "m", row("system", "be kind")
@@ -99,7 +99,7 @@ def test_export_includes_archived_rows(config: Path, capsys: pytest.CaptureFixtu
     assert code == 0
     rows = [json.loads(line) for line in out.splitlines()]
     assert [(r["role"], r["active"], r["compacted"]) for r in rows] == [
-        ("system", True, False),  # kept through the compaction: the same row
+        ("system", True, False),  # kept through the compression: the same row
         ("user", False, True),
         ("assistant", False, True),
         ("user", False, True),

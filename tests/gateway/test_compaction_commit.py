@@ -49,7 +49,7 @@ async def test_compress_in_place_keeps_one_session_and_archives(
         "SELECT sum(active = 0 AND compacted = 1), sum(active = 1), count(*) FROM messages",
     )
     # The rows that left the context are archived; the rest stay as they are. The only
-    # new rows are the summary, the system prompt with its one-time compaction note, and
+    # new rows are the summary, the system prompt with its one-time compression note, and
     # the turn after: nothing is copied.
     assert archived == payload["messages_before"] - (payload["messages_after"] - 2)
     assert active_count == payload["messages_after"] + 2

@@ -32,7 +32,7 @@ PEANUTS = "my daughter is allergic to peanuts"
 
 
 def config_for(tmp_path: Path, llm: FakeLLM, **sections: Any):
-    """A window small enough that a few long messages give a compaction something to do."""
+    """A window small enough that a few long messages give a compression something to do."""
     model = {"context_length": 8_192, "max_output_tokens": 512}
     return make_config(tmp_path, llm, model=model, platforms=ALLOWED, **sections)
 
@@ -55,7 +55,7 @@ async def test_a_fact_told_in_private_survives_new_and_ten_compactions(
     adapter = RecordingAdapter("telegram")
     async with running_gateway(config_for(tmp_path, fake_llm), adapter) as gateway:
         assert await ask(adapter, f"remember me: {PEANUTS}", **PRIVATE) == "Noted."
-        for i in range(4):  # the first exchange stays until the second compaction
+        for i in range(4):  # the first exchange stays until the second compression
             await ask(adapter, f"warming up {i} " + "w" * 1_500, **PRIVATE)
         for round_ in range(10):
             for i in range(4):
@@ -65,7 +65,7 @@ async def test_a_fact_told_in_private_survives_new_and_ten_compactions(
         await ask(adapter, "what should I pack for lunch?", **PRIVATE)
         await turns_done(gateway)
     [(count,)] = db.rows(tmp_path, "SELECT sum(compression_count) FROM sessions")
-    assert count == 10 and len(model.flushes) == 10  # one flush before each compaction
+    assert count == 10 and len(model.flushes) == 10  # one flush before each compression
     summaries = db.rows(tmp_path, "SELECT content FROM messages WHERE content LIKE '[CONTEXT%'")
     assert summaries and not any("peanuts" in text for (text,) in summaries)
     last = turn_requests(fake_llm)[-1]
@@ -86,7 +86,7 @@ async def test_a_personal_fact_never_reaches_a_request_made_for_a_group(
         await ask(adapter, "remember me: fact: my salary is 91377 a year", **PRIVATE)
         await ask(adapter, "remember chat: fact: the team meets on Thursdays", **GROUP)
         group_from = len(fake_llm.requests)
-        # The same person in the group: the block, a search, /memory, compactions with
+        # The same person in the group: the block, a search, /memory, compressions with
         # their flushes — none of it may show what they said in private.
         for i in range(12):
             await ask(adapter, f"fact: group note {i} " + "g" * 1_500, **GROUP)
@@ -317,7 +317,7 @@ async def test_memory_stays_on_down_to_2k_and_says_what_the_window_leaves_out(
         assert await ask(adapter, f"remember chat: {PEANUTS}") == "Noted."
         for i in range(12):
             await ask(adapter, f"chatting {i} " + "w" * 1_200)
-        assert model.flushes  # compactions at 4K were flushed first
+        assert model.flushes  # compressions at 4K were flushed first
         assert await ask(adapter, "/memory") == (
             f"What I remember in this chat:\n1. {PEANUTS}\n\n"
             "/forget N removes one; /forget all removes everything about you."

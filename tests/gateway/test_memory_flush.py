@@ -1,10 +1,10 @@
-"""The flush before every compaction (docs/design.md#memory-flush), whoever triggers it:
+"""The flush before every compression (docs/design.md#memory-flush), whoever triggers it:
 hygiene, the agent's in-loop gates, /compress, idle compression and overflow recovery.
 
 Each scenario plants a fact early, lets its trigger compact the conversation, and checks
 that one silent call read the span while its rows were still in the active context, kept
 the fact as a chat note, answered nobody — and that a flush that fails or hangs never
-stops the compaction.
+stops the compression.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ async def by_hygiene(gateway: Gateway, adapter: RecordingAdapter, llm: FakeLLM) 
     return "telegram:-7"
 
 
-# The first exchange is the head a first compaction keeps: the fact comes after it.
+# The first exchange is the head a first compression keeps: the fact comes after it.
 
 
 async def in_the_loop(gateway: Gateway, adapter: RecordingAdapter, llm: FakeLLM) -> str:
@@ -179,7 +179,7 @@ async def test_every_compaction_is_flushed_first(
     assert db.rows(
         tmp_path, "SELECT scope, owner, learned_by FROM memories WHERE text = ?", PLANTED
     ) == [("chat", key, "flush")]
-    assert len(model.flushes) == len(compressions)  # once per compaction, never more
+    assert len(model.flushes) == len(compressions)  # once per compression, never more
 
 
 @pytest.mark.parametrize("name", list(TRIGGERS))

@@ -14,7 +14,7 @@ from gateway.config.schema import parse_config
 from gateway.conversation.pairing import Pairing
 from gateway.ops.migrate import TABLES, migrate
 from gateway.store import (
-    Compaction,
+    CompressionCommit,
     InboxEntry,
     NewMessage,
     Reminder,
@@ -38,8 +38,8 @@ async def fill(path: Path) -> None:
             session.id, [row("user", f"my cat is called Tom, part {i}") for i in range(6)]
         )
         system = (await store.conversation.load_active(session.id))[0]
-        await store.conversation.archive_and_compact(
-            session.id, Compaction([system.id, row("user", "[CONTEXT COMPACTION] pets")])
+        await store.conversation.archive_and_compress(
+            session.id, CompressionCommit([system.id, row("user", "[CONTEXT COMPACTION] pets")])
         )
         await store.conversation.enqueue(
             InboxEntry(

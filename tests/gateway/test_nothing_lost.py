@@ -93,7 +93,7 @@ async def test_a_stop_right_after_compaction_still_answers_after_restart(
     for i in range(12):
         await adapter.say(f"fact: early {i}\n" + "e" * 3_000)
         await adapter.wait_sent(i + 1)
-    await adapter.say("LAST question " + "z" * 16_000)  # hygiene compacts, then the call hangs
+    await adapter.say("LAST question " + "z" * 16_000)  # hygiene compresses, then the call hangs
     await asyncio.wait_for(started.wait(), CEILING)
     await gateway.stop(drain_seconds=0.2)
 

@@ -15,7 +15,7 @@ import pytest
 from gateway.store import (
     KEEP,
     AnchorRecord,
-    Compaction,
+    CompressionCommit,
     InboxEntry,
     NewMessage,
     SessionOrigin,
@@ -74,8 +74,8 @@ async def test_archive_and_compact_flips_flags_and_copies_nothing(store: SQLiteS
     before = await store.conversation.load_active(session.id)
     system, last = before[0], before[-1]
     summary = row("user", "[CONTEXT COMPACTION] all ten")
-    await store.conversation.archive_and_compact(
-        session.id, Compaction([system.id, summary, last.id])
+    await store.conversation.archive_and_compress(
+        session.id, CompressionCommit([system.id, summary, last.id])
     )
 
     active = await store.conversation.load_active(session.id)
@@ -104,11 +104,15 @@ async def test_new_rows_of_a_compaction_take_their_place_between_kept_ones(
     await store.conversation.commit_turn(session.id, [row("user", f"m{i}") for i in range(6)])
     rows = await store.conversation.load_active(session.id)
     note = row("system", "sys + note")
-    first = Compaction([note, row("user", "[CONTEXT COMPACTION] one"), rows[-2].id, rows[-1].id])
-    ids = await store.conversation.archive_and_compact(session.id, first)
+    first = CompressionCommit(
+        [note, row("user", "[CONTEXT COMPACTION] one"), rows[-2].id, rows[-1].id]
+    )
+    ids = await store.conversation.archive_and_compress(session.id, first)
     (after,) = await store.conversation.commit_turn(session.id, [row("user", "after")])
-    second = Compaction([ids[0], row("user", "[CONTEXT COMPACTION] two"), rows[-1].id, after])
-    await store.conversation.archive_and_compact(session.id, second)
+    second = CompressionCommit(
+        [ids[0], row("user", "[CONTEXT COMPACTION] two"), rows[-1].id, after]
+    )
+    await store.conversation.archive_and_compress(session.id, second)
     await store.conversation.commit_turn(session.id, [row("user", "later")])
     active = [m.message["content"] for m in await store.conversation.load_active(session.id)]
     assert active == ["sys + note", "[CONTEXT COMPACTION] two", "m5", "after", "later"]
@@ -122,8 +126,8 @@ async def test_search_finds_archived_rows_but_not_taken_back_ones(
         session.id, [row("user", "my cat is called Tom"), row("assistant", "Hi Tom's human")]
     )
     system = (await store.conversation.load_active(session.id))[0]
-    await store.conversation.archive_and_compact(
-        session.id, Compaction([system.id, row("user", "[CONTEXT COMPACTION] pets")])
+    await store.conversation.archive_and_compress(
+        session.id, CompressionCommit([system.id, row("user", "[CONTEXT COMPACTION] pets")])
     )
     hits = await store.conversation.search(session.id, "what's my cat called?")
     assert hits and hits[0].archived and "cat" in hits[0].snippet
@@ -235,7 +239,9 @@ async def test_anchor_points_at_the_row_it_covers_and_compaction_clears_it(
     record = await store.conversation.current_session("console:t")
     assert record.anchor == AnchorRecord(100, 7, ids[-1], "fp", "openai:x")
     assert record.usage.prompt_tokens == 100 and record.usage.requests == 1
-    await store.conversation.archive_and_compact(session.id, Compaction([row("system", "sys")]))
+    await store.conversation.archive_and_compress(
+        session.id, CompressionCommit([row("system", "sys")])
+    )
     assert (await store.conversation.current_session("console:t")).anchor is None
 
 
@@ -343,14 +349,14 @@ async def test_active_history_is_read_through_the_index(tmp_path: Path) -> None:
 CRASHER = textwrap.dedent(
     """
     import asyncio, sys
-    from gateway.store import Compaction, NewMessage, SQLiteStore
+    from gateway.store import CompressionCommit, NewMessage, SQLiteStore
 
     async def main(path, session_id):
         async with SQLiteStore(path) as store:
             rows = [NewMessage({"role": "user", "content": "compacted " + str(i) * 50}, 1)
                     for i in range(20000)]
             print("compacting", flush=True)
-            await store.conversation.archive_and_compact(session_id, Compaction(rows))
+            await store.conversation.archive_and_compress(session_id, CompressionCommit(rows))
             print("done", flush=True)
 
     asyncio.run(main(sys.argv[1], sys.argv[2]))

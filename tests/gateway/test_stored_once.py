@@ -1,4 +1,4 @@
-"""Every message is stored once, with its own time, however many compactions pass over
+"""Every message is stored once, with its own time, however many compressions pass over
 it; databases written by versions that copied rows are cleaned on upgrade."""
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ async def test_forty_turns_of_compactions_store_each_message_once(
     counts = Counter(marker for marker, _ in user_rows)
     assert counts == {f"marker{i:02d}": 1 for i in range(40)}  # each inbound message once
     times = [created for _, created in user_rows]
-    assert times == sorted(times)  # with the time it arrived, not a compaction's
+    assert times == sorted(times)  # with the time it arrived, not a compression's
     assert len(hits) == 10
     assert len({h.message_id for h in hits}) == len({h.snippet for h in hits}) == 10
     assert not any("CONTEXT COMPACTION" in h.snippet for h in hits)
 
 
 def old_database(path: Path) -> None:
-    """A schema-4 database as versions before 5 wrote it: two compactions, each
+    """A schema-4 database as versions before 5 wrote it: two compressions, each
     re-inserting the head and the tail it kept as new rows with its own timestamp."""
     with db.connect(path, create=True) as old:
         for version, script in MIGRATIONS[:4]:
@@ -67,7 +67,7 @@ def old_database(path: Path) -> None:
         insert("system", "sys", 1)
         for i in range(6):
             insert("user" if i % 2 == 0 else "assistant", f"m{i}", 10 + i)
-        # Compaction 1 at t=100: everything archived; head (system + note, m0, m1),
+        # Compression 1 at t=100: everything archived; head (system + note, m0, m1),
         # summary, tail m4 m5 re-inserted.
         old.execute("UPDATE messages SET active = 0, compacted = 1")
         insert("system", "sys\n\n[note]", 100)
@@ -78,7 +78,7 @@ def old_database(path: Path) -> None:
         insert("assistant", "m5", 100)  # id 13
         insert("user", "m6", 110)
         insert("assistant", "m7", 111)
-        # Compaction 2 at t=200: head is only the system prompt now; tail m5 m6 m7.
+        # Compression 2 at t=200: head is only the system prompt now; tail m5 m6 m7.
         old.execute("UPDATE messages SET active = 0, compacted = 1")
         insert("system", "sys\n\n[note]", 200)
         insert("assistant", "[CONTEXT COMPACTION] second", 200)

@@ -78,7 +78,7 @@ async def test_failing_summaries_fall_back_to_a_bounded_summary_that_keeps_facts
     assert all(r.prompt_tokens + r.max_tokens <= WINDOW for r in requests)
     fallbacks = [c for c in compressions if c["method"] == "deterministic_fallback"]
     assert len(fallbacks) >= 3
-    for c in fallbacks:  # every compaction frees real room
+    for c in fallbacks:  # every compression frees real room
         assert c["tokens_after"] <= 0.75 * c["tokens_before"], c
     notices = [m.text for m in adapter.sent if "without the summary model" in m.text]
     assert len(notices) == 1  # one notice per failure streak
@@ -112,7 +112,7 @@ async def test_a_length_cut_summary_and_its_cooldown_never_let_a_prompt_pass_the
     # Cut by its length, the summary is asked once more with more room before it fails.
     assert summaries[1].max_tokens > summaries[0].max_tokens
     assert summaries[0].max_tokens >= 800  # a 4K window gets a budget that can hold one
-    # The cooldown paces the summary model, but the safety line still compacts.
+    # The cooldown paces the summary model, but the safety line still compresses.
     assert any(c["method"] == "deterministic_fallback" for c in compressions)
     share = int(status.split("Context: ")[1].split("tokens (")[1].split("%")[0])
     assert share < 100

@@ -24,7 +24,7 @@ class TurnPoint:
 
 
 @dataclass(frozen=True)
-class CompressionMark:
+class ReplayCompression:
     turn: int  # the turn it ran in (before that turn's point)
     message: int
     trigger_source: str
@@ -44,7 +44,7 @@ class ReplayResult:
     messages: int = 0
     observed: int = 0
     turns: list[TurnPoint] = field(default_factory=list)
-    compressions: list[CompressionMark] = field(default_factory=list)
+    compressions: list[ReplayCompression] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     archived_rows: int = 0
     active_rows: int = 0

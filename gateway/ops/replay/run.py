@@ -31,7 +31,7 @@ from gateway.build import Providers
 from gateway.config.schema import Config
 from gateway.events import Payload
 from gateway.ops.replay.chart import render_chart
-from gateway.ops.replay.results import CompressionMark, ReplayResult, TurnPoint
+from gateway.ops.replay.results import ReplayCompression, ReplayResult, TurnPoint
 
 SESSION_CHAT = "replay"
 SESSION_KEY = f"console:{SESSION_CHAT}"
@@ -128,7 +128,7 @@ async def replay(
 
     def on_compress(event: str, payload: Payload) -> None:
         result.compressions.append(
-            CompressionMark(
+            ReplayCompression(
                 turn=current["turn"],
                 message=current["message"],
                 trigger_source=str(payload.get("trigger_source")),

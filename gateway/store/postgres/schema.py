@@ -9,7 +9,7 @@ advisory lock, so two replicas starting together migrate once (docs/design.md#po
 
 from __future__ import annotations
 
-# 9: the dashboard's turn stats and compaction marks: SQLite's script, which both read alike.
+# 9: the dashboard's turn stats and compression marks: SQLite's script, which both read alike.
 from gateway.store.schema import DASHBOARD_TABLES
 
 _BASE = """
