@@ -101,8 +101,9 @@ class MemoryCommands:
                 return NOTHING
             self._asked[asker] = self.clock()
             return (
-                f"That removes all {count} thing(s) I remember about you and this chat, for "
-                "good. Send /forget all yes within 5 minutes to confirm."
+                f"That removes {'the one thing' if count == 1 else f'all {count} things'} I"
+                " remember about you and this chat, for good. Send /forget all yes within 5"
+                " minutes to confirm."
             )
         asked = self._asked.pop(asker, None)
         if asked is None or self.clock() - asked > CONFIRM_SECONDS:

@@ -175,7 +175,7 @@ async def test_memory_and_forget_in_private_and_in_a_group(
         )
         assert "Send /forget all first" in await ask(adapter, "/forget all yes", **PRIVATE)
         asked = await ask(adapter, "/forget all", **PRIVATE)
-        assert "removes all 2 thing(s)" in asked and "/forget all yes" in asked
+        assert "removes all 2 things" in asked and "/forget all yes" in asked
         assert "(2 note(s))" in await ask(adapter, "/forget all yes", **PRIVATE)
         assert await ask(adapter, "/memory", **PRIVATE) == "I don't remember anything here yet."
     assert db.value(tmp_path, "SELECT count(*) FROM memories") == 0
