@@ -88,7 +88,7 @@ class TelegramAdapter(Adapter):
         self.identity = BotIdentity(id=bot.id, username=bot.username)
         self._sink = sink
         self._sender = Sender(self.settings, bot, self._caller, on_moved=self._chat_moved)
-        converter = UpdateConverter(self.settings, bot, self.identity, self._caller, sink)
+        converter = UpdateConverter(self.settings, bot, self.identity, self._caller)
         processor = UpdateProcessor(self.settings, converter.convert, sink, self._dedupe)
         await self._register_commands(bot)
         try:

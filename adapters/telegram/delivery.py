@@ -205,13 +205,14 @@ class Sender:
                 max(0.0, last + self.settings.stream_edit_interval - time.monotonic())
             )
 
-    async def try_edit_plain(self, chat_id: str, message_id: int, text: str) -> bool:
-        """One best-effort edit of a partial reply; flood control postpones later ones."""
+    async def try_edit_plain(self, chat_id: str, where: str, message_id: int, text: str) -> bool:
+        """One best-effort edit of a partial reply, the message ``message_id`` in the chat
+        ``where`` it was sent to; flood control postpones later ones."""
         try:
             await self._caller.call(
                 "editMessageText",
                 chat_id,
-                lambda: self._bot.edit_message_text(text, chat_ref(self.chat(chat_id)), message_id),
+                lambda: self._bot.edit_message_text(text, chat_ref(where), message_id),
                 best_effort=True,
             )
         except TelegramCallFailed as failed:  # a partial update may fail; the final edit retries
@@ -225,8 +226,9 @@ class Sender:
         self.mark_edited(chat_id)
         return True
 
-    async def edit_formatted(self, chat_id: str, message_id: int, chunk: str) -> None:
-        """The final edit: formatted, plain text if the entities are rejected.
+    async def edit_formatted(self, chat_id: str, where: str, message_id: int, chunk: str) -> None:
+        """The final edit of ``message_id`` in ``where``: formatted, plain text if the
+        entities are rejected.
 
         A chat that moved is noted and the failure raised (its ``new_chat_id`` set): the
         message stays behind in the old chat, the caller sends the reply anew."""
@@ -239,7 +241,7 @@ class Sender:
                     partial(
                         self._bot.edit_message_text,
                         text,
-                        chat_ref(self.chat(chat_id)),
+                        chat_ref(where),
                         message_id,
                         parse_mode=parse_mode,
                     ),

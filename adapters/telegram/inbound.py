@@ -13,8 +13,8 @@ from adapters.base import (
     ChatMoved,
     ChatType,
     DeliveryError,
+    Inbound,
     InboundMessage,
-    InboundSink,
     QuotedMessage,
 )
 from adapters.telegram import media
@@ -48,30 +48,23 @@ class UpdateConverter:
     """Builds InboundMessages; photos are downloaded through the Bot API on demand.
 
     An update that is no message but news of a chat (a group became a supergroup, a user
-    blocked the bot) is handed to ``sink`` as its event (:class:`ChatMoved`,
-    :class:`BotBlocked`) before :meth:`convert` returns None for it."""
+    blocked the bot) becomes its event (:class:`ChatMoved`, :class:`BotBlocked`)."""
 
     def __init__(
-        self,
-        settings: TelegramSettings,
-        bot: Bot,
-        identity: BotIdentity,
-        caller: ApiCaller,
-        sink: InboundSink,
+        self, settings: TelegramSettings, bot: Bot, identity: BotIdentity, caller: ApiCaller
     ) -> None:
         self._settings = settings
         self._bot = bot
         self._identity = identity
         self._caller = caller
-        self._sink = sink
 
-    async def convert(self, update: Update) -> InboundMessage | None:
-        """The message in ``update``, or None for updates that carry nothing for the agent
-        (and for chat events, once the sink took them)."""
+    async def convert(self, update: Update) -> Inbound | None:
+        """The message or chat event in ``update``, or None for updates that carry nothing
+        for the gateway. The caller hands it to the sink: one that fails there is never
+        confirmed, a move or a block as much as a message."""
         blocked = _blocked(update)
         if blocked is not None:
-            await self._sink(blocked)
-            return None
+            return blocked
         message = update.message or update.edited_message
         if message is None:
             return None
@@ -80,8 +73,7 @@ class UpdateConverter:
             return None
         moved = _moved(message)
         if moved is not None:
-            await self._sink(ChatMoved(PLATFORM, *moved))
-            return None
+            return ChatMoved(PLATFORM, *moved)
         text = message.text or message.caption or ""
         entities = message.entities or message.caption_entities or ()
         command = self._command_target(text, entities)

@@ -29,7 +29,7 @@ from datetime import timedelta
 from telegram import Bot, Update
 from telegram.request import BaseRequest, HTTPXRequest
 
-from adapters.base import InboundMessage, InboundSink
+from adapters.base import Inbound, InboundSink
 from adapters.telegram.calls import TelegramCallFailed, redact, telegram_errors
 from adapters.telegram.settings import TelegramSettings
 
@@ -43,7 +43,7 @@ _MAX_BACKOFF = 30.0
 _TURNS_FIRST = 0.001
 _REMEMBERED_IDS = 4096
 
-Converter = Callable[[Update], Awaitable[InboundMessage | None]]
+Converter = Callable[[Update], Awaitable[Inbound | None]]
 #: Returns True when a dedupe key is already stored (sync or async).
 Dedupe = Callable[[str], bool | Awaitable[bool]]
 

@@ -30,6 +30,9 @@ class TelegramReplyStream(ReplyStream):
         self._sender = sender
         self._target = target
         self._message_id: int | None = None
+        #: The chat the first message landed in; the edits go there. Should the chat move
+        #: meanwhile (a group became a supergroup), the reply is sent anew where it went.
+        self._where = target.chat_id
         self._shown = ""
         self._latest = ""
         #: The first message could not be sent: the rest goes out whole at the end.
@@ -54,6 +57,7 @@ class TelegramReplyStream(ReplyStream):
     async def _send_first(self, text: str) -> None:
         try:
             self._message_id = await self._sender.send_plain(self._target, text)
+            self._where = self._sender.chat(self._target.chat_id)
         except DeliveryError:
             self._given_up = True  # logged by the sender; finish() sends the whole reply
             return
@@ -71,7 +75,9 @@ class TelegramReplyStream(ReplyStream):
                 if self._message_id is None:
                     await self._send_first(text)
                     continue
-                if await self._sender.try_edit_plain(chat_id, self._message_id, text):
+                if self._moved():
+                    return  # the old chat is read-only: finish() sends the reply anew
+                if await self._sender.try_edit_plain(chat_id, self._where, self._message_id, text):
                     self._shown = text
                 elif self._sender.edit_due(chat_id):
                     # Refused, not flood control (that postpones the slot itself):
@@ -92,9 +98,14 @@ class TelegramReplyStream(ReplyStream):
             editor.cancel()
         await asyncio.gather(editor, return_exceptions=True)
 
+    def _moved(self) -> bool:
+        return self._sender.chat(self._target.chat_id) != self._where
+
     async def finish(self, final_text: str) -> list[str]:
         await self._stop_editing()
-        if self._message_id is None:
+        if self._message_id is None or self._moved():
+            # Nothing shown yet, or shown in a chat that has moved since (the partial
+            # reply stays behind there): the whole reply goes to where the chat is.
             return await self._sender.send(replace(self._target, text=final_text))
         chunks = self._sender.split(final_text)
         if not chunks:
@@ -102,7 +113,7 @@ class TelegramReplyStream(ReplyStream):
         chat_id = self._target.chat_id
         await self._sender.wait_for_edit_slot(chat_id)
         try:
-            await self._sender.edit_formatted(chat_id, self._message_id, chunks[0])
+            await self._sender.edit_formatted(chat_id, self._where, self._message_id, chunks[0])
         except TelegramCallFailed as failed:
             if failed.new_chat_id is None:
                 raise

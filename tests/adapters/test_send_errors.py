@@ -235,3 +235,29 @@ def test_every_discord_error_is_mapped(error: BaseException) -> None:
     assert failed.__cause__ is error
     if isinstance(error, discord.RateLimited):
         assert (failed.kind, failed.retry_after) == ("rate_limited", 120.0)
+
+
+async def test_a_stream_whose_partial_edit_meets_the_move_sends_the_reply_where_it_went() -> None:
+    """Streaming edits about once a second, so a partial edit is usually the first to
+    hear that the group became a supergroup; the final edit must not then aim at the old
+    message id in the new chat ("message to edit not found")."""
+    server = FakeTelegram()
+    await server.start()
+    adapter = TelegramAdapter(fast_settings(server, stream=True))
+    try:
+        await adapter.start(RecordingSink())
+        stream = adapter.open_stream(
+            OutboundMessage("telegram", str(GROUP), "", reply_to_message_id="12")
+        )
+        assert stream is not None
+        await stream.update("The whole")
+        server.migrate_group(GROUP, SUPERGROUP, service_messages=False)
+        await stream.update("The whole answer so far")
+        await server.wait_for(lambda: bool(server.method_calls("editMessageText")))
+        ids = await stream.finish("The **whole** answer.")
+    finally:
+        await adapter.stop()
+        await server.stop()
+    assert ids
+    assert str(server.sent[-1].chat_id) == str(SUPERGROUP)
+    assert "answer." in server.sent[-1].text

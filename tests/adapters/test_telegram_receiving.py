@@ -317,3 +317,28 @@ async def test_a_user_blocking_the_bot_reaches_the_sink_as_such(
         }
     )
     assert await sink.wait_for(1) == [BotBlocked("telegram", "91", "91")]
+
+
+async def test_a_chat_move_the_store_cannot_take_is_never_confirmed(
+    telegram_server, sink, start_telegram
+):
+    """A move is as precious as a message: lost, the supergroup's new id is never allowed
+    and the bot stays silent there. A store failing past the failure limit keeps it at
+    Telegram, like a message."""
+    sink.fail_times = 6
+    await start_telegram(max_update_failures=3)
+    telegram_server.migrate_group(-5, -1005, service_messages=False)
+    telegram_server.push_update(
+        {
+            "message": {
+                "message_id": 900,
+                "date": 1_700_000_000,
+                "chat": {"id": -5, "type": "group", "title": "g"},
+                "migrate_to_chat_id": -1005,
+            }
+        }
+    )
+    await telegram_server.wait_for(lambda: sink.calls >= 5)
+    assert telegram_server.confirmed_offset <= 1, "an unstored move was acknowledged"
+    assert await sink.wait_for(1) == [ChatMoved("telegram", "-5", "-1005")]
+    await telegram_server.wait_for(lambda: telegram_server.confirmed_offset > 1)
