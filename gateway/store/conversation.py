@@ -254,11 +254,6 @@ class SqlConversation(SqlChatModels):
         engine_state: JSON | None = None,
         mark: CompressionMark | None = None,
     ) -> tuple[SessionRecord, list[int]]:
-        """Legacy compression (docs/design.md#rotation): a child session carries ``compacted`` forward.
-
-        ``originals`` (not stored yet) complete the parent's transcript. Raises
-        :class:`SessionEnded` if the session ended meanwhile: it is never revived.
-        """
         now = time.time()
         old = await self.get_session(session_id)
         if old is None:

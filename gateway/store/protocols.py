@@ -48,6 +48,17 @@ from gateway.store.records import (
     Waiting,
 )
 
+__all__ = [
+    "ChatStore",
+    "ConversationStore",
+    "DashboardStore",
+    "DocumentStore",
+    "MemoryStore",
+    "OperatorStore",
+    "PairingStore",
+    "SchedulingStore",
+]
+
 
 class ConversationStore(Protocol):
     """Sessions, their rows and the inbox: what a conversation's way through the gateway
@@ -150,7 +161,10 @@ class ConversationStore(Protocol):
         engine_state: JSON | None = None,
         mark: CompressionMark | None = None,
     ) -> tuple[SessionRecord, list[int]]:
-        """Legacy compression: a child session carries ``compacted`` forward (docs/design.md#rotation)."""
+        """Legacy compression: a child session carries ``compacted`` forward (docs/design.md#rotation).
+
+        ``originals`` (not stored yet) complete the parent's transcript. Raises
+        :class:`SessionEnded` if the session ended meanwhile: it is never revived."""
         ...
 
     async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]:
