@@ -11,11 +11,12 @@ from gateway.store.connection import Connection
 from gateway.store.coordination import Coordination, OneProcess
 from gateway.store.errors import DataDirInUse, StoreError
 from gateway.store.inspection import inspect_file
+from gateway.store.opened import Opened
 from gateway.store.records import DatabaseProbe, DatabaseReport
 from gateway.store.views import Views
 
 
-class SQLiteStore(Views):
+class SQLiteStore(Views, Opened):
     """``<data_dir>/state.db``: open it, then hand each part of the gateway its view
     (:class:`Views`, all over the one :class:`Connection`)."""
 
@@ -67,9 +68,3 @@ class SQLiteStore(Views):
 
     async def schema_version(self) -> int:
         return await self.connection.schema_version()
-
-    async def __aenter__(self) -> Self:
-        return await self.open()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()

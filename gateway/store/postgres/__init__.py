@@ -8,6 +8,7 @@ from typing import Self
 
 from gateway.store.backend import Access, Store
 from gateway.store.coordination import Coordination
+from gateway.store.opened import Opened
 from gateway.store.operator import SqlOperator
 from gateway.store.postgres.connection import PgConnection
 from gateway.store.postgres.coordination import AdvisoryLocks
@@ -39,7 +40,7 @@ class PgOperator(SqlOperator):
         return True
 
 
-class PostgresStore(Views):
+class PostgresStore(Views, Opened):
     """One PostgreSQL database: open it, then hand each part of the gateway its view.
     Several gateways may share it (docs/design.md#replicas)."""
 
@@ -83,9 +84,3 @@ class PostgresStore(Views):
 
     async def schema_version(self) -> int:
         return await self.connection.schema_version()
-
-    async def __aenter__(self) -> Self:
-        return await self.open()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
