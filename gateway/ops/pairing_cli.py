@@ -66,19 +66,29 @@ async def list_pairing(pairing: Pairing, out: TextIO) -> int:
     waiting = await pairing.pending()
     users = await pairing.approved()
     now = pairing.clock()
-    if waiting:
-        print("Waiting for approval (nightowl pairing approve CODE):", file=out)
-        for request in waiting:
-            print(f"  {describe_request(request, now)}", file=out)
-    else:
-        print("No pairing requests are waiting.", file=out)
-    if users:
-        print("Approved by pairing (nightowl pairing revoke PLATFORM:USER):", file=out)
-        for user in users:
-            print(f"  {describe_user(user)}", file=out)
-    else:
-        print("No users approved by pairing.", file=out)
+    _section(
+        [describe_request(request, now) for request in waiting],
+        "Waiting for approval (nightowl pairing approve CODE):",
+        "No pairing requests are waiting.",
+        out,
+    )
+    _section(
+        [describe_user(user) for user in users],
+        "Approved by pairing (nightowl pairing revoke PLATFORM:USER):",
+        "No users approved by pairing.",
+        out,
+    )
     return 0
+
+
+def _section(lines: list[str], title: str, none: str, out: TextIO) -> None:
+    """``title`` and the ``lines`` indented under it, or ``none`` when there are none."""
+    if not lines:
+        print(none, file=out)
+        return
+    print(title, file=out)
+    for line in lines:
+        print(f"  {line}", file=out)
 
 
 async def approve(pairing: Pairing, code: str, out: TextIO, err: TextIO) -> int:
