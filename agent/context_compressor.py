@@ -231,7 +231,6 @@ class ContextCompressor(ContextEngine):
         force: bool = False,
         trigger_source: str = "auto",
     ) -> CompressionResult:
-        """Return a smaller list carrying the same conversation (see the module docstring)."""
         attempt = _Attempt(
             attempt_id=uuid.uuid4().hex[:12],
             trigger_source=trigger_source,

@@ -114,15 +114,8 @@ class UsageAnchor:
             return None
 
 
-def build_anchor(
-    usage: Usage | None,
-    messages: Sequence[Message],
-    route: str,
-    ratio: float = 1.0,
-    overhead: int | None = None,
-) -> UsageAnchor | None:
-    """Same as :meth:`UsageAnchor.from_response`."""
-    return UsageAnchor.from_response(usage, messages, route, ratio, overhead)
+#: :meth:`UsageAnchor.from_response`, by the name the loop calls it.
+build_anchor = UsageAnchor.from_response
 
 
 def anchor_matches(anchor: UsageAnchor, messages: Sequence[Message], route: str) -> bool:

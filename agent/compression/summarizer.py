@@ -9,7 +9,7 @@ kind and the session's ladders.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 
 from agent.compression.cooldown import (
     FLAT_SECONDS,
@@ -91,27 +91,19 @@ class SummaryOutcome:
         return "summary_failed_fallback"
 
 
+@dataclass(eq=False)
 class Summarizer:
     """One compression's summary call: aux model, then main model, then the table."""
 
-    def __init__(
-        self,
-        main: Provider,
-        auxiliary: Provider | None,
-        *,
-        timeout_seconds: float,
-        abort_on_failure: bool,
-        fallback_chars: int,
-        scale: float = 1.0,
-    ) -> None:
-        self.main = main
-        self.auxiliary = auxiliary
-        self.timeout_seconds = timeout_seconds
-        self.abort_on_failure = abort_on_failure
-        self.fallback_chars = fallback_chars
-        #: How many of the summary model's tokens one estimated token is, once an
-        #: overflow of it said (docs/design.md#summary-model).
-        self.scale = scale
+    main: Provider
+    auxiliary: Provider | None
+    _: KW_ONLY
+    timeout_seconds: float
+    abort_on_failure: bool
+    fallback_chars: int
+    #: How many of the summary model's tokens one estimated token is, once an
+    #: overflow of it said (docs/design.md#summary-model).
+    scale: float = 1.0
 
     def fallback(self, request: SummaryRequest) -> str:
         """The deterministic summary of the whole request (no LLM), bounded."""

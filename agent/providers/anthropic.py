@@ -86,7 +86,6 @@ class AnthropicProvider(SDKProvider):
         tools: list[ToolSchema] | None = None,
         cache_ttl: str | None = None,
     ) -> JSON:
-        """The request body as sent (minus streaming)."""
         if cache_ttl:
             messages = apply_anthropic_cache_control(messages, cache_ttl, native_anthropic=True)
         system, turns = convert_messages(messages)

@@ -230,7 +230,6 @@ class OpenAIProvider(SDKProvider):
         tools: list[ToolSchema] | None = None,
         cache_ttl: str | None = None,
     ) -> JSON:
-        """The request body as sent (minus streaming options)."""
         wire = images_after_tool_results([to_wire_message(m) for m in messages])
         if cache_ttl and self.caches_prompts:
             wire = apply_anthropic_cache_control(wire, cache_ttl, native_anthropic=False)

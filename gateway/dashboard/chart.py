@@ -10,28 +10,16 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
+from gateway.charts import OTHER_COLOUR, TRIGGER_COLOURS, Scale, scales
 from gateway.store.dashboard_records import CompressionRecord, TurnStat
 
 WIDTH, HEIGHT = 960, 340
 LEFT, RIGHT, TOP, BOTTOM = 64, 120, 16, 40
 PROMPT_COLOUR = "#2563eb"
-TRIGGER_COLOURS = {
-    "turn_start_threshold": "#e67e22",
-    "pre_api": "#d35400",
-    "post_tool": "#8e44ad",
-    "gateway_hygiene": "#c0392b",
-    "overflow": "#7f0000",
-    "manual": "#16a085",
-    "idle": "#2c3e50",
-}
-
-
-#: A turn number or a token count to an SVG coordinate.
-Scale = Callable[[float], float]
 
 
 @dataclass(frozen=True)
@@ -48,14 +36,7 @@ def render_chart(
     points = [(i + 1, t.prompt_tokens) for i, t in enumerate(turns) if t.prompt_tokens is not None]
     count = max(1, len(turns))
     top = max([limits.window, *(p for _, p in points), 1]) * 1.08
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-
-    def x(turn: float) -> float:
-        return LEFT + (turn - 0.5) / count * plot_w
-
-    def y(tokens: float) -> float:
-        return TOP + plot_h - tokens / top * plot_h
-
+    x, y = scales(count, top, (WIDTH, HEIGHT), (LEFT, RIGHT, TOP, BOTTOM))
     parts = [
         f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
         f'role="img" aria-label="prompt tokens per turn" font-family="sans-serif" font-size="12">',
@@ -123,7 +104,7 @@ def _markers(
     for record in compressions:
         before = bisect_right(times, record.at)
         mark = record.mark
-        colour = TRIGGER_COLOURS.get(mark.trigger_source, "#7f8c8d")
+        colour = TRIGGER_COLOURS.get(mark.trigger_source, OTHER_COLOUR)
         position = x(before + 0.5)
         title = (
             f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(record.at))} "

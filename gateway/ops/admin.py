@@ -22,10 +22,9 @@ from typing import Any, TextIO
 
 from agent.compression.markers import SUMMARY_PREFIX, text_of
 from gateway.config.schema import Config
+from gateway.ops.store_command import no_database, with_store
 from gateway.private_files import write_private
 from gateway.store import MemoryOwner, OperatorStore, SessionSummary, Store, StoredMessage
-from gateway.store.errors import StoreError
-from gateway.store.opening import missing_database, open_store
 from nightowl_errors import NightowlError
 
 #: Messages longer than this are shortened in ``show`` (``--full`` prints them whole).
@@ -55,19 +54,12 @@ async def run_sessions_command(
     """Dispatch ``nightowl sessions <action>``; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
-    path = missing_database(config)
-    if path is not None:
-        if args.action == "list":
-            print(f"No sessions yet ({path} does not exist).", file=out)
-            return 0
-        print(f"nightowl: no database at {path}", file=err)
-        return 1
-    store = open_store(config)
-    try:
-        # Beside a running gateway: read-only to read; a forget is one transaction
-        # through WAL and the busy timeout (on PostgreSQL, beside the replicas), and the
-        # gateway opens a fresh session for the chat next time.
-        await store.open("write" if args.action == "forget" else "read")
+    nothing = "No sessions yet" if args.action == "list" else None
+    missing = no_database(config, out, err, nothing=nothing)
+    if missing is not None:
+        return missing
+
+    async def act(store: Store) -> int:
         if args.action == "forget":
             return await forget_session(
                 store,
@@ -79,11 +71,11 @@ async def run_sessions_command(
                 running=store.beside_gateway,
             )
         return await _read_only_action(store, args, out, err)
-    except StoreError as exc:
-        print(f"nightowl: {exc}", file=err)
-        return 1
-    finally:
-        await store.close()
+
+    # Beside a running gateway: read-only to read; a forget is one transaction
+    # through WAL and the busy timeout (on PostgreSQL, beside the replicas), and the
+    # gateway opens a fresh session for the chat next time.
+    return await with_store(config, "write" if args.action == "forget" else "read", err, act)
 
 
 async def _read_only_action(store: Store, args: Any, out: TextIO, err: TextIO) -> int:

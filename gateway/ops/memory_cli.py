@@ -17,20 +17,16 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TextIO
 
 from gateway.config.schema import Config
-from gateway.ops.admin import ExportRefused, visible, write_export
+from gateway.ops.admin import Confirm, ExportRefused, visible, write_export
+from gateway.ops.store_command import no_database, with_store
 from gateway.store import MemoryEntry, MemoryOwner, Store
-from gateway.store.errors import StoreError
-from gateway.store.opening import missing_database, open_store
 
 #: Notes longer than this are shortened in ``list``.
 LIST_CHARS = 120
-
-Confirm = Callable[[str], str]
 
 
 def add_memory_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -75,25 +71,20 @@ async def run_memory_command(
     except ValueError as exc:
         print(f"nightowl: {exc}", file=err)
         return 1
-    missing = missing_database(config)
+    missing = no_database(config, out, err, hint=" (start the gateway once)")
     if missing is not None:
-        print(f"nightowl: no database at {missing} (start the gateway once)", file=err)
-        return 1
-    store = open_store(config)
-    try:
-        await store.open("write" if args.action == "forget" else "read")
+        return missing
+
+    async def act(store: Store) -> int:
         if args.action == "list":
             return await list_memory(store, owners, out, archived=args.archived)
         if args.action == "export":
             return await export_memory(store, owners, args.output, out, err, args.force)
         if args.action == "forget":
             return await forget_memory(store, owners, args.id, out, err, args.yes, confirm)
-    except StoreError as exc:
-        print(f"nightowl: {exc}", file=err)
-        return 1
-    finally:
-        await store.close()
-    raise ValueError(f"unknown memory action {args.action!r}")
+        raise ValueError(f"unknown memory action {args.action!r}")
+
+    return await with_store(config, "write" if args.action == "forget" else "read", err, act)
 
 
 def _owners(args: Any) -> list[MemoryOwner] | None:

@@ -10,8 +10,6 @@ approved user's next message gets an answer.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
 from gateway.config.schema import Config
@@ -23,8 +21,8 @@ from gateway.conversation.pairing import (
     printable,
     who,
 )
-from gateway.store.errors import StoreError
-from gateway.store.opening import missing_database, open_store
+from gateway.ops.store_command import no_database, with_store
+from gateway.store import Store
 
 #: Who approved, as the approved users list shows it.
 APPROVED_BY = "cli"
@@ -36,64 +34,61 @@ async def run_pairing_command(
     """Dispatch ``nightowl pairing <action>``; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
-    path = missing_database(config)
-    if path is not None:
+    nothing = "No pairing requests yet" if args.action == "list" else None
+    missing = no_database(config, out, err, nothing=nothing, hint=" (start the gateway once)")
+    if missing is not None:
+        return missing
+
+    async def act(store: Store) -> int:
+        pairing = Pairing(store.pairing)
         if args.action == "list":
-            print(f"No pairing requests yet ({path} does not exist).", file=out)
+            return await list_pairing(pairing, out)
+        if args.action == "approve":
+            return await approve(pairing, args.code, out, err)
+        if args.action == "deny":
+            return await deny(pairing, args.code, out, err)
+        if args.action == "clear":
+            cleared = await pairing.clear(args.platform)
+            for request in cleared:
+                print(f"denied {describe_request(request, pairing.clock())}", file=out)
+            print(f"{len(cleared)} pending request(s) denied.", file=out)
             return 0
-        print(f"nightowl: no database at {path} (start the gateway once)", file=err)
-        return 1
-    try:
-        async with _pairing(config) as pairing:
-            if args.action == "list":
-                return await list_pairing(pairing, out)
-            if args.action == "approve":
-                return await approve(pairing, args.code, out, err)
-            if args.action == "deny":
-                return await deny(pairing, args.code, out, err)
-            if args.action == "clear":
-                cleared = await pairing.clear(args.platform)
-                for request in cleared:
-                    print(f"denied {describe_request(request, pairing.clock())}", file=out)
-                print(f"{len(cleared)} pending request(s) denied.", file=out)
-                return 0
-            if args.action == "revoke":
-                return await revoke(pairing, config, args.user, out, err)
-    except StoreError as exc:
-        print(f"nightowl: {exc}", file=err)
-        return 1
-    raise ValueError(f"unknown pairing action {args.action!r}")
+        if args.action == "revoke":
+            return await revoke(pairing, config, args.user, out, err)
+        raise ValueError(f"unknown pairing action {args.action!r}")
 
-
-@asynccontextmanager
-async def _pairing(config: Config) -> AsyncIterator[Pairing]:
-    """The data dir locked when no gateway runs; beside one, through WAL without the lock
-    (like ``sessions forget``). On PostgreSQL, beside the replicas."""
-    store = open_store(config)
-    await store.open("write")
-    try:
-        yield Pairing(store.pairing)
-    finally:
-        await store.close()
+    # The data dir locked when no gateway runs; beside one, through WAL without the lock
+    # (like ``sessions forget``). On PostgreSQL, beside the replicas.
+    return await with_store(config, "write", err, act)
 
 
 async def list_pairing(pairing: Pairing, out: TextIO) -> int:
     waiting = await pairing.pending()
     users = await pairing.approved()
     now = pairing.clock()
-    if waiting:
-        print("Waiting for approval (nightowl pairing approve CODE):", file=out)
-        for request in waiting:
-            print(f"  {describe_request(request, now)}", file=out)
-    else:
-        print("No pairing requests are waiting.", file=out)
-    if users:
-        print("Approved by pairing (nightowl pairing revoke PLATFORM:USER):", file=out)
-        for user in users:
-            print(f"  {describe_user(user)}", file=out)
-    else:
-        print("No users approved by pairing.", file=out)
+    _section(
+        [describe_request(request, now) for request in waiting],
+        "Waiting for approval (nightowl pairing approve CODE):",
+        "No pairing requests are waiting.",
+        out,
+    )
+    _section(
+        [describe_user(user) for user in users],
+        "Approved by pairing (nightowl pairing revoke PLATFORM:USER):",
+        "No users approved by pairing.",
+        out,
+    )
     return 0
+
+
+def _section(lines: list[str], title: str, none: str, out: TextIO) -> None:
+    """``title`` and the ``lines`` indented under it, or ``none`` when there are none."""
+    if not lines:
+        print(none, file=out)
+        return
+    print(title, file=out)
+    for line in lines:
+        print(f"  {line}", file=out)
 
 
 async def approve(pairing: Pairing, code: str, out: TextIO, err: TextIO) -> int:

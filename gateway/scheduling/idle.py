@@ -11,6 +11,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from functools import partial
 
 from gateway.conversation.hygiene import MIN_MESSAGES, measure_tokens
@@ -21,6 +22,7 @@ from gateway.store import ConversationStore, IdleSession, SchedulingStore
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
 class IdleCompression:
     """Finds sessions idle ``after_minutes`` whose tokens are above ``threshold`` of the
     window, and compresses them.
@@ -30,26 +32,15 @@ class IdleCompression:
     runtimes. ``clock`` (epoch seconds) is what "now" means; tests shift it.
     """
 
-    def __init__(
-        self,
-        store: SchedulingStore,
-        conversation: ConversationStore,
-        sessions: SessionRegistry,
-        lanes: Lanes,
-        *,
-        window: Callable[[], int],
-        after_minutes: float | None,
-        threshold: float = 0.30,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.store = store
-        self.conversation = conversation
-        self.sessions = sessions
-        self.lanes = lanes
-        self.window = window
-        self.after_minutes = after_minutes
-        self.threshold = threshold
-        self.clock = clock
+    store: SchedulingStore
+    conversation: ConversationStore
+    sessions: SessionRegistry
+    lanes: Lanes
+    _: KW_ONLY
+    window: Callable[[], int]
+    after_minutes: float | None
+    threshold: float = 0.30
+    clock: Callable[[], float] = time.time
 
     @property
     def enabled(self) -> bool:

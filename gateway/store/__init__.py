@@ -19,93 +19,24 @@ docs/design.md#storage:
   transaction that stores its turn's reply, so a crash mid-turn re-runs the turn.
 """
 
+from gateway.store import protocols, records
 from gateway.store.backend import Access, Store
 from gateway.store.connection import SEEN_KEYS_SECONDS
 from gateway.store.errors import DataDirInUse, SessionEnded, StoreError
 from gateway.store.opening import open_store
-from gateway.store.protocols import (
-    ChatStore,
-    ConversationStore,
-    DashboardStore,
-    DocumentStore,
-    MemoryStore,
-    OperatorStore,
-    PairingStore,
-    SchedulingStore,
-)
-from gateway.store.records import (
-    KEEP,
-    AnchorRecord,
-    ApprovedUser,
-    CompressionCommit,
-    CompressionMark,
-    DatabaseProbe,
-    DatabaseReport,
-    DocumentHit,
-    DocumentInfo,
-    DocumentSlice,
-    DocumentText,
-    IdleSession,
-    InboxEntry,
-    Keep,
-    MemoryEntry,
-    MemoryOwner,
-    NewMemory,
-    NewMessage,
-    PairingRequest,
-    PendingDelivery,
-    Reminder,
-    SearchHit,
-    SessionOrigin,
-    SessionRecord,
-    SessionSummary,
-    StoredMessage,
-    UsageTotals,
-)
+from gateway.store.protocols import *  # noqa: F403 (what its __all__ names)
+from gateway.store.records import *  # noqa: F403 (what its __all__ names)
 from gateway.store.sqlite import SQLiteStore
 
 __all__ = [
-    "KEEP",
     "SEEN_KEYS_SECONDS",
     "Access",
-    "AnchorRecord",
-    "ApprovedUser",
-    "ChatStore",
-    "CompressionCommit",
-    "CompressionMark",
-    "ConversationStore",
-    "DashboardStore",
     "DataDirInUse",
-    "DatabaseProbe",
-    "DatabaseReport",
-    "DocumentHit",
-    "DocumentInfo",
-    "DocumentSlice",
-    "DocumentStore",
-    "DocumentText",
-    "IdleSession",
-    "InboxEntry",
-    "Keep",
-    "MemoryEntry",
-    "MemoryOwner",
-    "MemoryStore",
-    "NewMemory",
-    "NewMessage",
-    "OperatorStore",
-    "PairingRequest",
-    "PairingStore",
-    "PendingDelivery",
-    "Reminder",
     "SQLiteStore",
-    "SchedulingStore",
-    "SearchHit",
     "SessionEnded",
-    "SessionOrigin",
-    "SessionRecord",
-    "SessionSummary",
     "Store",
     "StoreError",
-    "StoredMessage",
-    "UsageTotals",
     "open_store",
+    *protocols.__all__,
+    *records.__all__,
 ]

@@ -22,10 +22,6 @@ class SqlChats:
         self.connection = connection
 
     async def move_chat(self, platform: str, old_chat_id: str, new_chat_id: str) -> bool:
-        """Everything kept under the old id continues under the new one, in one transaction:
-        sessions (current and ended), waiting inbox entries, reminders, documents, the
-        chat's memory notes. False when the move was recorded before (a second service
-        message, a redelivery)."""
         names = {"old": f"{platform}:{old_chat_id}", "new": f"{platform}:{new_chat_id}"}
         async with self.connection.transaction() as db:
             cursor = await db.execute(
@@ -67,7 +63,6 @@ class SqlChats:
         return True
 
     async def moved_chats(self) -> list[tuple[str, str, str]]:
-        """``(platform, old chat id, new chat id)`` of every move, oldest first."""
         async with self.connection.read() as db:
             rows = await db.fetch_all(
                 "SELECT platform, old_chat_id, new_chat_id FROM chat_moves ORDER BY moved_at"

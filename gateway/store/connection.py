@@ -19,6 +19,7 @@ from gateway.store import sql as sqlite_dialect
 from gateway.store.datadir_lock import DataDirLock
 from gateway.store.dialect import Body, Dialect, Handle, T
 from gateway.store.errors import StoreError, diagnose, explained
+from gateway.store.opened import Opened
 from gateway.store.schema import MIGRATIONS, SCHEMA_VERSION
 from gateway.store.sqlite_files import read_only_uri, user_version
 from gateway.store.sqlite_thread import SQLiteHandle, SQLiteThread
@@ -35,7 +36,7 @@ def new_session_id() -> str:
     return time.strftime("%Y%m%d") + "-" + secrets.token_hex(6)
 
 
-class Connection:
+class Connection(Opened):
     """Opens ``state.db``, migrates it, and hands out transactions and reads.
 
     The store's views (:mod:`gateway.store.conversation`, ``scheduling``, ``operator``)
@@ -146,12 +147,6 @@ class Connection:
         held, self._datadir_lock = self._datadir_lock, None
         if held is not None:
             held.release()  # after the database is closed: the next holder finds it quiet
-
-    async def __aenter__(self) -> Self:
-        return await self.open()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def schema_version(self) -> int:
         async with self.read() as db:

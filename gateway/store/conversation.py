@@ -72,12 +72,10 @@ class SqlConversation(SqlChatModels):
     # -- inbox ---------------------------------------------------------------------------
 
     async def enqueue(self, entry: InboxEntry) -> bool:
-        """Store an inbound message durably; False when its dedupe key was seen before.
-        Messages stored at the same moment share a commit (gateway/store/inbox.py)."""
+        """Messages stored at the same moment share a commit (gateway/store/inbox.py)."""
         return await self._inbox.enqueue(entry)
 
     async def remember_inbound(self, dedupe_key: str) -> bool:
-        """Record an event handled without an inbox row (a command); False if seen before."""
         async with self.connection.transaction() as db:
             cursor = await db.execute(
                 "INSERT INTO inbound_seen(dedupe_key, seen_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
@@ -143,7 +141,6 @@ class SqlConversation(SqlChatModels):
         *,
         parent_id: str | None = None,
     ) -> SessionRecord:
-        """Open a new session for ``origin.session_key`` with its system prompt row."""
         now = time.time()
         session_id = new_session_id()
         async with self.connection.transaction() as db:
@@ -174,7 +171,6 @@ class SqlConversation(SqlChatModels):
     # -- messages ------------------------------------------------------------------------
 
     async def load_active(self, session_id: str) -> list[StoredMessage]:
-        """The session's active rows in conversation order. Treat the dicts as read-only."""
         return await self.connection.snapshot(partial(self._active.read, session_id=session_id))
 
     async def commit_turn(
@@ -254,11 +250,6 @@ class SqlConversation(SqlChatModels):
         engine_state: JSON | None = None,
         mark: CompressionMark | None = None,
     ) -> tuple[SessionRecord, list[int]]:
-        """Legacy compression (docs/design.md#rotation): a child session carries ``compacted`` forward.
-
-        ``originals`` (not stored yet) complete the parent's transcript. Raises
-        :class:`SessionEnded` if the session ended meanwhile: it is never revived.
-        """
         now = time.time()
         old = await self.get_session(session_id)
         if old is None:
@@ -294,11 +285,6 @@ class SqlConversation(SqlChatModels):
         return child, ids
 
     async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]:
-        """Full-text search over a session's rows, archived ones included (docs/design.md#tools, #compression-commit).
-
-        The chat's earlier sessions (ended by /new, or rotated: docs/design.md#search-across-sessions)
-        count as the same conversation; another chat's never do.
-        """
         match = self.sql.fts_query(query)
         if not match:
             return []
@@ -326,10 +312,6 @@ class SqlConversation(SqlChatModels):
             )
 
     async def pending_deliveries(self, session_key: str | None = None) -> list[PendingDelivery]:
-        """Replies stored but not yet handed to their platform, oldest first.
-
-        Each carries the platform id of the user message it answers, to thread it.
-        """
         async with self.connection.read() as db:
             rows = await db.fetch_all(self.sql.PENDING_DELIVERIES, {"key": session_key})
         return [pending_delivery(row) for row in rows]

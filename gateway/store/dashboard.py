@@ -125,7 +125,6 @@ class SqlDashboard:
         return overviews
 
     async def turn_history(self, session_id: str, limit: int = 2000) -> list[TurnStat]:
-        """The conversation's last ``limit`` turns, oldest first."""
         async with self.connection.read() as db:
             rows = await db.fetch_all(
                 _LINEAGE + "SELECT session_id, at, prompt_tokens, usage_prompt,"

@@ -42,7 +42,6 @@ class SqlOperator:
         ]
 
     async def export_rows(self, session_key: str) -> list[tuple[str, StoredMessage]]:
-        """Every row of every session ever held under ``session_key``, archived included."""
         async with self.connection.read() as db:
             rows = await db.fetch_all(
                 f"SELECT {MESSAGE_COLUMNS}, m.session_id FROM messages m"

@@ -48,6 +48,17 @@ from gateway.store.records import (
     Waiting,
 )
 
+__all__ = [
+    "ChatStore",
+    "ConversationStore",
+    "DashboardStore",
+    "DocumentStore",
+    "MemoryStore",
+    "OperatorStore",
+    "PairingStore",
+    "SchedulingStore",
+]
+
 
 class ConversationStore(Protocol):
     """Sessions, their rows and the inbox: what a conversation's way through the gateway
@@ -60,7 +71,7 @@ class ConversationStore(Protocol):
         ...
 
     async def remember_inbound(self, dedupe_key: str) -> bool:
-        """Record an event handled without an inbox row (a command); False if seen."""
+        """Record an event handled without an inbox row (a command); False if seen before."""
         ...
 
     async def inbox(self, session_key: str) -> list[InboxEntry]: ...
@@ -113,7 +124,8 @@ class ConversationStore(Protocol):
     # -- rows -----------------------------------------------------------------------------
 
     async def load_active(self, session_id: str) -> list[StoredMessage]:
-        """The session's active rows in conversation order (docs/design.md#storage)."""
+        """The session's active rows in conversation order (docs/design.md#storage). Treat
+        the dicts as read-only."""
         ...
 
     async def commit_turn(
@@ -150,12 +162,17 @@ class ConversationStore(Protocol):
         engine_state: JSON | None = None,
         mark: CompressionMark | None = None,
     ) -> tuple[SessionRecord, list[int]]:
-        """Legacy compression: a child session carries ``compacted`` forward (docs/design.md#rotation)."""
+        """Legacy compression: a child session carries ``compacted`` forward (docs/design.md#rotation).
+
+        ``originals`` (not stored yet) complete the parent's transcript. Raises
+        :class:`SessionEnded` if the session ended meanwhile: it is never revived."""
         ...
 
     async def search(self, session_id: str, query: str, limit: int = 5) -> list[SearchHit]:
-        """Full-text search over the conversation, archived rows included, each message once;
-        the chat's earlier sessions included (docs/design.md#search-across-sessions)."""
+        """Full-text search over the conversation, archived rows included, each message once
+        (docs/design.md#tools, #compression-commit). The chat's earlier sessions (ended by
+        /new, or rotated) count as the same conversation; another chat's never do
+        (docs/design.md#search-across-sessions)."""
         ...
 
     # -- delivery (docs/design.md#delivery-guarantee) -------------------------------------
@@ -163,7 +180,8 @@ class ConversationStore(Protocol):
     async def mark_delivered(self, message_ids: Sequence[int]) -> None: ...
 
     async def pending_deliveries(self, session_key: str | None = None) -> list[PendingDelivery]:
-        """Replies stored but not yet handed to their platform, oldest first."""
+        """Replies stored but not yet handed to their platform, oldest first; each carries
+        the platform id of the user message it answers, to thread it."""
         ...
 
     async def newest_stored_message_ids(self, platform: str, since: float) -> dict[str, int]:
@@ -182,8 +200,9 @@ class SchedulingStore(Protocol):
     async def pending_reminders(self, session_key: str | None = None) -> list[Reminder]: ...
 
     async def mark_reminder_sent(self, reminder_id: int) -> bool:
-        """Mark a reminder delivered without recording it in a transcript; False when it
-        was not pending any more."""
+        """Mark a reminder delivered without recording it in a transcript (one recorded in
+        a transcript goes through ``ConversationStore.commit_turn(reminder_sent=...)``);
+        False when it was not pending any more."""
         ...
 
     async def idle_sessions(self, idle_since: float, min_tokens: int = 0) -> list[IdleSession]: ...
@@ -302,8 +321,10 @@ class ChatStore(Protocol):
     """Chats that continue under another id (docs/design.md#chat-moves)."""
 
     async def move_chat(self, platform: str, old_chat_id: str, new_chat_id: str) -> bool:
-        """Move everything kept under the old chat id to the new one, in one transaction;
-        False when this move was made before."""
+        """Move everything kept under the old chat id to the new one, in one transaction:
+        sessions (current and ended), waiting inbox entries, reminders, documents, the
+        chat's memory notes. False when this move was made before (a second service
+        message, a redelivery)."""
         ...
 
     async def moved_chats(self) -> list[tuple[str, str, str]]:

@@ -9,6 +9,37 @@ from typing import NamedTuple
 
 from agent.messages import JSON, Message
 
+#: What ``gateway.store`` hands out (``Waiting`` stays the store's own).
+__all__ = [
+    "KEEP",
+    "AnchorRecord",
+    "ApprovedUser",
+    "CompressionCommit",
+    "CompressionMark",
+    "DatabaseProbe",
+    "DatabaseReport",
+    "DocumentHit",
+    "DocumentInfo",
+    "DocumentSlice",
+    "DocumentText",
+    "IdleSession",
+    "InboxEntry",
+    "Keep",
+    "MemoryEntry",
+    "MemoryOwner",
+    "NewMemory",
+    "NewMessage",
+    "PairingRequest",
+    "PendingDelivery",
+    "Reminder",
+    "SearchHit",
+    "SessionOrigin",
+    "SessionRecord",
+    "SessionSummary",
+    "StoredMessage",
+    "UsageTotals",
+]
+
 
 @dataclass(frozen=True)
 class UsageTotals:

@@ -57,9 +57,6 @@ class SqlScheduling:
         return [reminder_record(row) for row in rows]
 
     async def mark_reminder_sent(self, reminder_id: int) -> bool:
-        """Mark a reminder delivered without recording it in a transcript (one recorded
-        in a transcript goes through ``ConversationStore.commit_turn(reminder_sent=...)``);
-        False when it was not pending any more."""
         async with self.connection.transaction() as db:
             return await mark_reminder_sent(db, reminder_id, time.time())
 

@@ -7,51 +7,23 @@ from pathlib import Path
 from typing import Self
 
 from gateway.store.backend import Access, Store
-from gateway.store.chats import SqlChats
 from gateway.store.connection import Connection
-from gateway.store.conversation import SqlConversation
 from gateway.store.coordination import Coordination, OneProcess
-from gateway.store.dashboard import SqlDashboard
-from gateway.store.documents import SqlDocuments
 from gateway.store.errors import DataDirInUse, StoreError
 from gateway.store.inspection import inspect_file
-from gateway.store.memory import SqlMemory
-from gateway.store.operator import SqlOperator
-from gateway.store.pairing import SqlPairing
-from gateway.store.protocols import (
-    ChatStore,
-    ConversationStore,
-    DashboardStore,
-    DocumentStore,
-    MemoryStore,
-    OperatorStore,
-    PairingStore,
-    SchedulingStore,
-)
+from gateway.store.opened import Opened
 from gateway.store.records import DatabaseProbe, DatabaseReport
-from gateway.store.scheduling import SqlScheduling
+from gateway.store.views import Views
 
 
-class SQLiteStore:
-    """``<data_dir>/state.db``: open it, then hand each part of the gateway its view.
-
-    ``conversation``, ``scheduling``, ``operator`` and ``pairing`` share the one :class:`Connection`
-    (and so its lock and transactions); consumers type against the protocols in
-    :mod:`gateway.store.protocols`, never against this class.
-    """
+class SQLiteStore(Views, Opened):
+    """``<data_dir>/state.db``: open it, then hand each part of the gateway its view
+    (:class:`Views`, all over the one :class:`Connection`)."""
 
     def __init__(self, path: str | Path) -> None:
         self.connection = Connection(path)
         self.beside_gateway: int | None = None
-        # Typed as the protocols: mypy proves each view implements its protocol.
-        self.conversation: ConversationStore = SqlConversation(self.connection)
-        self.scheduling: SchedulingStore = SqlScheduling(self.connection)
-        self.operator: OperatorStore = SqlOperator(self.connection)
-        self.pairing: PairingStore = SqlPairing(self.connection)
-        self.dashboard: DashboardStore = SqlDashboard(self.connection)
-        self.memory: MemoryStore = SqlMemory(self.connection)
-        self.documents: DocumentStore = SqlDocuments(self.connection)
-        self.chats: ChatStore = SqlChats(self.connection)
+        super().__init__(self.connection)
         #: The data-dir lock makes this process the only one (docs/design.md#replicas).
         self.coordination: Coordination = OneProcess()
 
@@ -96,9 +68,3 @@ class SQLiteStore:
 
     async def schema_version(self) -> int:
         return await self.connection.schema_version()
-
-    async def __aenter__(self) -> Self:
-        return await self.open()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()

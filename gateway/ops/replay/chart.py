@@ -8,40 +8,20 @@ triggered it (hover a marker for the numbers).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from xml.sax.saxutils import escape
 
+from gateway.charts import OTHER_COLOUR, TRIGGER_COLOURS, Scale, scales
 from gateway.ops.replay.results import ReplayResult
 
 WIDTH, HEIGHT = 960, 440
 LEFT, RIGHT, TOP, BOTTOM = 78, 24, 64, 52
-TRIGGER_COLOURS = {
-    "turn_start_threshold": "#e67e22",
-    "pre_api": "#d35400",
-    "post_tool": "#8e44ad",
-    "gateway_hygiene": "#c0392b",
-    "overflow": "#7f0000",
-    "manual": "#16a085",
-    "idle": "#2c3e50",
-}
-OTHER_COLOUR = "#7f8c8d"
-
-#: Maps a turn number or a token count to an SVG coordinate.
-Scale = Callable[[float], float]
 
 
 def render_chart(result: ReplayResult, *, title: str = "nightowl replay") -> str:
     """The SVG document for ``result``."""
     turns = max(1, len(result.turns))
     top_value = max(result.window, result.max_prompt, 1) * 1.08
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-
-    def x(turn: float) -> float:
-        return LEFT + (turn - 0.5) / turns * plot_w
-
-    def y(tokens: float) -> float:
-        return TOP + plot_h - tokens / top_value * plot_h
-
+    x, y = scales(turns, top_value, (WIDTH, HEIGHT), (LEFT, RIGHT, TOP, BOTTOM))
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',

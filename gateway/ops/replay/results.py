@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gateway.conversation.hygiene import HYGIENE_THRESHOLD
+from gateway.store import CompressionMark
 
 
 @dataclass(frozen=True)
@@ -24,15 +25,11 @@ class TurnPoint:
 
 
 @dataclass(frozen=True)
-class ReplayCompression:
+class ReplayCompression(CompressionMark):
+    """A compression's mark, and where in the replay it ran."""
+
     turn: int  # the turn it ran in (before that turn's point)
     message: int
-    trigger_source: str
-    method: str
-    tokens_before: int
-    tokens_after: int
-    messages_before: int
-    messages_after: int
 
 
 @dataclass

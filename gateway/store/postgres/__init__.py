@@ -7,29 +7,14 @@ from __future__ import annotations
 from typing import Self
 
 from gateway.store.backend import Access, Store
-from gateway.store.chats import SqlChats
-from gateway.store.conversation import SqlConversation
 from gateway.store.coordination import Coordination
-from gateway.store.dashboard import SqlDashboard
-from gateway.store.documents import SqlDocuments
-from gateway.store.memory import SqlMemory
+from gateway.store.opened import Opened
 from gateway.store.operator import SqlOperator
-from gateway.store.pairing import SqlPairing
 from gateway.store.postgres.connection import PgConnection
 from gateway.store.postgres.coordination import AdvisoryLocks
 from gateway.store.postgres.probe import probe
-from gateway.store.protocols import (
-    ChatStore,
-    ConversationStore,
-    DashboardStore,
-    DocumentStore,
-    MemoryStore,
-    OperatorStore,
-    PairingStore,
-    SchedulingStore,
-)
 from gateway.store.records import DatabaseProbe, DatabaseReport
-from gateway.store.scheduling import SqlScheduling
+from gateway.store.views import Views
 
 #: Connections an operator's command keeps open.
 OPERATOR_POOL = 2
@@ -55,7 +40,7 @@ class PgOperator(SqlOperator):
         return True
 
 
-class PostgresStore:
+class PostgresStore(Views, Opened):
     """One PostgreSQL database: open it, then hand each part of the gateway its view.
     Several gateways may share it (docs/design.md#replicas)."""
 
@@ -63,14 +48,7 @@ class PostgresStore:
         self.connection = PgConnection(dsn, pool_size=pool_size)
         #: Replicas are not a gateway beside this one: they share the database.
         self.beside_gateway: int | None = None
-        self.conversation: ConversationStore = SqlConversation(self.connection)
-        self.scheduling: SchedulingStore = SqlScheduling(self.connection)
-        self.operator: OperatorStore = PgOperator(self.connection)
-        self.pairing: PairingStore = SqlPairing(self.connection)
-        self.dashboard: DashboardStore = SqlDashboard(self.connection)
-        self.memory: MemoryStore = SqlMemory(self.connection)
-        self.documents: DocumentStore = SqlDocuments(self.connection)
-        self.chats: ChatStore = SqlChats(self.connection)
+        super().__init__(self.connection, operator=PgOperator(self.connection))
         self.coordination: Coordination = AdvisoryLocks(dsn)
 
     @property
@@ -106,9 +84,3 @@ class PostgresStore:
 
     async def schema_version(self) -> int:
         return await self.connection.schema_version()
-
-    async def __aenter__(self) -> Self:
-        return await self.open()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()

@@ -21,6 +21,7 @@ import asyncpg
 
 from gateway.store.dialect import Body, Dialect, T
 from gateway.store.errors import StoreError
+from gateway.store.opened import Opened
 from gateway.store.postgres import sql as postgres_dialect
 from gateway.store.postgres.handle import PgHandle
 from gateway.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
@@ -58,7 +59,7 @@ def _said(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-class PgConnection:
+class PgConnection(Opened):
     """A pool of connections to one PostgreSQL database, shared by the store's views."""
 
     #: What PostgreSQL says its own way (docs/design.md#postgresql).
@@ -97,12 +98,6 @@ class PgConnection:
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
-
-    async def __aenter__(self) -> Self:
-        return await self.open()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def schema_version(self) -> int:
         async with self.read() as db:

@@ -62,7 +62,6 @@ class PgHandle:
         self.connection = connection
 
     async def execute(self, sql: str, params: Params = ()) -> Outcome:
-        """Run one statement. An INSERT reports the id it gave its row (``lastrowid``)."""
         query, names = numbered(sql)
         arguments = _arguments(names, params)
         insert = _INSERT_INTO.match(sql)
