@@ -45,7 +45,12 @@ _SHAPES = re.compile(
     r"\bsk-[A-Za-z0-9_\-*]{6,}"  # OpenAI-style keys
     r"|(?<!\d)\d{6,12}:[A-Za-z0-9_\-]{30,}"  # a Telegram bot token, in a URL too ("/bot<token>/")
 )
-_ASSIGNED = re.compile(r"(?i)\b(api[_-]?key|access[_-]?token|token|key)([=:]\s*)[^\s&,;\"']+")
+#: ``key=…`` in a URL or a request line; ``api_key: …`` as an SDK prints it. Not a bare
+#: ``key: …``: "session key: telegram:1" is a log line, not a credential.
+_ASSIGNED = re.compile(
+    r"(?i)\b(api[_-]?key|access[_-]?token|token|key)(=)[^\s&,;\"']+"
+    r"|\b(api[_-]?key|access[_-]?token)(:\s*)[^\s&,;\"']+"
+)
 
 
 def redact(text: str, secret: str | Iterable[str] | None = None) -> str:
@@ -58,4 +63,4 @@ def redact(text: str, secret: str | Iterable[str] | None = None) -> str:
             text = text.replace(value, REDACTED)
     text = _BEARER.sub(f"Bearer {REDACTED}", text)
     text = _SHAPES.sub(REDACTED, text)
-    return _ASSIGNED.sub(rf"\1\2{REDACTED}", text)
+    return _ASSIGNED.sub(lambda m: f"{m[1] or m[3]}{m[2] or m[4]}{REDACTED}", text)

@@ -22,7 +22,7 @@ from agent.memory import MAX_NOTE_CHARS, Memory, Note
 from agent.messages import Message
 from agent.providers.base import Provider, ProviderError
 from agent.tokens import estimate_text_tokens_rough
-from nightowl_errors import NightowlError
+from agent.tools import ToolInputError
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ async def _ask(
             done = await memory.remember(
                 note, "chat", int(replaces) if isinstance(replaces, int) else None
             )
-        except NightowlError:  # a refused note (a bad id): the others still count
+        except ToolInputError:  # a refused note (a bad id): the others still count
             continue
         saved += int(done.new)
     return FlushOutcome("saved" if saved else "nothing", trigger, saved, rows, tokens)

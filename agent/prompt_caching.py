@@ -16,7 +16,6 @@ CacheTTL = str  # "5m" | "1h"
 
 VALID_TTLS = ("5m", "1h")
 #: Sources where a person types between turns: minutes pass, so the 1h cache pays off.
-HUMAN_PACED_SOURCES = frozenset({"telegram", "discord", "console"})
 TRAILING_BREAKPOINTS = 3
 
 
@@ -68,20 +67,19 @@ def caching_enabled(provider_name: str, model: str, base_url: str | None) -> boo
     return provider_name == "anthropic" or "openrouter" in (base_url or "").lower()
 
 
-def resolve_cache_ttl(setting: str, source: str) -> CacheTTL:
+def resolve_cache_ttl(setting: str, *, human_paced: bool) -> CacheTTL:
     """``prompt_caching.cache_ttl`` for one request: "5m"/"1h" as set, or "auto".
 
-    ``auto`` picks "1h" for human-paced sources (telegram, discord, console) and "5m"
-    for machine-paced ones (scheduler, api, anything else). ``source`` may be a platform
-    name or a session key such as ``telegram:42``. Raises ValueError for other settings.
+    ``auto`` picks "1h" for a human-paced request (a person's chat: minutes between
+    turns) and "5m" for a machine-paced one (the scheduler's). Raises ValueError for other
+    settings.
     """
     setting = (setting or "").strip().lower()
     if setting in VALID_TTLS:
         return setting
     if setting != "auto":
         raise ValueError(f"prompt_caching.cache_ttl must be 5m, 1h or auto, not {setting!r}")
-    platform = (source or "").split(":", 1)[0].strip().lower()
-    return "1h" if platform in HUMAN_PACED_SOURCES else "5m"
+    return "1h" if human_paced else "5m"
 
 
 def caching_log_line(model: str, provider: str, ttl: CacheTTL | None) -> str:

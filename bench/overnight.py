@@ -27,7 +27,8 @@ from support import SignalAdapter, percentile  # bench/support.py (the script's 
 from adapters.base import InboundMessage
 from agent.providers.base import Completion, Provider, Usage
 from agent.tokens import estimate_messages_tokens_rough
-from gateway.app import Gateway, Providers
+from gateway.app import Gateway
+from gateway.build import Providers
 from gateway.config.schema import parse_config
 
 SUMMARY_MARK = "You are the summarization step"

@@ -41,7 +41,8 @@ from adapters.base import InboundMessage
 from agent.compression.markers import text_of
 from agent.providers.base import Completion, Provider, ToolCall, Usage
 from agent.tokens import estimate_message_tokens_rough, estimate_messages_tokens_rough
-from gateway.app import Gateway, Providers
+from gateway.app import Gateway
+from gateway.build import Providers
 from gateway.config.schema import parse_config
 
 SUMMARY_MARK = "You are the summarization step"
@@ -123,7 +124,7 @@ async def replay(args: argparse.Namespace, memory: bool) -> dict[str, Any]:
             },
             {},
         )  # fmt: skip
-        chat = SignalAdapter("console")
+        chat = SignalAdapter()
         gateway = Gateway(config, [chat], providers=Providers(model))
         gateway.events.subscribe(
             ["session:compress"], lambda e, p: compressions.update([p["trigger_source"]])

@@ -7,13 +7,15 @@ import os
 from pathlib import Path
 
 from adapters.base import Adapter, InboundSink, OutboundMessage
+from adapters.console import ConsoleAdapter
 
 
 class SignalAdapter(Adapter):
     """A platform with no I/O: ``replied`` is set when the gateway sends anything."""
 
-    def __init__(self, platform: str = "console") -> None:
-        self.platform = platform
+    def __init__(self) -> None:
+        self.platform = "console"
+        self.traits = ConsoleAdapter.traits  # the operator's own chat, as the console's
         self.replied = asyncio.Event()
 
     async def start(self, sink: InboundSink) -> None:

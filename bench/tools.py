@@ -25,7 +25,8 @@ from support import SignalAdapter, percentile  # bench/support.py (the script's 
 from adapters.base import InboundMessage
 from agent.providers.base import Completion, Provider, ToolCall, Usage
 from agent.tokens import estimate_json_tokens_rough
-from gateway.app import Gateway, Providers
+from gateway.app import Gateway
+from gateway.build import Providers
 from gateway.config.schema import parse_config
 
 SERVER = str(Path(__file__).parents[1] / "tests" / "fakes" / "mcp_server.py")

@@ -22,7 +22,8 @@ from support import SignalAdapter, percentile  # bench/support.py (the script's 
 
 from adapters.base import InboundMessage
 from agent.providers.base import Completion, Provider, Usage
-from gateway.app import Gateway, Providers
+from gateway.app import Gateway
+from gateway.build import Providers
 from gateway.config.schema import parse_config
 from gateway.store import CompressionCommit, NewMessage, SessionOrigin, SQLiteStore
 

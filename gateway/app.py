@@ -8,7 +8,7 @@ import asyncio
 import logging
 from typing import Any
 
-from agent.prompt_caching import caching_enabled, caching_log_line
+from agent.prompt_caching import caching_enabled, caching_log_line, resolve_cache_ttl
 from gateway.assembly import Assembly
 from gateway.events import GatewayStarted, GatewayStopped, load_hook
 from gateway.store.errors import damage_found
@@ -41,7 +41,8 @@ class Gateway(Assembly):
         self._subscribe_hooks()
         main = self.providers.main
         if caching_enabled(main.name, main.model, main.base_url):
-            ttl = self._cache_ttl(min(self.adapters, default=""))  # what a chat's turns get
+            # What a chat's turns get (the scheduler's may differ).
+            ttl = resolve_cache_ttl(self.config.prompt_caching.cache_ttl, human_paced=True)
             log.info(caching_log_line(main.model, main.name, ttl))
         log.info(
             "model %s via %s, window %s tokens, context engine %s",

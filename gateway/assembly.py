@@ -299,7 +299,10 @@ class Assembly:
         )
 
     def _cache_ttl(self, source: str) -> str | None:
+        """The cache TTL of a request for ``source``: a chat's session key is paced by a
+        person, anything else (the scheduler) by a machine (docs/design.md#prompt-caching)."""
         main = self.providers.main
         if not caching_enabled(main.name, main.model, main.base_url):
             return None
-        return resolve_cache_ttl(self.config.prompt_caching.cache_ttl, source)
+        human = source.partition(":")[0] in self.adapters
+        return resolve_cache_ttl(self.config.prompt_caching.cache_ttl, human_paced=human)

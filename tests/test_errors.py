@@ -123,3 +123,13 @@ def test_one_redact_serves_logs_providers_and_platforms(
 
 def test_a_short_placeholder_key_is_not_blanked_everywhere() -> None:
     assert redact("none of the models is loaded", "none") == "none of the models is loaded"
+
+
+def test_redact_leaves_a_log_lines_words_and_blanks_assigned_credentials() -> None:
+    """One redact serves every log line: a "session key: telegram:1" is not a secret,
+    a ``key=`` in a URL or an SDK's ``api_key: …`` is."""
+    assert (
+        redact("session key: telegram:1, token: 3 of 5") == "session key: telegram:1, token: 3 of 5"
+    )
+    assert redact("GET /v1?key=abcdef&x=1") == "GET /v1?key=[redacted]&x=1"
+    assert redact("api_key: abcdef123") == "api_key: [redacted]"

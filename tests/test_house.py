@@ -284,16 +284,27 @@ def subpackage_edges(graph: dict[str, Path]) -> dict[tuple[str, str], list[str]]
     return found
 
 
-def test_no_two_subpackages_import_each_other() -> None:
-    """A room leans on another, never both ways: what two rooms share lives in their
-    package's trunk (``gateway/runtime.py``, ``gateway/platforms.py``)."""
+def test_no_subpackages_form_a_cycle() -> None:
+    """A room leans on another, never back, not even around a corner (a -> b -> c -> a):
+    what rooms share lives in their package's trunk (``gateway/runtime.py``,
+    ``gateway/platforms.py``)."""
     found = subpackage_edges(modules())
-    both = {
-        f"{a} <-> {b}": found[(a, b)][:2] + found[(b, a)][:2]
-        for (a, b) in found
-        if a < b and (b, a) in found
-    }
-    assert not both, both
+    reach: dict[str, set[str]] = {}
+    for a, b in found:
+        reach.setdefault(a, set()).add(b)
+        reach.setdefault(b, set())
+    changed = True
+    while changed:  # the transitive closure of a graph of a few dozen rooms
+        changed = False
+        for targets in reach.values():
+            wider = set().union(targets, *(reach[t] for t in targets))
+            if wider != targets:
+                targets |= wider
+                changed = True
+    both = sorted(
+        {" <-> ".join(sorted((a, b))) for a in reach for b in reach[a] if a in reach[b] and a != b}
+    )
+    assert not both, {pair: found.get(tuple(pair.split(" <-> ")), [])[:2] for pair in both}
 
 
 #: The one place each platform library's exceptions are caught and mapped to ours
@@ -316,3 +327,35 @@ def test_a_platform_library_error_is_caught_only_in_its_error_map() -> None:
                 if LIBRARY_ERRORS.search(caught):
                     found.append(f"{name}:{node.lineno}: except {caught}")
     assert not found, found
+
+
+DOC_LINK = re.compile(r"(docs/[a-z_]+\.md|ARCHITECTURE\.md)#([a-z0-9-]+)")
+
+
+def anchors(path: Path) -> set[str]:
+    """``<a id="...">`` anchors and GitHub's heading slugs of a Markdown file."""
+    text = path.read_text()
+    found = set(re.findall(r'<a id="([a-z0-9-]+)"', text))
+    for heading in re.findall(r"^#+ (.+)$", text, re.M):
+        found.add(re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-"))
+    return found
+
+
+def test_every_link_into_the_docs_lands_on_an_anchor() -> None:
+    """Comments point at the repository's own docs (docs/design.md#...); a renamed or
+    dropped anchor would leave them pointing nowhere."""
+    known: dict[str, set[str]] = {}
+    broken = []
+    sources = [
+        *modules().values(),
+        *(ROOT / "tests").rglob("*.py"),
+        *(ROOT / "bench").rglob("*.py"),
+    ]
+    for path in [*sources, *ROOT.glob("*.md"), *(ROOT / "docs").glob("*.md")]:
+        for document, anchor in DOC_LINK.findall(path.read_text()):
+            target = ROOT / document
+            if document not in known:
+                known[document] = anchors(target) if target.exists() else set()
+            if anchor not in known[document]:
+                broken.append(f"{path.relative_to(ROOT)}: {document}#{anchor}")
+    assert not broken, sorted(set(broken))

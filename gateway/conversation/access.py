@@ -149,14 +149,14 @@ class Access:
         *,
         clock: Callable[[], float] = time.monotonic,
         moves: EarlierIds | None = None,
-        platforms: Platforms | None = None,
+        platforms: Platforms,
     ) -> None:
         self.config = config
         self.approvals = approvals
         self.moves = moves
         self.clock = clock
         #: The platforms whose messages are judged; any other's are refused silently.
-        self.platforms = platforms or Platforms()
+        self.platforms = platforms
         self._refused: dict[tuple[str, str], float] = {}
 
     async def judge(self, message: InboundMessage) -> Verdict:

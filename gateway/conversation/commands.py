@@ -55,11 +55,11 @@ class Commands:
         memory: MemoryCommands | None = None,
         models: ModelCommand | None = None,
         tools: Callable[[str], Awaitable[str]] | None = None,
-        platforms: Platforms | None = None,
+        platforms: Platforms,
     ) -> None:
         self.store = store
         #: How a message's session is keyed on its platform (docs/design.md#session-keys).
-        self.platforms = platforms or Platforms()
+        self.platforms = platforms
         self.sessions = sessions
         self.lanes = lanes
         self.reply = reply

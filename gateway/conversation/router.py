@@ -86,7 +86,7 @@ class Router:
         send: Send,
         commands: CommandHandler,
         *,
-        access: Access | None = None,
+        access: Access,
         pairing: Pairing | None = None,
         media: MediaReader | None = None,
         moves: ChatMoves | None = None,
@@ -98,7 +98,7 @@ class Router:
         self.notify_lane = notify_lane
         self.send = send
         self.commands = commands
-        self.access = access or Access(config)
+        self.access = access
         #: What each platform is (docs/design.md#platform-traits): how sessions are keyed.
         self.platforms = self.access.platforms
         self.pairing = pairing

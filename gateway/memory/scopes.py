@@ -134,14 +134,12 @@ def note_of(entry: MemoryEntry) -> Note:
 class Memories:
     """Builds the :class:`ChatMemory` of a turn, a command or a flush."""
 
-    def __init__(
-        self, store: MemoryStore, max_tokens: int, platforms: Platforms | None = None
-    ) -> None:
+    def __init__(self, store: MemoryStore, max_tokens: int, platforms: Platforms) -> None:
         self.store = store
         self.max_tokens = max_tokens
         #: How a message's chat is keyed, and whether a key's chat is private
         #: (docs/design.md#platform-traits).
-        self.platforms = platforms or Platforms()
+        self.platforms = platforms
 
     def for_turn(
         self, key: str, entries: Sequence[InboxEntry], session_id: str | None = None

@@ -1,6 +1,6 @@
 """What the operator's dashboard reads (docs/design.md#dashboard), and the two records it
 charts, written by the conversation's own commits: a turn's stats (``turn_stats``) and a
-compression's mark (``compressions``).
+compression's mark (``compactions``).
 
 Reads only: the dashboard's actions (compress now, forget, pairing) go through the parts
 of the gateway that own them. The statements are plain SQL both databases accept.
@@ -49,7 +49,7 @@ async def record_turn(
 async def record_compression(
     db: Any, session_id: str, now: float, mark: CompressionMark | None
 ) -> None:
-    """One ``compressions`` row, inside the transaction that commits the compression (when
+    """One ``compactions`` row, inside the transaction that commits the compression (when
     the committer said what it did)."""
     if mark is None:
         return

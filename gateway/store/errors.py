@@ -16,6 +16,7 @@ import os
 import pwd
 import sqlite3
 import stat
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Literal
@@ -99,7 +100,7 @@ async def diagnose(path: Path, error: BaseException, *, writing: bool = True) ->
             " shell or a backup holding a transaction open?): end that one, then try again"
         )
     if code in _DAMAGED or code.startswith("SQLITE_CORRUPT"):
-        problems = await asyncio.to_thread(integrity_problems, path)
+        problems = await _damage(path)
         return StoreError(
             f"{path} is damaged (PRAGMA integrity_check: {problems}): stop nightowl, move"
             " the file aside and restore a backup",
@@ -120,6 +121,21 @@ def write_problem(path: Path) -> StoreError | None:
         )
     denied = _first_denied(path, writing=True)
     return StoreError(denied, reason="permission") if denied else None
+
+
+#: What a look at a damaged file found, by path, and when: every statement that meets
+#: the damage is told why, without reading the whole file again each time.
+_DAMAGE_SEEN: dict[Path, tuple[float, str]] = {}
+DAMAGE_LOOK_SECONDS = 600.0
+
+
+async def _damage(path: Path) -> str:
+    seen = _DAMAGE_SEEN.get(path)
+    if seen is not None and time.monotonic() - seen[0] < DAMAGE_LOOK_SECONDS:
+        return seen[1]
+    problems = await asyncio.to_thread(integrity_problems, path)
+    _DAMAGE_SEEN[path] = (time.monotonic(), problems)
+    return problems
 
 
 def integrity_problems(path: Path, limit: int = 3, *, quick: bool = False) -> str:

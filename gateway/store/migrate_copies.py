@@ -1,6 +1,6 @@
 """Migration 5: rows get their place in the conversation (``seq``), and the copies older
 versions wrote at every compaction are removed, keeping the earliest
-(docs/design.md#compaction-commit).
+(docs/design.md#compression-commit).
 
 Before version 5 a compaction archived every active row and inserted the kept ones
 again as new rows, so a message that stayed in the tail through seven compactions was

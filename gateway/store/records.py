@@ -125,7 +125,7 @@ class CompressionCommit:
     originals: Sequence[NewMessage] = ()
     absorbed_inbox: Sequence[int] = ()
     engine_state: JSON | None = None
-    #: Recorded in the same transaction (the ``compressions`` table), when given.
+    #: Recorded in the same transaction (the ``compactions`` table), when given.
     mark: CompressionMark | None = None
 
 

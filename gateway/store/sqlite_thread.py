@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self, TypeVar
 
@@ -95,7 +95,7 @@ class SQLiteHandle:
     async def execute_many(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
         await self.thread.run(lambda connection: connection.executemany(sql, params))
 
-    async def batches(self, sql: str, size: int) -> AsyncIterator[list[Row]]:
+    async def batches(self, sql: str, size: int) -> AsyncGenerator[list[Row]]:
         """The statement's rows, ``size`` at a time (one trip per batch)."""
         cursor = await self.thread.run(lambda connection: connection.execute(sql))
         try:

@@ -5,6 +5,7 @@ its own from the rows."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -106,7 +107,7 @@ async def copy_all(source: Store, target: Store) -> dict[str, tuple[int, int]]:
         async with connection.transaction():
             for table in TABLES:
                 columns = await _columns(connection, table)
-                counts[table] = await _copy_table(source, connection, table, columns)
+                counts[table] = await _copy_table(source, connection, table, columns, target.where)
                 await _advance_sequences(connection, table)
         return {table: (counts[table], await _count(connection, table)) for table in TABLES}
 
@@ -124,13 +125,21 @@ async def _columns(connection: asyncpg.Connection, table: str) -> dict[str, Conv
 
 
 async def _copy_table(
-    source: SQLiteStore, connection: asyncpg.Connection, table: str, columns: dict[str, Convert]
+    source: SQLiteStore,
+    connection: asyncpg.Connection,
+    table: str,
+    columns: dict[str, Convert],
+    where: str,
 ) -> int:
     names = list(columns)
     converts = list(columns.values())
     copied = 0
-    async with source.connection.read() as db:
-        async for batch in db.batches(f"SELECT {', '.join(names)} FROM {table}", BATCH):
+    query = f"SELECT {', '.join(names)} FROM {table}"
+    async with (
+        source.connection.read() as db,
+        contextlib.aclosing(db.batches(query, BATCH)) as batches,
+    ):
+        async for batch in batches:
             try:
                 records = [
                     tuple(
@@ -139,7 +148,10 @@ async def _copy_table(
                     )
                     for row in batch
                 ]
-                await connection.copy_records_to_table(table, records=records, columns=names)
+                # PostgreSQL's own failures (a timeout, a dropped connection) say so,
+                # never blamed on the SQLite file being read meanwhile.
+                with mapped_errors(where):
+                    await connection.copy_records_to_table(table, records=records, columns=names)
             except (asyncpg.PostgresError, ValueError, TypeError) as exc:
                 raise StoreError(
                     f"{table}: a row PostgreSQL does not take ({type(exc).__name__}: {exc});"

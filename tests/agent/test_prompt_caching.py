@@ -138,27 +138,22 @@ def test_caching_enabled_for_claude_on_anthropic_or_openrouter(
 
 
 @pytest.mark.parametrize(
-    ("setting", "source", "expected"),
+    ("setting", "human_paced", "expected"),
     [
-        ("5m", "telegram", "5m"),
-        ("1h", "scheduler", "1h"),
-        ("auto", "telegram", "1h"),
-        ("auto", "discord", "1h"),
-        ("auto", "console", "1h"),
-        ("auto", "telegram:12345", "1h"),
-        ("auto", "scheduler", "5m"),
-        ("auto", "api", "5m"),
-        ("auto", "replay", "5m"),
-        ("AUTO", "Discord", "1h"),
+        ("5m", True, "5m"),
+        ("1h", False, "1h"),
+        ("auto", True, "1h"),
+        ("auto", False, "5m"),
+        ("AUTO", True, "1h"),
     ],
 )
-def test_resolve_cache_ttl(setting: str, source: str, expected: str) -> None:
-    assert resolve_cache_ttl(setting, source) == expected
+def test_resolve_cache_ttl(setting: str, human_paced: bool, expected: str) -> None:
+    assert resolve_cache_ttl(setting, human_paced=human_paced) == expected
 
 
 def test_resolve_cache_ttl_refuses_unknown_settings() -> None:
     with pytest.raises(ValueError, match="5m, 1h or auto"):
-        resolve_cache_ttl("10m", "telegram")
+        resolve_cache_ttl("10m", human_paced=True)
 
 
 def test_log_lines() -> None:

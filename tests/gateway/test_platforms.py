@@ -57,7 +57,9 @@ def config(tmp_path: Path, platform: str = "discord", places: str = "allowed_cha
 async def test_a_platform_no_adapter_declared_is_refused_whatever_the_config_says(
     tmp_path: Path,
 ) -> None:
-    judged = await Access(config(tmp_path)).judge(message("discord", "9", chat_type="group"))
+    judged = await Access(config(tmp_path), platforms=Platforms()).judge(
+        message("discord", "9", chat_type="group")
+    )
     assert not judged.turn and not judged.observe and judged.refusal is None
     declared = Access(config(tmp_path), platforms=registry(discord=PlatformTraits()))
     assert (await declared.judge(message("discord", "9", chat_type="group"))).turn
