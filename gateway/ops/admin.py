@@ -75,7 +75,9 @@ async def run_sessions_command(
     # Beside a running gateway: read-only to read; a forget is one transaction
     # through WAL and the busy timeout (on PostgreSQL, beside the replicas), and the
     # gateway opens a fresh session for the chat next time.
-    return await with_store(config, "write" if args.action == "forget" else "read", err, act)
+    return await with_store(
+        config, "write" if args.action == "forget" else "read", err, act, nothing=nothing, out=out
+    )
 
 
 async def _read_only_action(store: Store, args: Any, out: TextIO, err: TextIO) -> int:

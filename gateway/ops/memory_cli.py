@@ -71,7 +71,8 @@ async def run_memory_command(
     except ValueError as exc:
         print(f"nightowl: {exc}", file=err)
         return 1
-    missing = no_database(config, out, err, hint=" (start the gateway once)")
+    nothing = "No memory notes yet" if args.action == "list" else None
+    missing = no_database(config, out, err, nothing=nothing, hint=" (start the gateway once)")
     if missing is not None:
         return missing
 
@@ -84,7 +85,9 @@ async def run_memory_command(
             return await forget_memory(store, owners, args.id, out, err, args.yes, confirm)
         raise ValueError(f"unknown memory action {args.action!r}")
 
-    return await with_store(config, "write" if args.action == "forget" else "read", err, act)
+    return await with_store(
+        config, "write" if args.action == "forget" else "read", err, act, nothing=nothing, out=out
+    )
 
 
 def _owners(args: Any) -> list[MemoryOwner] | None:

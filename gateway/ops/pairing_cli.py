@@ -59,7 +59,7 @@ async def run_pairing_command(
 
     # The data dir locked when no gateway runs; beside one, through WAL without the lock
     # (like ``sessions forget``). On PostgreSQL, beside the replicas.
-    return await with_store(config, "write", err, act)
+    return await with_store(config, "write", err, act, nothing=nothing, out=out)
 
 
 async def list_pairing(pairing: Pairing, out: TextIO) -> int:

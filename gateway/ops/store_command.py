@@ -30,14 +30,25 @@ def no_database(
 
 
 async def with_store(
-    config: Config, access: Access, err: TextIO, action: Callable[[Store], Awaitable[int]]
+    config: Config,
+    access: Access,
+    err: TextIO,
+    action: Callable[[Store], Awaitable[int]],
+    *,
+    nothing: str | None = None,
+    out: TextIO | None = None,
 ) -> int:
-    """``action``'s exit code on the store opened for ``access``; 1 when the store fails."""
+    """``action``'s exit code on the store opened for ``access``; 1 when the store fails.
+    A PostgreSQL database no gateway has used yet is, for a listing (``nothing``), like
+    SQLite's file not there yet: nothing to list."""
     store = open_store(config)
     try:
         await store.open(access)
         return await action(store)
     except StoreError as exc:
+        if exc.reason == "empty" and nothing is not None and out is not None:
+            print(f"{nothing} ({exc}).", file=out)
+            return 0
         print(f"nightowl: {exc}", file=err)
         return 1
     finally:

@@ -24,7 +24,7 @@ from typing import Literal
 from gateway.store.sqlite_files import read_only_uri
 from nightowl_errors import NightowlError
 
-Reason = Literal["in_use", "permission", "read_only", "damaged", "full", "schema", "other"]
+Reason = Literal["in_use", "permission", "read_only", "damaged", "full", "schema", "empty", "other"]
 
 _DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 _FULL = ("SQLITE_FULL",)

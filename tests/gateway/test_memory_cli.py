@@ -157,3 +157,27 @@ def test_sessions_and_pairing_reach_the_same_postgresql_store(
     assert "standup" not in out and "passport" in out
     code, out, _ = nightowl(capsys, postgres_config, "pairing", "list")
     assert code == 0 and "No pairing requests are waiting." in out
+
+
+def test_listings_before_any_gateway_ran_say_there_is_nothing_yet(
+    tmp_path: Path, postgres_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new SQLite data dir and a new, empty PostgreSQL database read the same: nothing
+    to list yet, exit 0 (not "older than this nightowl": the database is empty, not old)."""
+    sqlite = tmp_path / "sqlite.yaml"
+    sqlite.write_text(f"data_dir: {tmp_path / 'fresh'}\n")
+    postgres = tmp_path / "postgres.yaml"
+    postgres.write_text(
+        f"data_dir: {tmp_path / 'data'}\nstore:\n  backend: postgres\n  dsn: {postgres_dsn}\n"
+    )
+    for config in (sqlite, postgres):
+        for command, nothing in (
+            ("memory", "No memory notes yet"),
+            ("sessions", "No sessions yet"),
+            ("pairing", "No pairing requests yet"),
+        ):
+            code, out, err = nightowl(capsys, config, command, "list")
+            assert (code, err) == (0, ""), (config.name, command, err)
+            assert out.startswith(nothing), (config.name, command, out)
+    code, _, err = nightowl(capsys, postgres, "memory", "forget", "1", "--yes")
+    assert code == 1 and "holds no nightowl tables yet: start the gateway once" in err

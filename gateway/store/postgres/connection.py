@@ -171,6 +171,10 @@ class PgConnection(Opened):
         async with self._acquire() as connection:
             exists = await connection.fetchval("SELECT to_regclass('nightowl_schema')")
             version = await _version(connection) if exists else 0
+        if not exists:
+            raise StoreError(
+                f"{self.path} holds no nightowl tables yet: start the gateway once", reason="empty"
+            )
         _refuse_newer(version, self.path)
         if version < SCHEMA_VERSION:
             raise StoreError(
