@@ -21,11 +21,13 @@ docs/design.md#storage:
 
 from gateway.store.backend import Access, Store
 from gateway.store.connection import SEEN_KEYS_SECONDS
+from gateway.store.cost_records import CostLine, CostRecord
 from gateway.store.errors import DataDirInUse, SessionEnded, StoreError
 from gateway.store.opening import open_store
 from gateway.store.protocols import (
     ChatStore,
     ConversationStore,
+    CostStore,
     DashboardStore,
     DocumentStore,
     MemoryStore,
@@ -74,6 +76,9 @@ __all__ = [
     "CompressionCommit",
     "CompressionMark",
     "ConversationStore",
+    "CostLine",
+    "CostRecord",
+    "CostStore",
     "DashboardStore",
     "DataDirInUse",
     "DatabaseProbe",

@@ -11,6 +11,7 @@ from gateway.store.chats import SqlChats
 from gateway.store.connection import Connection
 from gateway.store.conversation import SqlConversation
 from gateway.store.coordination import Coordination, OneProcess
+from gateway.store.costs import SqlCosts
 from gateway.store.dashboard import SqlDashboard
 from gateway.store.documents import SqlDocuments
 from gateway.store.errors import DataDirInUse, StoreError
@@ -21,6 +22,7 @@ from gateway.store.pairing import SqlPairing
 from gateway.store.protocols import (
     ChatStore,
     ConversationStore,
+    CostStore,
     DashboardStore,
     DocumentStore,
     MemoryStore,
@@ -52,6 +54,7 @@ class SQLiteStore:
         self.memory: MemoryStore = SqlMemory(self.connection)
         self.documents: DocumentStore = SqlDocuments(self.connection)
         self.chats: ChatStore = SqlChats(self.connection)
+        self.costs: CostStore = SqlCosts(self.connection)
         #: The data-dir lock makes this process the only one (docs/design.md#replicas).
         self.coordination: Coordination = OneProcess()
 

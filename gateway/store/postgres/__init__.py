@@ -10,6 +10,7 @@ from gateway.store.backend import Access, Store
 from gateway.store.chats import SqlChats
 from gateway.store.conversation import SqlConversation
 from gateway.store.coordination import Coordination
+from gateway.store.costs import SqlCosts
 from gateway.store.dashboard import SqlDashboard
 from gateway.store.documents import SqlDocuments
 from gateway.store.memory import SqlMemory
@@ -21,6 +22,7 @@ from gateway.store.postgres.probe import probe
 from gateway.store.protocols import (
     ChatStore,
     ConversationStore,
+    CostStore,
     DashboardStore,
     DocumentStore,
     MemoryStore,
@@ -71,6 +73,7 @@ class PostgresStore:
         self.memory: MemoryStore = SqlMemory(self.connection)
         self.documents: DocumentStore = SqlDocuments(self.connection)
         self.chats: ChatStore = SqlChats(self.connection)
+        self.costs: CostStore = SqlCosts(self.connection)
         self.coordination: Coordination = AdvisoryLocks(dsn)
 
     @property
