@@ -28,6 +28,7 @@ OBSERVED_EVENTS = (
     "agent:turn_end",
     "agent:error",
     "llm:request",
+    "budget:reached",
     "session:compress",
     "session:compress_failed",
 )
