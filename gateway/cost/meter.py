@@ -157,7 +157,7 @@ class CostMeter:
         limit = verdict.limit if verdict.limit is not None else Decimal(0)
         resets = verdict.resets_at.timestamp() if verdict.resets_at else now
         log.warning(
-            "budget %s reached for %s: %s spent of %s; calls refused until %s",
+            "budget %s refused a call of %s (%s spent of %s); it resets at %s",
             budget,
             subject,
             format_usd(verdict.spent or Decimal(0)),

@@ -83,3 +83,94 @@ async def test_usage_status_and_metrics_match_the_fake_s_cost_to_the_cent(
     assert [(line.group, line.calls, line.cost) for line in stored] == [("chat", 3, cost)]
     metric = scrape[("nightowl_cost_usd_total", (("kind", "chat"), ("model", "fake-model")))]
     assert round(Decimal(repr(metric)), 2) == round(cost, 2)
+
+
+#: Past one turn (about $0.22 here) and the estimate of a second ($0.16), within two.
+PER_USER = {"per_user_daily": 0.35}
+
+
+async def test_a_per_user_budget_stops_one_person_in_a_group_and_not_another_and_outlives_a_restart(
+    tmp_path: Path, llm: CachingLLM
+) -> None:
+    adapter = RecordingAdapter()
+    config = priced(tmp_path, llm, budgets=PER_USER)
+    group = {"chat_id": "g", "chat_type": "group"}
+    async with running_gateway(config, adapter) as gateway:
+        await adapter.say("ann: first question", user_id="ann", **group)
+        await adapter.wait_sent(1)
+        await turns_done(gateway)
+        await adapter.say("ann: SECRET second question", user_id="ann", **group)
+        refusal = (await adapter.wait_sent(2))[-1]
+        await turns_done(gateway)
+        await adapter.say("bob: my question", user_id="bob", **group)
+        await adapter.wait_sent(3)
+        await turns_done(gateway)
+        await adapter.say("/usage", user_id="bob", **group)
+        usage_before = (await adapter.wait_sent(4))[-1]
+    assert refusal.startswith("This message could cost up to ")
+    assert "left of your daily $0.35; it resets at 00:00 UTC." in refusal
+    assert len(llm.requests) == 2  # ann's first, bob's; nothing for the refused one
+    assert any("bob: my question" in text for text in user_texts(llm))
+    assert not any("SECRET" in text for text in user_texts(llm))  # not even as history
+    assert f"This chat: {format_usd(implied(llm))} today" in usage_before
+    assert f"Your share: {format_usd(llm.reports[-1].cost(INPUT, CACHED, OUTPUT))} today" in (
+        usage_before
+    )
+
+    adapter = RecordingAdapter()
+    async with running_gateway(config, adapter) as gateway:  # the spend is in the store
+        await adapter.say("ann: third question", user_id="ann", **group)
+        again = (await adapter.wait_sent(1))[-1]
+        await turns_done(gateway)
+        await adapter.say("/usage", user_id="bob", **group)
+        usage_after = (await adapter.wait_sent(2))[-1]
+        kept = await gateway.store.operator.export_rows("console:g")
+    assert again.startswith("This message could cost up to ") and len(llm.requests) == 2
+    assert usage_after.splitlines()[1:] == usage_before.splitlines()[1:]
+    texts = [str(row.message.get("content")) for _, row in kept]
+    assert any("SECRET" in text for text in texts)  # refused, yet kept: nothing lost
+
+
+async def test_a_huge_paste_is_refused_before_any_call(tmp_path: Path, llm: CachingLLM) -> None:
+    adapter = RecordingAdapter()
+    config = priced(tmp_path, llm, budgets=PER_USER)
+    async with running_gateway(config, adapter) as gateway:
+        await adapter.say("PASTE " + "lorem ipsum dolor " * 12_000)
+        refusal = (await adapter.wait_sent(1))[-1]
+        await turns_done(gateway)
+        assert llm.requests == []  # the model never saw it
+        await adapter.say("just a short one")
+        await adapter.wait_sent(2)
+        await turns_done(gateway)
+    assert refusal.startswith("This message could cost up to $5.")
+    assert "and $0.35 is left of your daily $0.35" in refusal
+    assert len(llm.requests) == 1
+    assert not any("PASTE" in text for text in user_texts(llm))
+
+
+async def test_two_replicas_on_postgresql_share_one_budget(
+    tmp_path: Path, llm: CachingLLM, postgres_dsn: str
+) -> None:
+    store = {"backend": "postgres", "dsn": postgres_dsn}
+    first, second = RecordingAdapter(), RecordingAdapter()
+    # Either replica may run a chat's turn and answer through its own adapter: one outbox.
+    second._outbox = first._outbox
+    config_one = priced(tmp_path / "one", llm, budgets=PER_USER, store=store)
+    config_two = priced(tmp_path / "two", llm, budgets=PER_USER, store=store)
+    async with (
+        running_gateway(config_one, first) as one,
+        running_gateway(config_two, second) as two,
+    ):
+        await first.say("ann in one chat", user_id="ann", chat_id="a")
+        await first.wait_sent(1)
+        await turns_done(one)
+        await second.say("ann in another chat", user_id="ann", chat_id="b")
+        refusal = (await second.wait_sent(2))[-1]
+        await turns_done(two)
+        await second.say("bob there", user_id="bob", chat_id="b")
+        await second.wait_sent(3)
+        await turns_done(two)
+    assert refusal.startswith("This message could cost up to ")
+    assert "your daily $0.35" in refusal
+    assert [text for text in user_texts(llm) if "ann" in text] == ["ann in one chat"]
+    assert "bob there" in user_texts(llm)
