@@ -4,6 +4,7 @@ capped by budgets before the call, kept across a restart and shared by replicas.
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 
 from agent.cost.budget import format_usd
 from gateway.config.schema import Config
+from gateway.ops.cli import _parser
+from gateway.ops.usage_cli import run_usage_command
 from tests.dashboard.support import client_of, dashboard_config
 from tests.dashboard.test_metrics import samples
 from tests.fakes.caching_llm import CachingLLM
@@ -130,6 +133,24 @@ async def test_a_per_user_budget_stops_one_person_in_a_group_and_not_another_and
     texts = [str(row.message.get("content")) for _, row in kept]
     assert any("SECRET" in text for text in texts)  # refused, yet kept: nothing lost
 
+    rows = (await usage_cli(config, "--by", "person", "--csv")).splitlines()
+    ann, bob = (report.cost(INPUT, CACHED, OUTPUT) for report in llm.reports)
+    assert rows[0].startswith("person,calls,")
+    assert {row.split(",")[0]: Decimal(row.split(",")[6]) for row in rows[1:]} == {
+        "console:ann": ann,
+        "console:bob": bob,
+    }
+    table_text = await usage_cli(config, "--by", "chat")
+    assert f"total{' ' * 23}      2" in table_text
+
+
+async def usage_cli(config: Config, *argv: str) -> str:
+    """``nightowl usage ...`` as the command line parses and runs it."""
+    out, err = io.StringIO(), io.StringIO()
+    args = _parser().parse_args(["usage", *argv])
+    assert await run_usage_command(config, args, out=out, err=err) == 0, err.getvalue()
+    return out.getvalue()
+
 
 async def test_a_huge_paste_is_refused_before_any_call(tmp_path: Path, llm: CachingLLM) -> None:
     adapter = RecordingAdapter()
@@ -174,3 +195,8 @@ async def test_two_replicas_on_postgresql_share_one_budget(
     assert "your daily $0.35" in refusal
     assert [text for text in user_texts(llm) if "ann" in text] == ["ann in one chat"]
     assert "bob there" in user_texts(llm)
+    by_chat = await usage_cli(config_two, "--by", "chat", "--csv")  # read on PostgreSQL
+    assert [row.split(",")[:2] for row in by_chat.splitlines()[1:]] == [
+        ["console:a", "1"],
+        ["console:b", "1"],
+    ]
