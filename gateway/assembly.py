@@ -218,6 +218,7 @@ class Assembly:
             adapters=self.adapters,
             model=lambda: (self.providers.main.name, self.providers.main.model),
             window=self.current_window,
+            budgets=self.meter.budgets,
         )
         self.dashboard: Dashboard | None = None
         if config.dashboard.enabled:

@@ -16,7 +16,7 @@ from agent.cost.budget import format_usd
 from gateway.config.schema import Config
 from gateway.ops.cli import _parser
 from gateway.ops.usage_cli import run_usage_command
-from tests.dashboard.support import client_of, dashboard_config
+from tests.dashboard.support import client_of, dashboard_config, log_in
 from tests.dashboard.test_metrics import samples
 from tests.fakes.caching_llm import CachingLLM
 from tests.harness import RecordingAdapter, make_config, running_gateway, turns_done
@@ -200,3 +200,28 @@ async def test_two_replicas_on_postgresql_share_one_budget(
         ["console:a", "1"],
         ["console:b", "1"],
     ]
+
+
+async def test_the_overview_shows_today_s_spend_top_spenders_and_budgets_refusing(
+    tmp_path: Path, llm: CachingLLM
+) -> None:
+    adapter = RecordingAdapter()
+    config = dashboard_config(tmp_path / "data", llm, model=MODEL, budgets=PER_USER)
+    async with running_gateway(config, adapter) as gateway, client_of(gateway) as client:
+        for n, text in enumerate(["one", "two"], start=1):
+            await adapter.say(text, user_id="ann")
+            await adapter.wait_sent(n)
+            await turns_done(gateway)
+        await gateway.events.drain()
+        await log_in(client)
+        overview = await (await client.get("/", headers={"Accept": "application/json"})).json()
+        page = await (await client.get("/")).text()
+    spend = overview["data"]["spend"]
+    cost = format_usd(implied(llm))
+    assert spend["today"] == cost and spend["month"] == cost
+    assert spend["people"] == [{"who": "console:ann", "spent": cost}]
+    assert spend["budgets"] == [{"name": "per person, daily", "limit": "$0.35"}]
+    assert [(r["budget"], r["subject"]) for r in spend["refusing"]] == [
+        ("user_daily", "console:ann")
+    ]
+    assert "Spend" in page and "console:ann" in page and "budgets refusing calls" in page
