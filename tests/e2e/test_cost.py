@@ -5,6 +5,7 @@ capped by budgets before the call, kept across a restart and shared by replicas.
 from __future__ import annotations
 
 import io
+import signal
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
@@ -16,11 +17,13 @@ from agent.cost.budget import format_usd
 from gateway.config.schema import Config
 from gateway.ops.cli import _parser
 from gateway.ops.usage_cli import run_usage_command
+from tests.child_process import Spawn, clean_env, nightowl, write_config
 from tests.dashboard.support import client_of, dashboard_config, log_in
 from tests.dashboard.test_metrics import samples
 from tests.fakes.caching_llm import CachingLLM
 from tests.harness import RecordingAdapter, make_config, running_gateway, turns_done
 
+CHECKOUT = Path(__file__).resolve().parents[2]
 #: USD per million tokens: dear, so a few calls pass a cent.
 INPUT, CACHED, OUTPUT = Decimal(100), Decimal(50), Decimal(200)
 PRICE = {"input": 100, "cached_input": 50, "output": 200}
@@ -225,3 +228,24 @@ async def test_the_overview_shows_today_s_spend_top_spenders_and_budgets_refusin
         ("user_daily", "console:ann")
     ]
     assert "Spend" in page and "console:ann" in page and "budgets refusing calls" in page
+
+
+async def test_the_cost_of_a_call_outlives_kill_9(
+    tmp_path: Path, llm: CachingLLM, spawn: Spawn
+) -> None:
+    config = write_config(tmp_path, llm, **MODEL)
+    env = clean_env(PYTHONPATH=str(CHECKOUT))  # this checkout's code, whatever is installed
+    chat = await spawn("chat", "-c", str(config), cwd=tmp_path, env=env)
+    await chat.say("hello")
+    await chat.out.expect("owl › ")
+    await chat.say("/usage")
+    await chat.out.expect("This chat: ")
+    chat.signal(signal.SIGKILL)  # no code of the gateway runs after this
+    await chat.wait()
+    code, out, err = await nightowl(
+        "usage", "--by", "kind", "--csv", "-c", str(config), cwd=tmp_path, env=env
+    )
+    assert code == 0, err
+    rows = out.splitlines()
+    assert [row.split(",")[:2] for row in rows[1:]] == [["chat", "1"]]
+    assert Decimal(rows[1].split(",")[6]) == implied(llm) > 0
