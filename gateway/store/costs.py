@@ -139,13 +139,46 @@ class SqlCosts:
         chat: str | None = None,
         person: str | None = None,
     ) -> list[CostLine]:
-        lines: dict[str, CostLine] = {}
-        for record in await self.calls(since, until, chat=chat, person=person):
-            group = group_of(record, by)
-            lines.setdefault(group, CostLine(group)).add(record)
-        if by == "day":
+        if by == "day":  # a UTC day from epoch seconds is not said alike by both databases
+            lines: dict[str, CostLine] = {}
+            for record in await self.calls(since, until, chat=chat, person=person):
+                group = group_of(record, by)
+                lines.setdefault(group, CostLine(group)).add(record)
             return sorted(lines.values(), key=lambda line: line.group)
-        return sorted(lines.values(), key=lambda line: (-line.cost, -line.unpriced, line.group))
+        column = _GROUP_COLUMNS[by]
+        sql = (
+            f"SELECT {column}, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),"
+            " SUM(cache_read_tokens), SUM(cache_write_tokens), SUM(cost_pusd),"
+            " SUM(CASE WHEN cost_pusd IS NULL THEN 1 ELSE 0 END)"
+            " FROM costs WHERE at >= :since AND at < :until"
+        )
+        if chat is not None:
+            sql += " AND session_key = :chat"
+        if person is not None:
+            sql += " AND person = :person"
+        params = {
+            "since": since,
+            "until": until if until is not None else time.time() + 86_400,
+            "chat": chat,
+            "person": person,
+        }
+        params = {name: value for name, value in params.items() if f":{name}" in sql}
+        async with self.connection.read() as db:
+            rows = await db.fetch_all(f"{sql} GROUP BY {column}", params)
+        found = [
+            CostLine(
+                _GROUP_NAMES[by] if row[0] is None else str(row[0]),
+                calls=int(row[1]),
+                prompt_tokens=int(row[2]),
+                completion_tokens=int(row[3]),
+                cache_read_tokens=int(row[4]),
+                cache_write_tokens=int(row[5]),
+                cost=from_pico(row[6]) or Decimal(0),
+                unpriced=int(row[7]),
+            )
+            for row in rows
+        ]
+        return sorted(found, key=lambda line: (-line.cost, -line.unpriced, line.group))
 
     async def keep_refused(
         self, session_id: str, rows: Sequence[NewMessage], consumed_inbox: Sequence[int]
@@ -166,13 +199,18 @@ class SqlCosts:
         return await self.connection.atomically(keep)
 
 
+_GROUP_COLUMNS = {"chat": "session_key", "person": "person", "model": "model", "kind": "kind"}
+#: What a group of NULLs is called.
+_GROUP_NAMES = {"chat": "(no chat)", "person": "(housekeeping)", "model": "", "kind": ""}
+
+
 def group_of(record: CostRecord, by: Grouping) -> str:
     if by == "day":
         return datetime.fromtimestamp(record.at, UTC).strftime("%Y-%m-%d")
     if by == "chat":
-        return record.session_key or "(no chat)"
+        return record.session_key or _GROUP_NAMES["chat"]
     if by == "person":
-        return record.person or "(housekeeping)"
+        return record.person or _GROUP_NAMES["person"]
     if by == "model":
         return record.model
     return record.kind
