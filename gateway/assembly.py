@@ -43,6 +43,8 @@ from gateway.conversation.pairing import Pairing, config_owners
 from gateway.conversation.router import Router
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.turns import TurnRunner
+from gateway.cost.meter import CostMeter
+from gateway.cost.pricing import Pricing
 from gateway.events import EventBus
 from gateway.media.reading import MediaReader
 from gateway.media.transcription import transcriber_for
@@ -82,6 +84,8 @@ class Assembly:
         self.store = open_store(config)  # not opened yet: start() does (docs/design.md#storage)
         catch_up_from_store(self.adapters.values(), self.store.conversation, config)
         self.events = EventBus()
+        #: Budgets before every model call, its cost stored after (docs/cost.md).
+        self.meter = CostMeter(self.store.costs, Pricing.of(config), self.events)
         self.windows = ContextLengthResolver(config.data_dir)
         self.summary_window = SummaryWindow.of(
             config, self.windows, self.providers, self.current_window
@@ -136,6 +140,7 @@ class Assembly:
             timezone=config.agent.timezone,
             memories=self.memories,
             before_turn=self.summary_window.before_turn,
+            costs=self.store.costs,
         )
         # With replicas a lane runs only while this replica holds its session, and then
         # reads the session afresh: another replica may have moved it on.
@@ -153,6 +158,7 @@ class Assembly:
             transcriber_for(
                 config.media.transcription, main_model_route(config), config.model.timeout_seconds
             ),
+            self.meter,
         )
         self.moves = ChatMoves(self.store.chats, self.lanes)
         self.scheduler = Scheduler(
@@ -178,6 +184,8 @@ class Assembly:
             models=ModelCommand(self.models, self.store.conversation, self.sessions, self.lanes),
             tools=self.describe_tools,
             platforms=self.platforms,
+            costs=self.store.costs,
+            budgets=self.meter.budgets,
         )
         self.router = Router(
             config,
@@ -195,7 +203,7 @@ class Assembly:
         self._engine_factory = build_engine_factory(
             config,
             self.engine_choice,
-            for_summaries(self.providers, self.events),
+            for_summaries(self.providers, self.events, self.meter),
             self.summary_window.auxiliary,
         )
         # The operator's dashboard and /metrics (docs/design.md#dashboard), when enabled
@@ -210,6 +218,7 @@ class Assembly:
             adapters=self.adapters,
             model=lambda: (self.providers.main.name, self.providers.main.model),
             window=self.current_window,
+            budgets=self.meter.budgets,
         )
         self.dashboard: Dashboard | None = None
         if config.dashboard.enabled:
@@ -223,7 +232,7 @@ class Assembly:
         """The flush before every compression (docs/design.md#memory-flush), on the summary
         model when one is configured."""
         provider = self.providers.auxiliary or self.providers.main
-        reported = ReportedProvider(provider, "flush", self.events)
+        reported = ReportedProvider(provider, "flush", self.events, self.meter)
         return FlushBeforeCompression.of(self.config, self.memories, reported, self.summary_window)
 
     def current_window(self) -> int:
@@ -246,7 +255,7 @@ class Assembly:
         provider = self.models.provider(choice)
         engine = self._engine_factory(
             self.models.window(choice),
-            ReportedProvider(provider, "summary", self.events),
+            ReportedProvider(provider, "summary", self.events, self.meter),
             choice.max_output_tokens,
         )
         # schedule_message is bound to this session's chat, so each session gets its own box.
@@ -256,7 +265,7 @@ class Assembly:
             self._mcp_tools(record.session_key, vision=choice.vision),
         )
         agent = Agent(
-            ReportedProvider(provider, "chat", self.events),
+            ReportedProvider(provider, "chat", self.events, self.meter),
             engine,
             toolbox,
             max_iterations=self.config.agent.max_iterations,

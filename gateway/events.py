@@ -130,6 +130,22 @@ class ModelRequest(Event):
     completion_tokens: int = 0
     cache_read_tokens: int = 0
     retry_after: float | None = None
+    #: What it cost in USD, exact, as text ("0.000123"); None: unpriced or failed
+    #: (docs/cost.md#what-is-stored).
+    cost: str | None = None
+
+
+@dataclass(frozen=True)
+class BudgetReached(Event):
+    """A budget refused a call for the first time in its period (docs/cost.md#budgets):
+    ``budget`` user_daily, chat_daily or monthly; ``subject`` the person, the chat or
+    "bot"; ``limit`` in USD as text; ``resets_at`` epoch seconds."""
+
+    name = "budget:reached"
+    budget: str
+    subject: str
+    limit: str
+    resets_at: float
 
 
 def _kinds(base: type[Event]) -> list[type[Event]]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from adapters.base import Adapter
+from agent.cost.budget import Budgets
 from agent.messages import JSON
 from gateway.conversation.commands import Commands
 from gateway.conversation.fullness import Fullness
@@ -55,6 +56,7 @@ class Operations:
         adapters: Mapping[str, Adapter],
         model: Callable[[], tuple[str, str]],
         window: Callable[[], int],
+        budgets: Budgets | None = None,
     ) -> None:
         self.store = store
         self._events = events
@@ -65,6 +67,8 @@ class Operations:
         self._adapters = adapters
         self._model = model
         self._window = window
+        #: The budgets the config sets (docs/cost.md#budgets), for the overview.
+        self.budgets = budgets or Budgets()
 
     # -- reading ---------------------------------------------------------------------------
 

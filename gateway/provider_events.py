@@ -5,6 +5,10 @@ wrapped in :class:`ReportedProvider`, one per kind of request (``chat`` for the 
 turns, ``summary`` for the context engine's). Each request is timed and emitted with its
 outcome and usage; the dashboard and ``/metrics`` count them from the bus. The cost on
 the request path is one clock read and one ``emit`` (which only schedules the handlers).
+
+With a :class:`~gateway.cost.meter.CostMeter` it is also the one place every model call
+is checked against the budgets before it is made and has its cost stored after it
+(docs/cost.md#budgets, #what-is-stored): a store read before, a store write after.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from agent.messages import Message, ToolSchema
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback
 from agent.served_window import ServedWindow
 from gateway.build import Providers
+from gateway.cost.meter import CostMeter
 from gateway.events import EventBus, ModelRequest
 
 
@@ -25,10 +30,15 @@ class ReportedProvider(Provider):
     outcome: "ok" or the error kind, seconds, prompt/completion/cache tokens,
     retry_after})."""
 
-    def __init__(self, inner: Provider, kind: str, events: EventBus) -> None:
+    def __init__(
+        self, inner: Provider, kind: str, events: EventBus, meter: CostMeter | None = None
+    ) -> None:
         self.inner = inner
         self.kind = kind
         self.events = events
+        self.meter = meter
+        #: The messages of the previous request: its prefix is likely cached.
+        self._previous: list[Message] = []
 
     # What callers read of a provider is the inner one's, now (a model may change).
     @property
@@ -60,6 +70,17 @@ class ReportedProvider(Provider):
         cache_ttl: str | None = None,
         timeout: float | None = None,
     ) -> Completion:
+        if self.meter is not None:  # may raise BudgetRefused: no call is made
+            await self.meter.allow(
+                self.kind,
+                self.inner,
+                messages,
+                max_tokens=max_tokens,
+                tools=tools,
+                cache_ttl=cache_ttl,
+                previous=self._previous,
+            )
+        self._previous = list(messages)
         started = time.perf_counter()
         try:
             completion = await self.inner.complete(
@@ -74,12 +95,16 @@ class ReportedProvider(Provider):
             self._emit(started, error.kind, retry_after=error.retry_after)
             raise
         usage = completion.usage
+        cost = None
+        if self.meter is not None:
+            cost = await self.meter.record(self.kind, self.inner, usage, cache_ttl)
         self._emit(
             started,
             "ok",
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
             cache_read_tokens=usage.cache_read_tokens if usage else 0,
+            cost=None if cost is None else str(cost),
         )
         return completion
 
@@ -99,12 +124,14 @@ class ReportedProvider(Provider):
         """Nothing: the inner provider is closed by whoever built it."""
 
 
-def for_summaries(providers: Providers, events: EventBus) -> Providers:
+def for_summaries(
+    providers: Providers, events: EventBus, meter: CostMeter | None = None
+) -> Providers:
     """``providers`` as the context engine gets them: its main and auxiliary models'
     requests are summaries."""
     auxiliary = providers.auxiliary
     return replace(
         providers,
-        main=ReportedProvider(providers.main, "summary", events),
-        auxiliary=ReportedProvider(auxiliary, "summary", events) if auxiliary else None,
+        main=ReportedProvider(providers.main, "summary", events, meter),
+        auxiliary=ReportedProvider(auxiliary, "summary", events, meter) if auxiliary else None,
     )

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from adapters.base import InboundMessage
+from agent.cost.budget import Budgets
 from agent.messages import JSON
 from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.command_registry import HELP, command
@@ -24,10 +25,11 @@ from gateway.conversation.pairing import Pairing
 from gateway.conversation.router import LATER, Answer
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.transcript import SessionTranscript
+from gateway.cost.report import today_line, usage_lines
 from gateway.memory.commands import MemoryCommands
 from gateway.platforms import Platforms
 from gateway.runtime import SessionRuntime
-from gateway.store import ConversationStore
+from gateway.store import ConversationStore, CostStore
 
 if TYPE_CHECKING:
     from gateway.conversation.model_choice import ModelCommand
@@ -56,6 +58,8 @@ class Commands:
         models: ModelCommand | None = None,
         tools: Callable[[str], Awaitable[str]] | None = None,
         platforms: Platforms,
+        costs: CostStore | None = None,
+        budgets: Budgets | None = None,
     ) -> None:
         self.store = store
         #: How a message's session is keyed on its platform (docs/design.md#session-keys).
@@ -73,6 +77,9 @@ class Commands:
         #: /model and /tools (docs/design.md#model-choice, #mcp-tools).
         self.models = models
         self.tools = tools
+        #: What calls cost, for /usage and /status (docs/cost.md#what-people-see).
+        self.costs = costs
+        self.budgets = budgets or Budgets()
 
     def handles(self, name: str) -> bool:
         """Whether ``name`` is a command here (docs/design.md#commands): one of the
@@ -101,7 +108,7 @@ class Commands:
             summary = argument.lower().startswith("summ")
             return Answer(await self.context(key, show_summary=summary))
         if name == "usage":
-            return Answer(await self.usage(key))
+            return Answer(await self.usage(key, message))
         if name == "model" and self.models is not None:
             if not argument:
                 return Answer(await self.models.show(key))
@@ -189,6 +196,7 @@ class Commands:
                 f"compressions so far: {engine.compression_count}",
                 f"Cooldown: {describe_cooldown(engine.export_state())}",
             ]
+            + ([await today_line(self.costs, key)] if self.costs is not None else [])
         )
 
     async def context(self, key: str, *, show_summary: bool) -> str:
@@ -211,16 +219,27 @@ class Commands:
             text += "\nSend /context summary to read the current summary."
         return text
 
-    async def usage(self, key: str) -> str:
+    async def usage(self, key: str, message: InboundMessage | None = None) -> str:
         record = await self.store.current_session(key)
-        if record is None:
-            return "No conversation yet."
-        u = record.usage
-        return (
-            f"This conversation: {u.requests:,} requests · {u.prompt_tokens:,} tokens in "
-            f"({u.cache_read_tokens:,} read from cache, {u.cache_write_tokens:,} written to it) · "
-            f"{u.completion_tokens:,} tokens out"
-        )
+        lines = []
+        if record is not None:
+            u = record.usage
+            lines.append(
+                f"This conversation: {u.requests:,} requests · {u.prompt_tokens:,} tokens in "
+                f"({u.cache_read_tokens:,} read from cache, {u.cache_write_tokens:,} written "
+                f"to it) · {u.completion_tokens:,} tokens out"
+            )
+        if self.costs is not None:
+            lines += await usage_lines(
+                self.costs,
+                key,
+                message.platform if message else "",
+                message.user_id if message else "",
+                group=message is not None and message.chat_type in ("group", "channel", "thread"),
+                conversation_since=record.created_at if record is not None else None,
+                budgets=self.budgets,
+            )
+        return "\n".join(lines) if lines else "No conversation yet."
 
 
 def bar(tokens: int, window: int, width: int = 20) -> str:

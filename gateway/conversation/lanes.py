@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from gateway.cost.payer import PAYER, Payer
 from gateway.logs import SESSION_KEY
 from gateway.store.coordination import Coordination, OneProcess
 
@@ -85,6 +86,7 @@ class Lanes:
 
     async def _run(self, key: str) -> None:
         SESSION_KEY.set(key)  # every log line of this lane, hooks it starts included
+        PAYER.set(Payer(key))  # every model call of this lane is this chat's (docs/cost.md)
         finished = False
         try:
             if await self._hold(key):

@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 BeforeCompression = Callable[[SessionRuntime, list[Message], str, str | None], Awaitable[None]]
 
 
+#: Keeps refused rows: (session id, rows, inbox ids) -> row ids (``CostStore.keep_refused``).
+KeepRefused = Callable[[str, list[NewMessage], list[int]], Awaitable[list[int]]]
+
+
 class MemorySearch(Protocol):
     """The memory notes a turn's search also finds (docs/design.md#memory-scopes)."""
 
@@ -286,6 +290,15 @@ class SessionTranscript:
         self._inbox_ids = []
         self._row_ids += ids
         self._persisted = len(self._row_ids)
+        return ids
+
+    async def commit_refused(self, keep: KeepRefused) -> list[int]:
+        """Store the waiting messages a budget refused, out of the active rows, and take
+        them out of the inbox (docs/cost.md#budgets): the conversation stays as it was."""
+        rows = [self.row(m) for m in self.messages[self._persisted :]]
+        ids = await keep(self.session_id, rows, self._inbox_ids)
+        self._inbox_ids = []
+        self.messages = self.messages[: self._persisted]
         return ids
 
     async def commit_turn(self, result: TurnResult, *, reply_pending: bool) -> list[int]:

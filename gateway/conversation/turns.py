@@ -22,10 +22,18 @@ from agent.usage_anchor import UsageAnchor, anchored_tokens
 from gateway.conversation.hygiene import HygieneOutcome
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.transcript import SessionTranscript, report_failed_compression
+from gateway.cost.meter import BudgetRefused
+from gateway.cost.payer import paying, person_of
 from gateway.events import EventBus, MessageSent, TurnEnded, TurnFailed
 from gateway.memory.scopes import Memories
 from gateway.runtime import SessionRuntime
-from gateway.store import ConversationStore, InboxEntry, PendingDelivery, SessionOrigin
+from gateway.store import (
+    ConversationStore,
+    CostStore,
+    InboxEntry,
+    PendingDelivery,
+    SessionOrigin,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +56,7 @@ class TurnRunner:
         timezone: str = "UTC",
         memories: Memories | None = None,
         before_turn: Callable[[SessionRuntime], Awaitable[None]] | None = None,
+        costs: CostStore | None = None,
     ) -> None:
         self.store = store
         self.sessions = sessions
@@ -60,6 +69,8 @@ class TurnRunner:
         self.memories = memories
         #: Run before each turn's first request (the summary model's window, asked again).
         self.before_turn = before_turn
+        #: Where a message a budget refused is kept (docs/cost.md#budgets).
+        self.costs = costs
 
     async def drain(self, key: str) -> None:
         waiting = await self.store.waiting(key)
@@ -84,8 +95,21 @@ class TurnRunner:
     async def run_turn(
         self, runtime: SessionRuntime, transcript: SessionTranscript, entries: list[InboxEntry]
     ) -> TurnResult:
-        started = time.perf_counter()
+        """Answer ``entries``; the turn's model calls are the chat's and the person's
+        whose message started it (docs/cost.md#what-is-stored)."""
         target = [e for e in entries if e.addressed][-1]
+        with paying(runtime.key, person_of(target.platform, target.user_id)):
+            return await self._turn(runtime, transcript, entries, target)
+
+    async def _turn(
+        self,
+        runtime: SessionRuntime,
+        transcript: SessionTranscript,
+        entries: list[InboxEntry],
+        target: InboxEntry,
+    ) -> TurnResult:
+        started = time.perf_counter()
+        compressed = False
         adapter = self.adapters.get(target.platform)
         anchor = transcript.restore_anchor()
         notices: list[str] = []
@@ -105,6 +129,7 @@ class TurnRunner:
         if self.hygiene is not None:
             outcome = await self.hygiene(runtime, transcript, anchor)
             anchor = outcome.anchor
+            compressed = outcome.compressed
             notices += [outcome.notice] if outcome.notice else []
             if outcome.compressed and memory is not None:  # what its flush kept shows now
                 block = await memory.block(runtime.agent.window) or block
@@ -133,6 +158,18 @@ class TurnRunner:
                 outbound, "Sorry — something went wrong on my side. Please try again."
             )
             raise
+        if (
+            isinstance(result.error, BudgetRefused)
+            and not result.requests
+            and not result.compressions
+            and not compressed
+            and self.costs is not None
+        ):  # no model saw the message: kept, never sent later (docs/cost.md#budgets)
+            await transcript.commit_refused(self.costs.keep_refused)
+            await self.deliver(outbound, result.error.sentence, stream=stream)
+            elapsed = round(time.perf_counter() - started, 3)
+            self.events.emit(TurnEnded(runtime.id, runtime.key, 0, elapsed))
+            return result
         ids = await transcript.commit_turn(result, reply_pending=result.reply is not None)
         runtime.turns += 1
         for attempt in result.compressions:  # the agent's own, in its loop
@@ -270,6 +307,8 @@ def _replace_text(target: OutboundMessage, text: str) -> OutboundMessage:
 
 def describe_provider_error(error: ProviderError | CompressionExhausted) -> str:
     """One secret-free sentence telling the user what happened and what to do."""
+    if isinstance(error, BudgetRefused):
+        return error.sentence
     if isinstance(error, CompressionExhausted):
         return (
             "This conversation no longer fits the model's context window, even after "

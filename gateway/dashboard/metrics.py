@@ -9,6 +9,7 @@ in one process (the tests) never share numbers.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -51,6 +52,26 @@ class Metrics:
         self.prompt_tokens = self._tokens("prompt", "Prompt tokens the provider reported")
         self.completion_tokens = self._tokens("completion", "Completion tokens reported")
         self.cached_tokens = self._tokens("cached", "Prompt tokens read from the provider's cache")
+        # Prometheus counts in floats: exact sums are the store's (nightowl usage).
+        self.cost = Counter(
+            "nightowl_cost_usd",
+            "What model calls cost in USD (priced calls only), by model and kind "
+            "(chat, summary, flush, transcription).",
+            ["model", "kind"],
+            registry=registry,
+        )
+        self.unpriced = Counter(
+            "nightowl_unpriced_calls",
+            "Model calls with no known price (docs/cost.md#unknown-prices), by model.",
+            ["model"],
+            registry=registry,
+        )
+        self.budgets_reached = Counter(
+            "nightowl_budgets_reached",
+            "Budgets that started refusing calls (once per budget, subject and period).",
+            ["budget"],
+            registry=registry,
+        )
         self.compressions = Counter(
             "nightowl_compressions",
             "Compressions by trigger and outcome (committed, fallback, aborted, failed).",
@@ -91,9 +112,19 @@ class Metrics:
             self.prompt_tokens.labels(kind).inc(int(payload.get("prompt_tokens") or 0))
             self.completion_tokens.labels(kind).inc(int(payload.get("completion_tokens") or 0))
             self.cached_tokens.labels(kind).inc(int(payload.get("cache_read_tokens") or 0))
+            if payload.get("outcome") == "ok":
+                self._cost(str(payload.get("model")), kind, payload.get("cost"))
+        elif event == "budget:reached":
+            self.budgets_reached.labels(str(payload.get("budget"))).inc()
         elif event in ("session:compress", "session:compress_failed"):
             trigger = str(payload.get("trigger_source") or "auto")
             self.compressions.labels(trigger, compression_outcome(event, payload)).inc()
+
+    def _cost(self, model: str, kind: str, cost: object) -> None:
+        if cost is None:
+            self.unpriced.labels(model).inc()
+        else:
+            self.cost.labels(model, kind).inc(float(Decimal(str(cost))))
 
     def exposition(self, totals: Totals, adapters: Mapping[str, Adapter]) -> bytes:
         """The text a scrape gets, with the gauges read now."""

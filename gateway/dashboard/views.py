@@ -18,6 +18,7 @@ from gateway.conversation.fullness import Fullness
 from gateway.conversation.hygiene import HYGIENE_THRESHOLD
 from gateway.dashboard.chart import Limits, render_chart
 from gateway.dashboard.live import LiveState
+from gateway.dashboard.spend import spend
 from gateway.operations import Operations
 from gateway.store import Store, StoredMessage
 from gateway.store.dashboard_records import SessionOverview
@@ -104,6 +105,9 @@ class Views:
                 "reminders": totals.reminders_pending,
                 "pairing": len(await self.operations.pending_pairings()),
             },
+            "spend": await spend(
+                self.reader.costs, self.operations.budgets, self.live.budgets_reached, now
+            ),
             "cooldowns": [
                 {
                     "session_key": s.session_key,

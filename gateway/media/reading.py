@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from adapters.base import Attachment, InboundMessage
 from gateway.config.media import MediaConfig
+from gateway.cost.meter import CostMeter
+from gateway.cost.payer import person_of
 from gateway.media.documents import ReadingLimits, Unreadable, document_kind, extract_document
 from gateway.media.transcription import MAX_AUDIO_BYTES, Transcriber, TranscriptionFailed
 from gateway.store import DocumentInfo, DocumentStore, DocumentText
@@ -46,10 +48,13 @@ class MediaReader:
         settings: MediaConfig,
         documents: DocumentStore | None,
         transcriber: Transcriber | None = None,
+        meter: CostMeter | None = None,
     ) -> None:
         self.settings = settings
         self.documents = documents
         self.transcriber = transcriber
+        #: Where a transcription's cost is kept (docs/cost.md#transcription).
+        self.meter = meter
         self._readers = asyncio.Semaphore(DOCUMENT_READERS)
 
     async def read(
@@ -64,6 +69,12 @@ class MediaReader:
             if attachment.kind in SOUND_KINDS:
                 take = addressed or self.settings.transcription.observe
                 note, problem = await self._listen(attachment, take=take)
+                if problem is None and take and self.transcriber and self.meter:
+                    person = person_of(message.platform, message.user_id)
+                    route = self.transcriber.route
+                    await self.meter.transcribed(
+                        route.name, route.base_url, attachment.duration, session_key, person
+                    )
             elif attachment.kind == "document":
                 take = addressed or self.settings.documents.observe
                 note, problem = await self._read(attachment, session_key, take=take)

@@ -27,6 +27,7 @@ from gateway.logs import setup_logging
 from gateway.ops.memory_cli import add_memory_parser
 from gateway.ops.migrate import add_migrate_parser
 from gateway.ops.service import DEFAULT_DRAIN_SECONDS, Notifier
+from gateway.ops.usage_cli import add_usage_parser
 from gateway.store.errors import StoreError
 
 log = logging.getLogger("nightowl")
@@ -94,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     add_sessions_parser(commands, common)
     add_pairing_parser(commands, common)
     add_memory_parser(commands, common)
+    add_usage_parser(commands, common)
     add_service_parser(commands, common)
     add_replay_parser(commands, common)
     add_dashboard_parser(commands, common)

@@ -11,6 +11,7 @@ from gateway.store.coordination import Coordination
 from gateway.store.protocols import (
     ChatStore,
     ConversationStore,
+    CostStore,
     DashboardStore,
     DocumentStore,
     MemoryStore,
@@ -36,6 +37,8 @@ class Store(Protocol):
     memory: MemoryStore
     documents: DocumentStore
     chats: ChatStore
+    #: What every model call cost (docs/cost.md#what-is-stored).
+    costs: CostStore
     #: Which replica runs a session (docs/design.md#replicas).
     coordination: Coordination
 

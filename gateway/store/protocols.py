@@ -18,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from agent.cost.budget import Spent
 from agent.messages import JSON
+from gateway.store.cost_records import CostLine, CostRecord, Grouping
 from gateway.store.dashboard_records import CompressionRecord, SessionOverview, Totals, TurnStat
 from gateway.store.records import (
     AnchorRecord,
@@ -51,6 +53,7 @@ from gateway.store.records import (
 __all__ = [
     "ChatStore",
     "ConversationStore",
+    "CostStore",
     "DashboardStore",
     "DocumentStore",
     "MemoryStore",
@@ -396,4 +399,49 @@ class DashboardStore(Protocol):
 
     async def totals(self, since: float) -> Totals:
         """Turns, tokens, compressions since ``since``; what waits now."""
+        ...
+
+
+class CostStore(Protocol):
+    """What every model call cost, and what was spent against each budget
+    (docs/cost.md#what-is-stored). Money is exact: :class:`~decimal.Decimal` USD."""
+
+    async def record(self, entry: CostRecord) -> None:
+        """Keep one call's cost (durable when this returns)."""
+        ...
+
+    async def spent(self, person: str | None, chat: str | None, now: float) -> Spent:
+        """What was spent by ``person`` and in ``chat`` today, and by the whole bot this
+        month (UTC periods, docs/cost.md#reset-times); unpriced calls count nothing."""
+        ...
+
+    async def calls(
+        self,
+        since: float,
+        until: float | None = None,
+        *,
+        chat: str | None = None,
+        person: str | None = None,
+    ) -> list[CostRecord]:
+        """The calls from ``since`` (to ``until``), oldest first, of one chat or person."""
+        ...
+
+    async def totals(
+        self,
+        by: Grouping,
+        since: float,
+        until: float | None = None,
+        *,
+        chat: str | None = None,
+        person: str | None = None,
+    ) -> list[CostLine]:
+        """The calls from ``since`` summed per ``by`` group, dearest first (days in order)."""
+        ...
+
+    async def keep_refused(
+        self, session_id: str, rows: Sequence[NewMessage], consumed_inbox: Sequence[int]
+    ) -> list[int]:
+        """Store the messages a budget refused and take them out of the inbox, in one
+        transaction: kept (``refused = 1``) but not active, so no request and no search
+        ever shows them to a model (docs/cost.md#budgets)."""
         ...

@@ -283,6 +283,32 @@ ALTER TABLE sessions ADD COLUMN anchor_ratio DOUBLE PRECISION;
 ALTER TABLE sessions ADD COLUMN anchor_overhead BIGINT;
 """
 
+# 12: what every model call cost (docs/cost.md#what-is-stored): one row per call, with
+# the chat (its session key), the person whose message started the turn (NULL for
+# housekeeping: summaries, memory flushes), the kind, the model, the usage, and the cost
+# in whole picodollars (10^-12 USD, exact for any price to six decimals per million
+# tokens; NULL: the price is unknown). A message a budget refused is kept, out of the
+# active rows and never sent to a model (``refused = 1``, ``active = 0``,
+# ``compacted = 0``: search skips it too). The same script on PostgreSQL.
+COST_TABLES = """
+CREATE TABLE costs (
+    at DOUBLE PRECISION NOT NULL,
+    session_key TEXT,
+    person TEXT,
+    kind TEXT NOT NULL,
+    model TEXT NOT NULL,
+    prompt_tokens BIGINT NOT NULL DEFAULT 0,
+    completion_tokens BIGINT NOT NULL DEFAULT 0,
+    cache_read_tokens BIGINT NOT NULL DEFAULT 0,
+    cache_write_tokens BIGINT NOT NULL DEFAULT 0,
+    cost_pusd BIGINT
+);
+CREATE INDEX costs_at ON costs(at);
+CREATE INDEX costs_chat ON costs(session_key, at);
+CREATE INDEX costs_person ON costs(person, at);
+ALTER TABLE messages ADD COLUMN refused INTEGER NOT NULL DEFAULT 0;
+"""
+
 #: A migration is a script, or a coroutine function run inside the migration's transaction.
 Migration = str | Callable[[Handle], Awaitable[None]]
 
@@ -298,5 +324,6 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (9, DASHBOARD_TABLES),
     (10, _V10),
     (11, _V11),
+    (12, COST_TABLES),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -37,6 +37,7 @@ TABLES = (
     "turn_stats",
     "compactions",
     "chat_models",
+    "costs",
 )
 #: Rows read from SQLite and written to PostgreSQL at a time.
 BATCH = 5000

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gateway.store import protocols as p
 from gateway.store.chats import SqlChats
 from gateway.store.conversation import SqlConversation
+from gateway.store.costs import SqlCosts
 from gateway.store.dashboard import SqlDashboard
 from gateway.store.dialect import Database
 from gateway.store.documents import SqlDocuments
@@ -28,3 +29,4 @@ class Views:
         self.memory: p.MemoryStore = SqlMemory(connection)
         self.documents: p.DocumentStore = SqlDocuments(connection)
         self.chats: p.ChatStore = SqlChats(connection)
+        self.costs: p.CostStore = SqlCosts(connection)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,24 @@ async def test_a_send_refused_as_migrated_goes_to_the_new_chat(
         await gateway.lanes.wait_idle()
     assert reply.chat_id == SUPERGROUP and visible(reply.text) == "echo: Ann: hello"
     assert session_keys(config) == [f"telegram:{SUPERGROUP}"]
+
+
+async def test_a_voice_note_s_transcription_is_priced_per_minute_for_its_sender(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    sections = {"media": {"transcription": {"price_per_minute": 0.006}}}
+    config = telegram_config(tmp_path, fake_llm, telegram, sections=sections)
+    async with telegram_gateway(config) as gateway:
+        telegram.push_file(42, "voice", ogg_opus(42.0), duration=42, mime_type="audio/ogg")
+        await telegram.wait_sent(1)
+        await turns_done(gateway)
+        lines = await gateway.store.costs.totals("kind", 0)
+        calls = await gateway.store.costs.calls(0)
+    [line] = [line for line in lines if line.group == "transcription"]
+    assert (line.calls, line.cost) == (1, Decimal("0.0042"))  # 42 s at $0.006 a minute
+    [heard] = [call for call in calls if call.kind == "transcription"]
+    assert (heard.person, heard.session_key, heard.model) == (
+        "telegram:42",
+        "telegram:42",
+        "whisper-1",
+    )

@@ -1,0 +1,75 @@
+"""``nightowl usage``: what model calls cost, per UTC day, chat, person, model or kind
+(docs/cost.md#what-the-operator-sees).
+
+Read through the store the config names (gateway/store/opening.py), read-only beside a
+running gateway. Unpriced calls are counted apart, never as $0; ``--csv`` gives exact
+USD for a spreadsheet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from typing import Any, TextIO
+
+from gateway.config.schema import Config
+from gateway.cost.report import as_csv, table, utc_day
+from gateway.store.costs import day_start, month_start
+from gateway.store.errors import StoreError
+from gateway.store.opening import missing_database, open_store
+
+GROUPINGS = ("day", "chat", "person", "model", "kind")
+
+
+def add_usage_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    """``nightowl usage [--by day|chat|person|model|kind] [--since DAY] [--csv]``."""
+    usage = commands.add_parser(
+        "usage", parents=[common], help="what model calls cost, per day, chat or person"
+    )
+    usage.add_argument("--by", choices=GROUPINGS, default="day", help="group by (default day)")
+    usage.add_argument(
+        "--since", metavar="YYYY-MM-DD", help="from this UTC day (default: this month)"
+    )
+    usage.add_argument("--until", metavar="YYYY-MM-DD", help="up to, not including, this day")
+    usage.add_argument("--today", action="store_true", help="today only (UTC)")
+    usage.add_argument("--chat", metavar="KEY", help="one chat, by session key")
+    usage.add_argument("--person", metavar="PLATFORM:ID", help="one person, e.g. telegram:42")
+    usage.add_argument("--csv", action="store_true", help="CSV with exact USD")
+    usage.set_defaults(handler=cmd_usage)
+
+
+def cmd_usage(config: Config, args: argparse.Namespace) -> int:
+    return asyncio.run(run_usage_command(config, args))
+
+
+async def run_usage_command(
+    config: Config, args: Any, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    now = time.time()
+    try:
+        since = utc_day(args.since) if args.since else month_start(now)
+        until = utc_day(args.until) if args.until else None
+    except ValueError:
+        print("nightowl: --since and --until are UTC days, YYYY-MM-DD", file=err)
+        return 1
+    if args.today:
+        since = day_start(now)
+    missing = missing_database(config)
+    if missing is not None:
+        print(f"nightowl: no database at {missing} (start the gateway once)", file=err)
+        return 1
+    store = open_store(config)
+    try:
+        await store.open("read")
+        lines = await store.costs.totals(args.by, since, until, chat=args.chat, person=args.person)
+    except StoreError as exc:
+        print(f"nightowl: {exc}", file=err)
+        return 1
+    finally:
+        await store.close()
+    out.write(as_csv(lines, args.by) if args.csv else table(lines, args.by) + "\n")
+    return 0

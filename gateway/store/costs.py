@@ -1,0 +1,216 @@
+"""What model calls cost, in SQL both databases read alike (:class:`~gateway.store.protocols.CostStore`,
+docs/cost.md#what-is-stored).
+
+Money is kept as whole picodollars (10^-12 USD) in a BIGINT, so sums are exact integer
+sums in either database: any price written with up to six decimals per million tokens
+costs a whole number of them per token. A cost with more digits (a configured price
+like 0.1234567) is rounded half up to the picodollar, once per call. NULL: unknown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from agent.cost.budget import Spent
+from gateway.store.cost_records import CostLine, CostRecord, Grouping
+from gateway.store.dialect import Database
+from gateway.store.message_rows import insert_messages
+from gateway.store.queue_rows import delete_inbox
+from gateway.store.records import NewMessage
+
+PICO = Decimal("1e12")
+
+_COLUMNS = (
+    "at, session_key, person, kind, model, prompt_tokens, completion_tokens,"
+    " cache_read_tokens, cache_write_tokens, cost_pusd"
+)
+
+
+def to_pico(cost: Decimal | None) -> int | None:
+    if cost is None:
+        return None
+    return int((cost * PICO).quantize(Decimal(1), ROUND_HALF_UP))
+
+
+def from_pico(value: Any) -> Decimal | None:
+    return None if value is None else Decimal(int(value)) / PICO
+
+
+def day_start(now: float) -> float:
+    moment = datetime.fromtimestamp(now, UTC)
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+
+
+def month_start(now: float) -> float:
+    moment = datetime.fromtimestamp(now, UTC)
+    return moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp()
+
+
+class SqlCosts:
+    """:class:`~gateway.store.protocols.CostStore` on a :class:`Database`."""
+
+    def __init__(self, connection: Database) -> None:
+        self.connection = connection
+
+    async def record(self, entry: CostRecord) -> None:
+        async with self.connection.transaction() as db:
+            await db.execute(
+                f"INSERT INTO costs({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    entry.at,
+                    entry.session_key,
+                    entry.person,
+                    entry.kind,
+                    entry.model,
+                    entry.prompt_tokens,
+                    entry.completion_tokens,
+                    entry.cache_read_tokens,
+                    entry.cache_write_tokens,
+                    to_pico(entry.cost),
+                ),
+            )
+
+    async def spent(self, person: str | None, chat: str | None, now: float) -> Spent:
+        async with self.connection.read() as db:
+            rows = await db.fetch_all(
+                "SELECT"
+                " COALESCE(SUM(CASE WHEN person = :person AND at >= :day THEN cost_pusd END), 0),"
+                " COALESCE(SUM(CASE WHEN session_key = :chat AND at >= :day THEN cost_pusd END), 0),"
+                " COALESCE(SUM(cost_pusd), 0)"
+                " FROM costs WHERE at >= :month",
+                {
+                    "person": person or "",
+                    "chat": chat or "",
+                    "day": day_start(now),
+                    "month": month_start(now),
+                },
+            )
+        user, in_chat, month = (from_pico(value) or Decimal(0) for value in rows[0])
+        return Spent(user_today=user, chat_today=in_chat, month=month)
+
+    async def calls(
+        self,
+        since: float,
+        until: float | None = None,
+        *,
+        chat: str | None = None,
+        person: str | None = None,
+    ) -> list[CostRecord]:
+        sql = f"SELECT {_COLUMNS} FROM costs WHERE at >= :since AND at < :until"
+        if chat is not None:
+            sql += " AND session_key = :chat"
+        if person is not None:
+            sql += " AND person = :person"
+        params = {
+            "since": since,
+            "until": until if until is not None else time.time() + 86_400,
+            "chat": chat,
+            "person": person,
+        }
+        params = {name: value for name, value in params.items() if f":{name}" in sql}
+        async with self.connection.read() as db:
+            rows = await db.fetch_all(sql + " ORDER BY at", params)
+        return [
+            CostRecord(
+                at=float(row[0]),
+                session_key=row[1],
+                person=row[2],
+                kind=row[3],
+                model=row[4],
+                prompt_tokens=int(row[5]),
+                completion_tokens=int(row[6]),
+                cache_read_tokens=int(row[7]),
+                cache_write_tokens=int(row[8]),
+                cost=from_pico(row[9]),
+            )
+            for row in rows
+        ]
+
+    async def totals(
+        self,
+        by: Grouping,
+        since: float,
+        until: float | None = None,
+        *,
+        chat: str | None = None,
+        person: str | None = None,
+    ) -> list[CostLine]:
+        if by == "day":  # a UTC day from epoch seconds is not said alike by both databases
+            lines: dict[str, CostLine] = {}
+            for record in await self.calls(since, until, chat=chat, person=person):
+                group = group_of(record, by)
+                lines.setdefault(group, CostLine(group)).add(record)
+            return sorted(lines.values(), key=lambda line: line.group)
+        column = _GROUP_COLUMNS[by]
+        sql = (
+            f"SELECT {column}, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),"
+            " SUM(cache_read_tokens), SUM(cache_write_tokens), SUM(cost_pusd),"
+            " SUM(CASE WHEN cost_pusd IS NULL THEN 1 ELSE 0 END)"
+            " FROM costs WHERE at >= :since AND at < :until"
+        )
+        if chat is not None:
+            sql += " AND session_key = :chat"
+        if person is not None:
+            sql += " AND person = :person"
+        params = {
+            "since": since,
+            "until": until if until is not None else time.time() + 86_400,
+            "chat": chat,
+            "person": person,
+        }
+        params = {name: value for name, value in params.items() if f":{name}" in sql}
+        async with self.connection.read() as db:
+            rows = await db.fetch_all(f"{sql} GROUP BY {column}", params)
+        found = [
+            CostLine(
+                _GROUP_NAMES[by] if row[0] is None else str(row[0]),
+                calls=int(row[1]),
+                prompt_tokens=int(row[2]),
+                completion_tokens=int(row[3]),
+                cache_read_tokens=int(row[4]),
+                cache_write_tokens=int(row[5]),
+                cost=from_pico(row[6]) or Decimal(0),
+                unpriced=int(row[7]),
+            )
+            for row in rows
+        ]
+        return sorted(found, key=lambda line: (-line.cost, -line.unpriced, line.group))
+
+    async def keep_refused(
+        self, session_id: str, rows: Sequence[NewMessage], consumed_inbox: Sequence[int]
+    ) -> list[int]:
+        now = time.time()
+        sql = self.connection.dialect
+
+        async def keep(db: Any) -> list[int]:
+            ids = await insert_messages(db, sql, session_id, rows, now)
+            await db.execute_many(
+                "UPDATE messages SET active = 0, compacted = 0, refused = 1 WHERE id = ?",
+                [(row_id,) for row_id in ids],
+            )
+            await delete_inbox(db, consumed_inbox)
+            await db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            return ids
+
+        return await self.connection.atomically(keep)
+
+
+_GROUP_COLUMNS = {"chat": "session_key", "person": "person", "model": "model", "kind": "kind"}
+#: What a group of NULLs is called.
+_GROUP_NAMES = {"chat": "(no chat)", "person": "(housekeeping)", "model": "", "kind": ""}
+
+
+def group_of(record: CostRecord, by: Grouping) -> str:
+    if by == "day":
+        return datetime.fromtimestamp(record.at, UTC).strftime("%Y-%m-%d")
+    if by == "chat":
+        return record.session_key or _GROUP_NAMES["chat"]
+    if by == "person":
+        return record.person or _GROUP_NAMES["person"]
+    if by == "model":
+        return record.model
+    return record.kind

@@ -1,0 +1,107 @@
+"""The budget check before a call and the record after it, on a real store
+(gateway/cost/meter.py, docs/cost.md#how-budgets-are-enforced)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from agent.cost.budget import Budgets
+from agent.providers import ProviderSettings, make_provider
+from agent.providers.base import Usage
+from gateway.cost.meter import BudgetRefused, CostMeter
+from gateway.cost.payer import paying
+from gateway.cost.pricing import Pricing
+from gateway.events import EventBus
+from gateway.store import CostRecord, SQLiteStore
+
+NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC).timestamp()
+HOSTED = make_provider(
+    ProviderSettings("openai", "gpt-4o-mini", api_key="k", base_url="https://api.example.com/v1")
+)
+ASK = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    async with SQLiteStore(tmp_path / "state.db") as opened:
+        yield opened
+
+
+def meter(store: SQLiteStore, events: EventBus, **budgets: str) -> CostMeter:
+    limits = Budgets(**{name: Decimal(value) for name, value in budgets.items()})
+    return CostMeter(store.costs, Pricing(limits=limits), events, clock=lambda: NOW)
+
+
+async def allow(meter: CostMeter, kind: str) -> None:
+    await meter.allow(kind, HOSTED, ASK, max_tokens=100, tools=None, cache_ttl=None, previous=[])
+
+
+async def test_housekeeping_runs_for_a_person_over_budget_and_stops_with_the_chat(
+    store: SQLiteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    events = EventBus()
+    reached: list[dict[str, object]] = []
+    events.subscribe(["budget:reached"], lambda name, payload: reached.append(payload))
+    costs = meter(store, events, per_user_daily="0.10", per_chat_daily="1.00")
+    await store.costs.record(
+        CostRecord(NOW - 60, "tg:g", "tg:ann", "chat", "m", cost=Decimal("0.10"))
+    )
+    with paying("tg:g", "tg:ann"), caplog.at_level(logging.WARNING):
+        for _ in range(2):  # the operator hears once
+            with pytest.raises(BudgetRefused) as refused:
+                await allow(costs, "chat")
+        await allow(costs, "summary")  # the chat's housekeeping still runs
+        await allow(costs, "flush")
+    assert refused.value.sentence == (
+        "You've used your daily $0.10 for this bot; it resets at 00:00 UTC."
+    )
+    with paying("tg:g", "tg:bob"):
+        await allow(costs, "chat")  # another person goes on
+    await store.costs.record(
+        CostRecord(NOW - 30, "tg:g", None, "summary", "m", cost=Decimal("0.90"))
+    )
+    with paying("tg:g", "tg:bob"):
+        with pytest.raises(BudgetRefused):
+            await allow(costs, "summary")  # the chat used its day up: it stops
+        with pytest.raises(BudgetRefused):
+            await allow(costs, "chat")
+    with paying("tg:other", "tg:bob"):
+        await allow(costs, "chat")  # other chats go on
+    await events.drain()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "budget user_daily refused a call of tg:ann ($0.10 spent of $0.10);"
+        " it resets at 2026-12-07 00:00 UTC",
+        "budget chat_daily refused a call of tg:g ($1.00 spent of $1.00);"
+        " it resets at 2026-12-07 00:00 UTC",
+    ]
+    assert [(p["budget"], p["subject"]) for p in reached] == [
+        ("user_daily", "tg:ann"),
+        ("chat_daily", "tg:g"),
+    ]
+
+
+async def test_a_call_is_recorded_for_its_chat_and_person_and_housekeeping_for_no_one(
+    store: SQLiteStore,
+) -> None:
+    costs = meter(store, EventBus())
+    usage = Usage(prompt_tokens=2_000, completion_tokens=100, cache_read_tokens=1_024)
+    with paying("tg:g", "tg:ann"):
+        chat = await costs.record("chat", HOSTED, usage, None)
+        summary = await costs.record("summary", HOSTED, usage, None)
+    # gpt-4o-mini: 976 x 0.15 + 1,024 x 0.075 + 100 x 0.60, per million
+    assert chat == summary == Decimal("0.0002832")
+    recorded = await store.costs.calls(0)
+    assert [(r.kind, r.session_key, r.person, r.cost) for r in recorded] == [
+        ("chat", "tg:g", "tg:ann", Decimal("0.0002832")),
+        ("summary", "tg:g", None, Decimal("0.0002832")),
+    ]
+    unknown = make_provider(ProviderSettings("openai", "mystery", "k", "https://x.example/v1"))
+    assert await costs.record("chat", unknown, usage, None) is None  # unknown, not $0
+    assert (await store.costs.calls(0))[-1].cost is None

@@ -1,0 +1,75 @@
+"""What model calls cost, in the store, on both backends (docs/cost.md#what-is-stored)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from gateway.store import CostRecord, NewMessage, SessionOrigin
+
+NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC).timestamp()
+YESTERDAY = datetime(2026, 12, 5, 23, 59, tzinfo=UTC).timestamp()
+LAST_MONTH = datetime(2026, 11, 30, 23, 0, tzinfo=UTC).timestamp()
+
+
+def call(
+    at: float, chat: str, person: str | None, cost: str | None, kind: str = "chat"
+) -> CostRecord:
+    return CostRecord(
+        at,
+        chat,
+        person,
+        kind,
+        "gpt-4o-mini",
+        1000,
+        10,
+        512,
+        0,
+        None if cost is None else Decimal(cost),
+    )
+
+
+async def test_spent_sums_exact_costs_per_person_chat_day_and_month(backend_store: Any) -> None:
+    costs = backend_store.costs
+    # A cost below a microdollar stays exact: 1 cached token of gpt-4o-mini.
+    await costs.record(call(NOW, "tg:1", "tg:ann", "0.000000075"))
+    await costs.record(call(NOW, "tg:1", "tg:ann", "0.0123456789"))
+    await costs.record(call(NOW, "tg:1", None, "0.5", kind="summary"))  # housekeeping
+    await costs.record(call(NOW, "tg:1", "tg:bob", "0.25"))
+    await costs.record(call(NOW, "tg:2", "tg:ann", None))  # unknown price: counts nothing
+    await costs.record(call(YESTERDAY, "tg:1", "tg:ann", "1"))
+    await costs.record(call(LAST_MONTH, "tg:1", "tg:ann", "100"))
+
+    spent = await costs.spent("tg:ann", "tg:1", NOW)
+    assert spent.user_today == Decimal("0.012345753900")  # 0.000000075 + 0.0123456789
+    assert spent.chat_today == Decimal("0.762345753900")
+    assert spent.month == Decimal("1.762345753900")
+    assert (await costs.spent("tg:carl", "tg:3", NOW)).user_today == 0
+
+    by_person = await costs.totals("person", LAST_MONTH - 1, NOW + 1)
+    assert [(line.group, line.cost, line.unpriced) for line in by_person] == [
+        ("tg:ann", Decimal("101.012345753900"), 1),
+        ("(housekeeping)", Decimal("0.5"), 0),
+        ("tg:bob", Decimal("0.25"), 0),
+    ]
+    days = await costs.totals("day", LAST_MONTH - 1, NOW + 1, chat="tg:1")
+    assert [line.group for line in days] == ["2026-11-30", "2026-12-05", "2026-12-06"]
+    assert days[-1].calls == 4 and days[-1].cache_read_tokens == 4 * 512
+
+
+async def test_a_refused_message_is_kept_but_never_active(backend_store: Any) -> None:
+    chats = backend_store.conversation
+    origin = SessionOrigin("console:t", "console", "t")
+    session = await chats.start_session(
+        origin, "m", NewMessage({"role": "system", "content": "s"}, 1)
+    )
+    ids = await backend_store.costs.keep_refused(
+        session.id, [NewMessage({"role": "user", "content": "a very long paste"}, 5)], []
+    )
+    assert len(ids) == 1
+    active = await chats.load_active(session.id)
+    assert [m.message["content"] for m in active] == ["s"]
+    assert await chats.search(session.id, "paste") == []
+    exported = await backend_store.operator.export_rows("console:t")
+    assert any(row.message.get("content") == "a very long paste" for _, row in exported)
