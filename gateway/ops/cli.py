@@ -24,7 +24,7 @@ from gateway.config.schema import (
     resolve_api_key,
 )
 from gateway.logs import setup_logging
-from gateway.ops.backup import add_backup_parsers
+from gateway.ops.backup_cli import add_backup_parsers
 from gateway.ops.memory_cli import add_memory_parser
 from gateway.ops.migrate import add_migrate_parser
 from gateway.ops.service import DEFAULT_DRAIN_SECONDS, Notifier
