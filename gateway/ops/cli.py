@@ -210,11 +210,24 @@ def add_service_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     service.add_argument(
         "--shutdown-timeout", type=_seconds, default=DEFAULT_DRAIN_SECONDS, metavar="SECONDS"
     )
+    service.add_argument(
+        "--backup-daily",
+        action="store_true",
+        help="also a systemd timer running `nightowl backup --keep N` once a day",
+    )
+    service.add_argument(
+        "--keep", type=int, default=7, metavar="N", help="backups the timer keeps (default 7)"
+    )
     service.set_defaults(handler=cmd_install_service)
 
 
 def cmd_install_service(config: Config, args: argparse.Namespace) -> int:
     from gateway.ops.service import install_service
+
+    if args.backup_daily:
+        from gateway.ops.backup_units import install_backup_daily
+
+        return install_backup_daily(config, args)
 
     return install_service(config, args)
 
