@@ -178,10 +178,10 @@ def backup(
 
 
 async def _copy(config: Config, directory: Path) -> DatabaseCopy:
-    """The database into ``directory``: beside a running gateway, on a read connection of
-    its own (gateway/store/opening.py)."""
+    """The database into ``directory``, read-only: beside a running gateway or not, a
+    backup never locks the data dir, migrates or writes (gateway/store/opening.py)."""
     store = open_store(config)
-    await store.open("read")
+    await store.open("read_only")
     try:
         return await copy_database(store, directory)
     finally:

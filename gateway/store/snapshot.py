@@ -3,7 +3,7 @@ the gateway runs, and the rows counted per table, so a restore can prove it got 
 
 - SQLite: ``VACUUM INTO`` a new file, on a read connection beside the gateway's writer
   (WAL: the copy is one moment, never a copy of a live file); the tables are asked of the
-  copy (``PRAGMA table_list``), so a table a later migration adds is counted too.
+  copy (``sqlite_master``), so a table a later migration adds is counted too.
 - PostgreSQL: a read-only transaction exports its snapshot; the tables of the schema are
   counted in it and ``pg_dump --snapshot`` dumps that same moment (when ``pg_dump`` is on
   PATH; else the command line to run, never with the password).
@@ -82,7 +82,7 @@ async def _copy_sqlite(store: SQLiteStore, target: Path) -> DatabaseCopy:
 
 async def count_sqlite_file(path: Path) -> tuple[int, dict[str, int]]:
     """A SQLite file's schema version and rows per table (its own tables, not SQLite's
-    nor a full-text index's shadow tables), read-only."""
+    nor a full-text index and its shadow tables), read-only."""
 
     def count() -> tuple[int, dict[str, int]]:
         uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
@@ -92,12 +92,17 @@ async def count_sqlite_file(path: Path) -> tuple[int, dict[str, int]]:
             raise StoreError(f"cannot read {path}: {exc}") from exc
         try:
             version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-            listed = connection.execute("PRAGMA main.table_list").fetchall()
-            tables = sorted(
+            listed = connection.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
+                " AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            ).fetchall()
+            virtual = [name for name, sql in listed if sql.upper().startswith("CREATE VIRTUAL")]
+            # A full-text index and its shadow tables are the rows' index, not rows.
+            tables = [
                 name
-                for _, name, kind, *_ in listed
-                if kind == "table" and not name.startswith("sqlite_")
-            )
+                for name, _ in listed
+                if not any(name == v or name.startswith(f"{v}_") for v in virtual)
+            ]
             return version, {
                 name: int(connection.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0])
                 for name in tables
