@@ -166,7 +166,7 @@ def backup(
     scratch = Path(tempfile.mkdtemp(prefix=".nightowl-backup-", dir=target.parent))
     try:
         copy = asyncio.run(_copy(config, scratch))
-        written = _write_archive(target, copy, files, now)
+        written = _write_archive(target, copy, files, now, left_out)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     _report(target, copy, written, left_out, out)
@@ -200,7 +200,11 @@ def _default_target(config: Config, now: datetime.datetime) -> Path:
 
 
 def _write_archive(
-    target: Path, copy: DatabaseCopy, files: list[tuple[str, Path]], now: datetime.datetime
+    target: Path,
+    copy: DatabaseCopy,
+    files: list[tuple[str, Path]],
+    now: datetime.datetime,
+    left_out: list[str],
 ) -> dict[str, dict[str, Any]]:
     """The tar.gz, private from its first byte and put in place whole; the manifest's
     ``files``."""
@@ -217,6 +221,7 @@ def _write_archive(
         "schema_version": copy.schema_version,
         "tables": copy.tables,
         "files": hashes,
+        "not_included": left_out,
     }
     if copy.command:
         manifest["pg_dump"] = " ".join(copy.command)

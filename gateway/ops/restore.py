@@ -268,8 +268,5 @@ def _file_lines(manifest: dict[str, Any], target: Path) -> list[str]:
             lines.append("✓ .env (the secrets)")
         else:
             lines.append(f"✓ {part.name}")
-    if "config/.env" not in manifest.get("files", {}):
-        lines.append(
-            "  .env was not backed up (--with-secrets): put your secrets back beside config.yaml"
-        )
+    lines += [f"  not in this backup: {what}" for what in manifest.get("not_included", [])]
     return lines

@@ -233,6 +233,33 @@ def test_postgres_backup_runs_pg_dump_and_restores_into_a_fresh_database(
     assert code == 1 and "holds nightowl tables already: restore into an empty database" in err
 
 
+def test_without_pg_dump_the_backup_holds_the_files_and_the_command_to_run(
+    tmp_path: Path,
+    postgres_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    asyncio.run(fill_postgres(postgres_dsn))
+    dsn = postgres_dsn.replace("postgresql://", "postgresql://postgres:pw-not-in-files@", 1)
+    path = tmp_path / "config.yaml"
+    path.write_text(f"data_dir: {tmp_path / 'data'}\nstore:\n  backend: postgres\n  dsn: {dsn}\n")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no pg_dump there
+    code, out, err = nightowl(capsys, "backup", "-c", str(path))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1].startswith("  database   not dumped (schema v") and "memories 3" in lines[1]
+    assert lines[1].endswith("pg_dump is not on PATH, run:")
+    assert lines[2].strip().startswith("PGPASSWORD=... pg_dump --format=custom --no-owner")
+    assert "pw-not-in-files" not in out
+    archive = Path(lines[0].removeprefix("Backed up to ").split(" (mode")[0])
+    assert "database/postgres.dump" not in names(archive)
+    code, out, err = nightowl(
+        capsys, "restore", str(archive), "--data-dir", str(tmp_path / "restored")
+    )
+    assert code == 0, err
+    assert "✗ database   not in this backup (pg_dump was not on PATH when it was made)" in out
+
+
 # -- install-service --backup-daily --------------------------------------------------------
 
 
