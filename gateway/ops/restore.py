@@ -30,6 +30,7 @@ from gateway.ops.backup import (
     DATA_DIRS,
     DATA_FILES,
     FORMAT,
+    FORMAT_VERSION,
     MANIFEST,
     BackupError,
     describe_tables,
@@ -83,7 +84,12 @@ def verify(file: Path) -> dict[str, Any]:
         raise BackupError(f"{file} is not a readable nightowl backup ({exc})") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BackupError(f"{file} is not a nightowl backup (it has no manifest)")
-    expected: dict[str, Any] = manifest.get("files", {})
+    expected = manifest.get("files")
+    if not isinstance(expected, dict) or int(manifest.get("format_version", 0)) > FORMAT_VERSION:
+        raise BackupError(
+            f"{file} was written by a newer nightowl ({manifest.get('nightowl')}) in a form"
+            " this one does not read: upgrade nightowl first"
+        )
     for name, entry in expected.items():
         if name not in seen:
             raise BackupError(
