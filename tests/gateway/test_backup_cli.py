@@ -209,6 +209,13 @@ def test_postgres_backup_runs_pg_dump_and_restores_into_a_fresh_database(
     assert "postgres@127.0.0.1" in manifest["pg_dump"]
     assert not any(b"pw-not-in-files" in chunk for chunk in _contents(archive))
 
+    # Without --dsn: the dump is left in the data dir, private, with what to run.
+    code, out, err = nightowl(capsys, "restore", str(archive), "--data-dir", str(tmp_path / "a"))
+    assert code == 0, err
+    dump = tmp_path / "a" / "postgres.dump"
+    assert f"load it into an empty database with: pg_restore --no-owner --dbname=... {dump}" in out
+    assert stat.S_IMODE(dump.stat().st_mode) == 0o600 and dump.read_bytes().startswith(b"PGDMP")
+
     schema = postgres_dsn.rsplit("search_path=", 1)[1]
     target_dsn = with_database(ADMIN_DSN, fresh_database, search_path=schema)
     target = tmp_path / "restored"
