@@ -135,7 +135,8 @@ def dump_command(dsn: str, target: Path | str) -> tuple[tuple[str, ...], dict[st
     command = ["pg_dump", "--format=custom", "--no-owner", f"--file={target}"]
     command += [f"--schema={s.split(',')[0].strip()}" for s in schemas]
     command.append(f"--dbname={safe}")
-    env = {"PGPASSWORD": urllib.parse.unquote(parts.password)} if parts.password else {}
+    password = parts.password or next((v for k, v in query if k == "password"), None)
+    env = {"PGPASSWORD": urllib.parse.unquote(password)} if password else {}
     return tuple(command), env
 
 
