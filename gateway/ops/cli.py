@@ -24,6 +24,7 @@ from gateway.config.schema import (
     resolve_api_key,
 )
 from gateway.logs import setup_logging
+from gateway.ops.backup_cli import add_backup_parsers
 from gateway.ops.memory_cli import add_memory_parser
 from gateway.ops.migrate import add_migrate_parser
 from gateway.ops.service import DEFAULT_DRAIN_SECONDS, Notifier
@@ -100,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     add_replay_parser(commands, common)
     add_dashboard_parser(commands, common)
     add_migrate_parser(commands, common)
+    add_backup_parsers(commands, common)
     return parser
 
 
@@ -210,11 +212,24 @@ def add_service_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     service.add_argument(
         "--shutdown-timeout", type=_seconds, default=DEFAULT_DRAIN_SECONDS, metavar="SECONDS"
     )
+    service.add_argument(
+        "--backup-daily",
+        action="store_true",
+        help="also a systemd timer running `nightowl backup --keep N` once a day",
+    )
+    service.add_argument(
+        "--keep", type=int, default=7, metavar="N", help="backups the timer keeps (default 7)"
+    )
     service.set_defaults(handler=cmd_install_service)
 
 
 def cmd_install_service(config: Config, args: argparse.Namespace) -> int:
     from gateway.ops.service import install_service
+
+    if args.backup_daily:
+        from gateway.ops.backup_units import install_backup_daily
+
+        return install_backup_daily(config, args)
 
     return install_service(config, args)
 

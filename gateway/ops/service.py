@@ -235,6 +235,24 @@ def write_unit(path: Path, text: str, *, force: bool = False) -> None:
     path.chmod(0o644)
 
 
+def unit_spec(config_path: Path, args: Any) -> UnitSpec:
+    """The unit ``install-service``'s arguments ask for."""
+    return UnitSpec(
+        config_path=config_path.absolute(),
+        command=nightowl_command(),
+        system=args.system,
+        user=args.user,
+        notify=not args.no_notify,
+        drain_seconds=args.shutdown_timeout,
+        systemd_version=systemd_version(),
+    )
+
+
+def unit_path(args: Any) -> Path:
+    """Where ``install-service`` writes the gateway's unit."""
+    return Path(args.output).expanduser() if args.output else default_unit_path(args.system)
+
+
 def install_service(config: Config, args: Any) -> int:
     """``nightowl install-service``: write the unit, print what to run next."""
     if config.source is None:
@@ -244,17 +262,9 @@ def install_service(config: Config, args: Any) -> int:
             file=sys.stderr,
         )
         return 2
-    spec = UnitSpec(
-        config_path=config.source.absolute(),
-        command=nightowl_command(),
-        system=args.system,
-        user=args.user,
-        notify=not args.no_notify,
-        drain_seconds=args.shutdown_timeout,
-        systemd_version=systemd_version(),
-    )
+    spec = unit_spec(config.source, args)
     target = default_unit_path(spec.system)
-    path = Path(args.output).expanduser() if args.output else target
+    path = unit_path(args)
     try:
         write_unit(path, render_unit(spec), force=args.force)
     except FileExistsError as exc:

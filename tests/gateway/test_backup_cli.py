@@ -1,0 +1,299 @@
+"""`nightowl backup` and `nightowl restore` through the real command line, in process
+(docs/operations.md#backups): what is refused, what secrets go in, --keep, PostgreSQL,
+and the daily timer `install-service --backup-daily` writes. The end-to-end run beside a
+gateway answering messages is tests/e2e/test_backup.py."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import shutil
+import stat
+import subprocess
+import tarfile
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from gateway.ops.cli import main
+from tests.gateway.test_memory_cli import fill, fill_postgres
+from tests.postgres import ADMIN_DSN, TestDatabase, with_database
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    """A config with a .env beside it, a data dir with a database, a hook and a token."""
+    home = tmp_path / "home"
+    home.mkdir()
+    path = home / "config.yaml"
+    path.write_text(f"# mine\ndata_dir: {tmp_path / 'data'}\nmodel:\n  name: m\n")
+    (home / ".env").write_text("OPENAI_API_KEY=sk-very-secret\n")
+    asyncio.run(fill(tmp_path / "data" / "state.db"))
+    (tmp_path / "data" / "hooks").mkdir()
+    (tmp_path / "data" / "hooks" / "audit.py").write_text("def on_event(event): pass\n")
+    (tmp_path / "data" / "dashboard_token").write_text("t0ken\n")
+    return path
+
+
+def nightowl(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def backup(capsys: pytest.CaptureFixture[str], config: Path, *args: str) -> Path:
+    code, out, err = nightowl(capsys, "backup", "-c", str(config), *args)
+    assert code == 0, err
+    return Path(out.splitlines()[0].removeprefix("Backed up to ").split(" (mode")[0])
+
+
+def names(archive: Path) -> list[str]:
+    with tarfile.open(archive) as opened:
+        return opened.getnames()
+
+
+def test_restore_refuses_a_data_dir_that_is_not_empty(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = backup(capsys, config)
+    target = tmp_path / "busy"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+    code, out, err = nightowl(capsys, "restore", str(archive), "--data-dir", str(target))
+    assert code == 1 and out == ""
+    assert err == (
+        f"nightowl: {target} is not empty: restore into an empty data dir, or pass --force"
+        " to write over what is there\n"
+    )
+    assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]
+    code, out, err = nightowl(capsys, "restore", str(archive), "--data-dir", str(target), "--force")
+    assert code == 0, err
+    assert (target / "state.db").exists() and (target / "notes.txt").read_text() == "mine"
+
+
+def tampered(archive: Path, part: str, target: Path) -> Path:
+    """``archive`` again, with ``part``'s bytes changed and the manifest left as it was."""
+    with tarfile.open(archive) as source, tarfile.open(target, "w:gz") as copy:
+        for member in source:
+            data = source.extractfile(member)
+            assert data is not None
+            content = data.read()
+            if member.name == part:
+                content = content.replace(b"mine", b"MINE")
+                member.size = len(content)
+            copy.addfile(member, io.BytesIO(content))
+    return target
+
+
+def test_a_tampered_archive_is_refused_with_a_sentence_and_nothing_is_restored(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tampered(backup(capsys, config), "config/config.yaml", tmp_path / "bad.tar.gz")
+    target = tmp_path / "restored"
+    code, out, err = nightowl(capsys, "restore", str(bad), "--data-dir", str(target))
+    assert code == 1 and out == ""
+    assert err == (
+        f"nightowl: {bad} was altered or is damaged: config/config.yaml does not match the"
+        " sha256 its manifest holds; nothing was restored\n"
+    )
+    assert not target.exists()
+    junk = tmp_path / "junk.tar.gz"
+    junk.write_bytes(b"not a backup at all")
+    code, _, err = nightowl(capsys, "restore", str(junk), "--data-dir", str(target))
+    assert code == 1 and err.startswith(f"nightowl: {junk} is not a readable nightowl backup")
+
+
+def test_secrets_go_in_only_with_with_secrets(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    without = backup(capsys, config)
+    code, out, _ = nightowl(capsys, "backup", "-c", str(config), "--to", str(tmp_path / "b.tgz"))
+    assert code == 0
+    assert "not included: .env (the secrets: pass --with-secrets to include it)" in out
+    assert "config/.env" not in names(without)
+    assert not any(b"sk-very-secret" in chunk for chunk in _contents(without))
+
+    with_secrets = backup(capsys, config, "--with-secrets")
+    assert "config/.env" in names(with_secrets)
+    target = tmp_path / "restored"
+    code, out, err = nightowl(capsys, "restore", str(with_secrets), "--data-dir", str(target))
+    assert code == 0, err
+    assert "✓ .env (the secrets)" in out.splitlines()
+    assert (target / ".env").read_text() == "OPENAI_API_KEY=sk-very-secret\n"
+    assert stat.S_IMODE((target / ".env").stat().st_mode) == 0o600
+    code, out, err = nightowl(capsys, "memory", "list", "-c", str(target / "config.yaml"))
+    assert code == 0 and "standup at half past nine" in out
+
+
+def _contents(archive: Path) -> list[bytes]:
+    with tarfile.open(archive) as opened:
+        return [opened.extractfile(m).read() for m in opened if m.isfile()]  # type: ignore[union-attr]
+
+
+def test_keep_leaves_the_newest_n_and_nothing_else_is_touched(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    backups = tmp_path / "data" / "backups"
+    written = [backup(capsys, config) for _ in range(3)]  # the same second, often
+    (backups / "notes.txt").write_text("mine")
+    code, out, err = nightowl(capsys, "backup", "-c", str(config), "--keep", "2")
+    assert code == 0, err
+    newest = Path(out.splitlines()[0].removeprefix("Backed up to ").split(" (mode")[0])
+    assert "Removed 2 older backup(s) (--keep 2)." in out
+    assert sorted(p.name for p in backups.iterdir()) == sorted(
+        [written[2].name, newest.name, "notes.txt"]
+    )
+    with pytest.raises(SystemExit):
+        main(["backup", "-c", str(config), "--keep", "0"])
+    assert "--keep: must be 1 or more" in capsys.readouterr().err
+
+
+def test_a_backup_needs_a_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(f"data_dir: {tmp_path / 'data'}\n")
+    code, _, err = nightowl(capsys, "backup", "-c", str(path))
+    assert code == 1
+    assert err == (
+        f"nightowl: no database at {tmp_path / 'data' / 'state.db'} yet: start the gateway"
+        " once first\n"
+    )
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def fresh_database(postgres_database: TestDatabase) -> object:
+    """A database of its own, empty, for a restore; dropped after."""
+    postgres_database.require()
+    name = f"{postgres_database.name}_restore"
+    admin = await asyncpg.connect(ADMIN_DSN)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    yield name
+    admin = await asyncpg.connect(ADMIN_DSN)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.mark.skipif(shutil.which("pg_dump") is None, reason="pg_dump is not on PATH")
+def test_postgres_backup_runs_pg_dump_and_restores_into_a_fresh_database(
+    tmp_path: Path, postgres_dsn: str, fresh_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asyncio.run(fill_postgres(postgres_dsn))
+    dsn = postgres_dsn.replace("postgresql://", "postgresql://postgres:pw-not-in-files@", 1)
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        f"data_dir: {tmp_path / 'data'}\nstore:\n  backend: postgres\n  dsn: ${{NIGHTOWL_DSN}}\n"
+    )
+    (tmp_path / ".env").write_text(f"NIGHTOWL_DSN={dsn}\n")
+    (tmp_path / "data").mkdir(mode=0o700)
+    (tmp_path / "data" / "dashboard_token").write_text("t0ken\n")
+    code, before, err = nightowl(capsys, "memory", "list", "-c", str(path))
+    assert code == 0, err
+
+    code, out, err = nightowl(capsys, "backup", "-c", str(path))
+    assert code == 0, err
+    assert "database   postgres.dump (pg_dump), schema v" in out and "memories 3" in out
+    archive = Path(out.splitlines()[0].removeprefix("Backed up to ").split(" (mode")[0])
+    assert names(archive)[:2] == ["manifest.json", "database/postgres.dump"]
+    manifest = json.loads(_contents(archive)[0])
+    assert manifest["backend"] == "postgres" and manifest["tables"]["memories"] == 3
+    assert manifest["pg_dump"].startswith("pg_dump --format=custom --no-owner")
+    assert "postgres@127.0.0.1" in manifest["pg_dump"]
+    assert not any(b"pw-not-in-files" in chunk for chunk in _contents(archive))
+
+    # Without --dsn: the dump is left in the data dir, private, with what to run.
+    code, out, err = nightowl(capsys, "restore", str(archive), "--data-dir", str(tmp_path / "a"))
+    assert code == 0, err
+    dump = tmp_path / "a" / "postgres.dump"
+    assert f"load it into an empty database with: pg_restore --no-owner --dbname=... {dump}" in out
+    assert stat.S_IMODE(dump.stat().st_mode) == 0o600 and dump.read_bytes().startswith(b"PGDMP")
+
+    schema = postgres_dsn.rsplit("search_path=", 1)[1]
+    target_dsn = with_database(ADMIN_DSN, fresh_database, search_path=schema)
+    target = tmp_path / "restored"
+    code, out, err = nightowl(
+        capsys, "restore", str(archive), "--data-dir", str(target), "--dsn", target_dsn
+    )
+    assert code == 0, err
+    [database] = [line for line in out.splitlines() if line.startswith("✓ database")]
+    assert "pg_restore" in database and "memories 3" in database and "sessions 1" in database
+    assert (target / "dashboard_token").read_text() == "t0ken\n"
+    assert not (target / "postgres.dump").exists()
+    restored = target / "config.yaml"
+    (target / ".env").write_text(f"NIGHTOWL_DSN={target_dsn}\n")
+    code, after, err = nightowl(capsys, "memory", "list", "-c", str(restored))
+    assert code == 0, err
+    assert after == before
+
+    # Into a database that holds nightowl tables already: refused, in one sentence.
+    code, _, err = nightowl(
+        capsys, "restore", str(archive), "--data-dir", str(tmp_path / "again"), "--dsn", target_dsn
+    )
+    assert code == 1 and "holds nightowl tables already: restore into an empty database" in err
+
+
+def test_without_pg_dump_the_backup_holds_the_files_and_the_command_to_run(
+    tmp_path: Path,
+    postgres_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    asyncio.run(fill_postgres(postgres_dsn))
+    dsn = postgres_dsn.replace("postgresql://", "postgresql://postgres:pw-not-in-files@", 1)
+    path = tmp_path / "config.yaml"
+    path.write_text(f"data_dir: {tmp_path / 'data'}\nstore:\n  backend: postgres\n  dsn: {dsn}\n")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no pg_dump there
+    code, out, err = nightowl(capsys, "backup", "-c", str(path))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1].startswith("  database   not dumped (schema v") and "memories 3" in lines[1]
+    assert lines[1].endswith("pg_dump is not on PATH, run:")
+    assert lines[2].strip().startswith("PGPASSWORD=... pg_dump --format=custom --no-owner")
+    assert "pw-not-in-files" not in out
+    archive = Path(lines[0].removeprefix("Backed up to ").split(" (mode")[0])
+    assert "database/postgres.dump" not in names(archive)
+    code, out, err = nightowl(
+        capsys, "restore", str(archive), "--data-dir", str(tmp_path / "restored")
+    )
+    assert code == 0, err
+    assert "✗ database   not in this backup (pg_dump was not on PATH when it was made)" in out
+
+
+# -- install-service --backup-daily --------------------------------------------------------
+
+
+def test_backup_daily_writes_a_timer_and_a_oneshot_service_beside_the_unit(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unit = tmp_path / "units" / "nightowl.service"
+    args = ("install-service", "-c", str(config), "--output", str(unit), "--backup-daily")
+    code, out, err = nightowl(capsys, *args, "--keep", "5")
+    assert code == 0, err
+    service, timer = unit.parent / "nightowl-backup.service", unit.parent / "nightowl-backup.timer"
+    assert unit.exists()
+    values = dict(line.split("=", 1) for line in service.read_text().splitlines() if "=" in line)
+    assert values["Type"] == "oneshot" and values["UMask"] == "0077"
+    assert values["ExecStart"].endswith(f"backup -c {config} --keep 5")
+    assert "OnCalendar=daily" in timer.read_text() and "Persistent=true" in timer.read_text()
+    assert "systemctl --user enable --now nightowl-backup.timer" in out
+    analyze = shutil.which("systemd-analyze")
+    if analyze is not None:
+        checked = subprocess.run(
+            [analyze, "verify", str(service), str(timer)], capture_output=True, text=True
+        )
+        assert checked.returncode == 0 and checked.stdout + checked.stderr == "", checked.stderr
+
+    # Again: the gateway's unit is kept, the backup's are not overwritten without --force.
+    code, out, err = nightowl(capsys, *args)
+    assert code == 1 and f"Kept {unit}" in out and "nightowl-backup.service exists" in err
+    code, out, err = nightowl(capsys, *args, "--force", "--keep", "3")
+    assert code == 0, err
+    assert "--keep 3" in service.read_text()
