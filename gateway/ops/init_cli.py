@@ -21,9 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from adapters.base import DeliveryError
 from agent.providers import ProviderError
 from gateway.config.routes import KEY_VARIABLES, NO_KEY_NEEDED, ModelRoute
 from gateway.config.schema import load_config, parse_config
+from gateway.conversation.pairing import printable
 from gateway.ops.init_files import Answers, Model, Platform, write_files
 from gateway.ops.init_owner import wait_for_owner
 from gateway.ops.reachability import (
@@ -39,6 +41,10 @@ PLATFORMS = ("telegram", "discord", "console")
 PROVIDERS = ("openai", "anthropic")
 DEFAULT_DATA_DIR = "~/.nightowl"
 DEFAULT_MODELS = {"openai": "gpt-4o-mini"}
+PAIR_LATER = (
+    "Later: start nightowl, write to the bot, and approve the code it answers with:"
+    " nightowl pairing approve CODE."
+)
 PROVIDER_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic"}
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -104,9 +110,12 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.non_interactive:
             return Scripted(args, data_dir).run()
         return Interview(args, data_dir).run()
-    except (KeyboardInterrupt, Stop):
+    except KeyboardInterrupt:
         print("\nnightowl init: stopped; nothing more written.", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Stop:
+        print("\nnightowl init: the answers ended first; nothing more written.", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def say(text: str = "") -> None:
@@ -190,7 +199,7 @@ class Interview:
     def run(self) -> int:
         config = self.data_dir / "config.yaml"
         say(
-            f"nightowl init: set up {self.data_dir}. Ctrl-C stops; nothing is written until the end."
+            f"nightowl init: set up {self.data_dir}. Ctrl-C stops; nothing is written before the model answers."
         )
         if config.exists() and not self.yes(f"{config} exists. Overwrite it?", default=False):
             say("Left as it is.")
@@ -318,16 +327,20 @@ class Interview:
 
     def pair(self, answers: Answers, platform: Platform) -> None:
         if not self.yes(f"Pair yourself as the owner on {platform.name} now?", default=True):
-            say("  Later: write to the bot, then run nightowl pairing approve CODE.")
+            say(f"  {PAIR_LATER}")
             return
         config = load_config(answers.config_path)
-        owner = asyncio.run(wait_for_owner(config, platform.name, self.args.pair_timeout, say))
+        try:
+            owner = asyncio.run(wait_for_owner(config, platform.name, self.args.pair_timeout, say))
+        except DeliveryError as exc:  # the adapter could not start (it says why, redacted)
+            show(Check(platform.name, False, str(exc)))
+            owner = None
         if owner is None:
-            say("  Not paired. Later: write to the bot, then nightowl pairing approve CODE.")
+            say(f"  Not paired. {PAIR_LATER}")
             return
         platform.allowed_users.append(owner.user_id)
         write_files(answers)
-        named = f" ({owner.user_name})" if owner.user_name else ""
+        named = f" ({printable(owner.user_name)})" if owner.user_name else ""
         say(f"  ✓ Paired {platform.name} user {owner.user_id}{named}: added to allowed_users.")
 
 

@@ -229,11 +229,20 @@ async def test_an_api_key_is_checked_and_kept_only_in_the_env_file(
     assert "OPENAI_API_KEY=sk-right" in (data / ".env").read_text().splitlines()
 
 
-async def test_run_without_a_config_points_to_init(tmp_path: Path) -> None:
-    env = clean_env(HOME=str(tmp_path))
-    code, _, err = await nightowl("run", cwd=tmp_path, env=env)
+async def test_run_without_a_config_points_to_init_then_chats_as_before(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = clean_env(HOME=str(tmp_path))  # no ./config.yaml, no ~/.nightowl/config.yaml
+    code, _, err = await nightowl("run", cwd=tmp_path, env=home)
     lines = err.strip().splitlines()
-    assert code == 2
-    assert "`nightowl init` sets one up" in lines[0]
-    assert lines[1].startswith("nightowl: No LLM key configured")
-    assert len(lines) == 2
+    assert code == 2 and len(lines) == 2, err
+    assert "no config file yet: `nightowl init` sets one up" in lines[0]
+    assert lines[1].startswith("nightowl: No LLM key configured: set OPENAI_API_KEY")
+
+    # With a model (the SDK's own variable), the console chat starts on the defaults.
+    served = home | {"OPENAI_BASE_URL": fake_llm.openai_base_url}
+    code, out, err = await nightowl("run", stdin="hello owl\n", cwd=tmp_path, env=served)
+    assert code == 0, err
+    assert "`nightowl init` sets one up" in err
+    assert "echo: hello owl" in out
+    assert (tmp_path / ".nightowl" / "state.db").is_file()
