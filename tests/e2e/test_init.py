@@ -246,3 +246,24 @@ async def test_run_without_a_config_points_to_init_then_chats_as_before(
     assert "`nightowl init` sets one up" in err
     assert "echo: hello owl" in out
     assert (tmp_path / ".nightowl" / "state.db").is_file()
+
+
+async def test_a_script_answers_the_questions_through_a_pipe(tmp_path: Path) -> None:
+    data = tmp_path / "owl"
+    async with FakeLlamaCpp(served=4_096) as llama:
+        answers = f"\n127.0.0.1:{llama.port}\n"  # the console only; the local server
+        code, out, err = await nightowl(
+            "init", "--data-dir", str(data), stdin=answers, cwd=tmp_path
+        )
+        assert code == 0, out + err
+        assert "llama.cpp serves qwen3:8b with 4,096 tokens" in out
+        config = yaml.safe_load((data / "config.yaml").read_text())
+        assert "platforms" not in config  # the console runs when nothing else does
+        assert not (data / ".env").exists()  # no secret to keep
+
+        # The answers end before the questions do: said, and nothing more written.
+        code, out, err = await nightowl(
+            "init", "--data-dir", str(tmp_path / "other"), stdin="telegram\n", cwd=tmp_path
+        )
+        assert code == 1 and "the answers ended first" in err
+        assert not (tmp_path / "other").exists()
