@@ -18,6 +18,7 @@ import os
 import sys
 import termios
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -180,8 +181,11 @@ def server_url(text: str) -> str:
 def next_steps(answers: Answers) -> list[str]:
     default = Path(DEFAULT_DATA_DIR).expanduser() / "config.yaml"
     option = "" if answers.config_path == default else f" -c {answers.config_path}"
+    written = str(answers.config_path)
+    if answers.env_path.is_file():
+        written += f" and {answers.env_path}"
     return [
-        f"Wrote {answers.config_path} and {answers.env_path} (0600; {answers.data_dir} is 0700).",
+        f"Wrote {written} (0600; {answers.data_dir} is 0700).",
         f"Check it: nightowl doctor{option}",
         f"Start it: nightowl run{option}",
     ]
@@ -199,7 +203,7 @@ class Interview:
     def run(self) -> int:
         config = self.data_dir / "config.yaml"
         say(
-            f"nightowl init: set up {self.data_dir}. Ctrl-C stops; nothing is written before the model answers."
+            f"Setting up nightowl in {self.data_dir}. Ctrl-C stops; nothing is written before the model answers."
         )
         if config.exists() and not self.yes(f"{config} exists. Overwrite it?", default=False):
             say("Left as it is.")
@@ -261,6 +265,8 @@ class Interview:
                 continue
             platform = Platform(name, token, base_url)
             check = check_token(platform, self.timeout)
+            if not check.ok and "refused" in check.detail:
+                check = replace(check, hint=f"paste the whole token ({TOKEN_WHERE[name]})")
             show(check)
             if check.ok:
                 return platform
