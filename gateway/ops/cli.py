@@ -25,6 +25,7 @@ from gateway.config.schema import (
 )
 from gateway.logs import setup_logging
 from gateway.ops.backup_cli import add_backup_parsers
+from gateway.ops.init_cli import add_init_parser
 from gateway.ops.memory_cli import add_memory_parser
 from gateway.ops.migrate import add_migrate_parser
 from gateway.ops.service import DEFAULT_DRAIN_SECONDS, Notifier
@@ -92,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     chat = commands.add_parser("chat", parents=[common, draining], help="chat in this terminal")
     chat.add_argument("--name", default=None, help="console session name (default from config)")
     chat.set_defaults(handler=cmd_chat)
+    add_init_parser(commands)
     add_doctor_parser(commands, common)
     add_sessions_parser(commands, common)
     add_pairing_parser(commands, common)
@@ -291,7 +293,16 @@ def _require_llm_key(config: Config) -> bool:
     return True
 
 
+#: ``nightowl run`` found no config file (docs/operations.md#first-run).
+NO_CONFIG_HINT = (
+    "nightowl: no config file yet: `nightowl init` sets one up (platforms, tokens, model);"
+    " meanwhile this is the console chat on the built-in defaults."
+)
+
+
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
+    if config.source is None:
+        print(NO_CONFIG_HINT, file=sys.stderr)
     if not _require_llm_key(config):
         return EXIT_CONFIG
     adapters: list[Adapter] = platform_adapters(config)
