@@ -37,6 +37,7 @@ from gateway.ops.reachability import (
     check_window,
     list_models,
 )
+from nightowl_errors import NightowlError
 
 PLATFORMS = ("telegram", "discord", "console")
 PROVIDERS = ("openai", "anthropic")
@@ -57,7 +58,7 @@ TOKEN_WHERE = {
 }
 
 
-class Stop(Exception):
+class Stop(NightowlError):
     """The answers ended (Ctrl-D, or a script's input ran out)."""
 
 
