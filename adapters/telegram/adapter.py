@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -73,6 +74,11 @@ class TelegramAdapter(Adapter):
         self.identity: BotIdentity | None = None
         self._sink: InboundSink | None = None
         self._moves: set[asyncio.Task[None]] = set()
+        #: Updates Telegram said it holds while polling got none (see :meth:`check`):
+        #: since when, how many, and the poller's count of updates at the last look.
+        self._stuck_since: float | None = None
+        self._stuck_count = 0
+        self._received_at_look = -1
 
     async def start(self, sink: InboundSink) -> None:
         for name in _LOGGERS_SEEING_THE_TOKEN:
@@ -137,9 +143,50 @@ class TelegramAdapter(Adapter):
     def status(self) -> AdapterStatus:
         if self._webhook is not None:
             return AdapterStatus(connected=True, mode="webhook")
-        if self._poller is not None:
-            return AdapterStatus(connected=self._poller.healthy, mode="polling")
-        return AdapterStatus(connected=False, mode="stopped")
+        poller = self._poller
+        if poller is None:
+            return AdapterStatus(connected=False, mode="stopped")
+        problem, since = "", None
+        if poller.failing_since is not None:
+            problem, since = f"getUpdates fails: {poller.failure}", poller.failing_since
+        elif self._stuck_since is not None:
+            problem = (
+                f"Telegram holds {self._stuck_count} update(s) for the bot, but getUpdates "
+                "returns none"
+            )
+            since = self._stuck_since
+        return AdapterStatus(
+            connected=poller.healthy and not problem,
+            mode="polling",
+            problem=problem,
+            problem_since=since,
+            restarts=poller.rebuilds,
+        )
+
+    async def check(self) -> AdapterStatus:
+        """While polling: are updates waiting that getUpdates does not return? Asks
+        getWebhookInfo (its ``pending_update_count``) unless getUpdates fails anyway. Stuck
+        means updates waited at two looks in a row with none received in between."""
+        poller, bot = self._poller, self._bot
+        if poller is None or bot is None or poller.failing_since is not None:
+            return self.status()
+        try:
+            info = await self._caller.call("getWebhookInfo", "-", bot.get_webhook_info)
+        except DeliveryError as error:  # the look failed; what we knew stands
+            log.info("Telegram getWebhookInfo failed: %s", redact(str(error), self.settings.token))
+            return self.status()
+        waiting = info.pending_update_count
+        if waiting and poller.received == self._received_at_look:
+            self._stuck_since = self._stuck_since or time.time()
+            self._stuck_count = waiting
+        else:
+            self._stuck_since = None
+        self._received_at_look = poller.received
+        return self.status()
+
+    async def restart_receiving(self) -> bool:
+        """Rebuild the polling loop with fresh connections (a webhook has none to rebuild)."""
+        return await self._poller.restart() if self._poller is not None else False
 
     def _chat_moved(self, old_chat_id: str, new_chat_id: str) -> None:
         """A send found the chat under a new id: the gateway moves its session too
