@@ -1,0 +1,184 @@
+"""Alerts to the operator (docs/operations.md#alerts), end to end: the real gateway, the
+fake Telegram and LLM, a local webhook; a condition told once when it starts and once
+when it clears."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from tests.e2e.telegram_helpers import ANN, telegram_config, telegram_gateway, visible
+from tests.fakes.llm_server import FakeLLM, Recorded, Reply
+from tests.fakes.telegram_server import FakeTelegram, SentMessage
+from tests.harness import RecordingAdapter, make_config, running_gateway, turns_done
+from tests.waiting import Recording
+
+OPERATOR = 42  # ANN: Telegram's private chat with a user has the user's id
+AFTER = 0.3  # alerts.after_seconds: checks run every 0.15 s
+
+
+class Webhook:
+    """A local HTTP server recording the JSON POSTs it gets."""
+
+    def __init__(self) -> None:
+        self.posts: Recording[dict[str, Any]] = Recording()
+        self.url = ""
+
+    async def receive(self, request: web.Request) -> web.Response:
+        await self.posts.add(await request.json())
+        return web.Response(status=204)
+
+
+@pytest.fixture
+async def webhook() -> AsyncIterator[Webhook]:
+    hook = Webhook()
+    app = web.Application()
+    app.router.add_post("/alerts", hook.receive)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    hook.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/alerts"  # type: ignore[union-attr]
+    try:
+        yield hook
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as server:
+        yield server
+
+
+def alerts(to: list[str], **more: Any) -> dict[str, Any]:
+    return {"alerts": {"to": to, "after_seconds": AFTER, **more}}
+
+
+def told(server: FakeTelegram, mark: str) -> list[SentMessage]:
+    """Alert messages (``⚠`` started, ``✅`` cleared) sent to the operator's chat."""
+    return [
+        m
+        for m in server.sent
+        if str(m.chat_id) == str(OPERATOR) and visible(m.text).startswith(f"{mark} nightowl:")
+    ]
+
+
+async def test_a_provider_failing_every_call_is_told_once_and_its_recovery_once(
+    tmp_path: Path, telegram: FakeTelegram, webhook: Webhook
+) -> None:
+    failing = True
+
+    def respond(request: Recorded) -> Reply:
+        if failing:
+            return Reply(status=500, error_type="server_error", error_message="down")
+        return Reply("back")
+
+    async with FakeLLM(responder=respond) as llm:
+        config = telegram_config(
+            tmp_path / "data",
+            llm,
+            telegram,
+            sections=alerts([f"telegram:{OPERATOR}"], webhook=webhook.url),
+        )
+        async with telegram_gateway(config) as gateway:
+            telegram.push_text(ANN["id"], "hello?", user=ANN)
+            await telegram.wait_for(lambda: len(told(telegram, "⚠")) == 1)
+            started = await webhook.posts.wait_for(1)
+            assert gateway.operations.alerts()[0].condition == "provider"
+
+            failing = False
+            telegram.push_text(ANN["id"], "and now?", user=ANN)
+            await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
+            posts = await webhook.posts.wait_for(2)
+            for _ in range(3):  # more looks tell nothing more
+                await gateway.alerts.check()
+            assert gateway.operations.alerts() == []
+
+    [start] = told(telegram, "⚠")
+    text = visible(start.text)
+    assert "the model (fake-model via openai) failed every call" in text
+    assert "since 20" in text and "What to do:" in text and "nightowl doctor" in text
+    assert "resolved: the model" in visible(told(telegram, "✅")[0].text)
+    assert len(told(telegram, "⚠")) == 1 and len(told(telegram, "✅")) == 1
+    assert [p["state"] for p in webhook.posts.items] == ["started", "cleared"]
+    assert started[0]["condition"] == "provider" and posts[1]["condition"] == "provider"
+    assert started[0]["since"] == posts[1]["since"]
+    assert started[0]["text"].startswith("⚠ nightowl: the model")
+
+
+async def test_a_deaf_telegram_is_told_rebuilt_and_cleared_only_when_updates_flow(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    config = telegram_config(
+        tmp_path / "data", fake_llm, telegram, sections=alerts([f"telegram:{OPERATOR}"])
+    )
+    async with telegram_gateway(config) as gateway:
+        adapter = gateway.adapters["telegram"]
+        telegram.get_updates_empty = True  # Telegram holds the update; polling gets none
+        telegram.push_text(ANN["id"], "anyone there?", user=ANN)
+        await telegram.wait_for(lambda: len(told(telegram, "⚠")) == 1)
+        status = adapter.status()
+        assert status.restarts >= 1  # rebuilt before it was told
+        assert "holds 1 update(s)" in status.problem  # a rebuild alone clears nothing
+        assert gateway.operations.alerts()[0].condition == "platform:telegram"
+
+        telegram.get_updates_empty = False
+        telegram.resume_get_updates()  # wakes the long poll
+        await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
+        await telegram.wait_for(lambda: any(m.chat_id == ANN["id"] for m in telegram.sent))
+        for _ in range(3):
+            await gateway.alerts.check()
+
+    text = visible(told(telegram, "⚠")[0].text)
+    assert "telegram receives nothing: Telegram holds 1 update(s)" in text
+    assert "What to do:" in text
+    assert len(told(telegram, "⚠")) == 1 and len(told(telegram, "✅")) == 1
+    assert telegram.method_calls("getWebhookInfo")
+
+
+async def test_a_nearly_full_disk_is_told_and_cleared(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    operator = RecordingAdapter("telegram")
+    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    async with running_gateway(config, operator) as gateway:
+        gateway.alerts.disk_min_free_bytes = 1 << 62  # more than any disk has
+        [started] = await operator.wait_sent(1)
+        gateway.alerts.disk_min_free_bytes = 0
+        gateway.alerts.disk_min_free_share = 0.0
+        sent = await operator.wait_sent(2)
+        for _ in range(3):
+            await gateway.alerts.check()
+        assert len(operator.sent) == 2
+    assert started.startswith("⚠ nightowl: the disk holding ")
+    assert f"{tmp_path / 'data'} has " in started and "MB free" in started
+    assert sent[1].startswith("✅ nightowl: resolved: the disk holding")
+    assert {m.chat_id for m in operator.sent} == {str(OPERATOR)}
+
+
+async def test_a_budget_reached_is_told_once_at_once(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    console, operator = RecordingAdapter(), RecordingAdapter("telegram")
+    config = make_config(
+        tmp_path / "data",
+        fake_llm,
+        model={"price": {"input": 100, "output": 200}},
+        budgets={"monthly": 0},
+        alerts={"to": [f"telegram:{OPERATOR}"], "after_seconds": 3600},  # "at once" shows
+    )
+    async with running_gateway(config, console, operator) as gateway:
+        for count, text in enumerate(("first", "second"), start=1):
+            await console.say(text)
+            await console.wait_sent(count)  # the refusal
+            await turns_done(gateway)
+        await gateway.events.drain()  # budget:reached reached the alerts
+        for _ in range(3):
+            await gateway.alerts.check()
+        to_operator = operator.texts(str(OPERATOR))
+        assert [a.condition for a in gateway.operations.alerts()] == ["budget"]
+    assert len(to_operator) == 1
+    assert to_operator[0].startswith("⚠ nightowl: a budget refuses calls: monthly of bot")
+    assert "What to do:" in to_operator[0]
+    assert not fake_llm.requests  # refused before any call
