@@ -311,8 +311,7 @@ class DiscordAdapter(Adapter):
         if client is None or not user_id.isdigit():
             raise DeliveryError("no DM with this user", platform=PLATFORM, chat_id=user_id)
         with discord_errors(user_id):
-            user = client.get_user(int(user_id)) or await client.fetch_user(int(user_id))
-            channel = await user.create_dm()
+            channel = await client.create_dm(discord.Object(int(user_id)))
         return str(channel.id)
 
     async def send(self, message: OutboundMessage) -> list[str]:

@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests.dashboard.support import client_of, dashboard_config, log_in
+from tests.dashboard.test_metrics import samples
+from tests.e2e.discord_stack import running_stack
 from tests.e2e.telegram_helpers import ANN, telegram_config, telegram_gateway, visible
+from tests.fakes.discord_world import ALICE, DM_CHANNEL_ID
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.fakes.telegram_server import FakeTelegram, SentMessage
 from tests.harness import RecordingAdapter, make_config, running_gateway, turns_done
@@ -182,3 +186,65 @@ async def test_a_budget_reached_is_told_once_at_once(tmp_path: Path, fake_llm: F
     assert to_operator[0].startswith("⚠ nightowl: a budget refuses calls: monthly of bot")
     assert "What to do:" in to_operator[0]
     assert not fake_llm.requests  # refused before any call
+
+
+async def test_a_conflict_loop_is_told_and_cleared_once_polling_works(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    """A second process polls with the token: every getUpdates gets 409 Conflict."""
+    config = telegram_config(
+        tmp_path / "data", fake_llm, telegram, sections=alerts([f"telegram:{OPERATOR}"])
+    )
+    async with telegram_gateway(config) as gateway:
+        telegram.fail_next("getUpdates", 409, CONFLICT, times=1_000_000)
+        await telegram.wait_for(lambda: len(told(telegram, "⚠")) == 1)
+        assert gateway.adapters["telegram"].status().restarts >= 1
+        telegram.clear_failures("getUpdates")  # the other process stopped
+        telegram.push_text(ANN["id"], "you there?", user=ANN)
+        await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
+        await telegram.wait_for(lambda: any(m.chat_id == ANN["id"] for m in telegram.sent))
+    text = visible(told(telegram, "⚠")[0].text)
+    assert "telegram receives nothing: getUpdates fails: " in text
+    assert "another bot instance or a webhook is using this token" in text
+    assert len(told(telegram, "⚠")) == 1 and len(told(telegram, "✅")) == 1
+
+
+CONFLICT = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
+
+
+async def test_a_discord_operator_is_told_in_a_dm(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    section = alerts([f"discord:{ALICE['id']}"])
+    async with running_stack(tmp_path / "data", fake_llm, sections=section) as stack:
+        stack.gateway.alerts.disk_min_free_bytes = 1 << 62
+        [sent] = await stack.fake.wait_for_sent(1)
+    assert sent.channel_id == DM_CHANNEL_ID  # the DM the adapter opened with Alice
+    assert sent.content.startswith("⚠ nightowl: the disk holding ")
+
+
+async def test_alerts_show_on_the_dashboard_and_in_metrics(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    operator = RecordingAdapter("telegram")
+    config = dashboard_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    async with running_gateway(config, operator) as gateway, client_of(gateway) as client:
+        gateway.alerts.disk_min_free_bytes = 1 << 62
+        await operator.wait_sent(1)
+        await gateway.events.drain()
+        holding = samples(await (await client.get("/metrics")).text())
+        await log_in(client)
+        page = await (await client.get("/")).text()
+        gateway.alerts.disk_min_free_bytes = 0
+        gateway.alerts.disk_min_free_share = 0.0
+        await operator.wait_sent(2)
+        await gateway.events.drain()
+        cleared = samples(await (await client.get("/metrics")).text())
+    assert holding[("nightowl_alerts_active", (("condition", "disk"),))] == 1
+    assert (
+        holding[("nightowl_alerts_sent_total", (("condition", "disk"), ("state", "started")))] == 1
+    )
+    assert holding[("nightowl_adapter_restarts", (("platform", "telegram"),))] == 0
+    assert "Needs a hand" in page and "the disk holding" in page and ">disk<" in page
+    assert cleared[("nightowl_alerts_active", (("condition", "disk"),))] == 0
+    assert (
+        cleared[("nightowl_alerts_sent_total", (("condition", "disk"), ("state", "cleared")))] == 1
+    )

@@ -293,6 +293,10 @@ class FakeTelegram:
         for _ in range(times):
             self._failures[method].append(_Failure(status, description, retry_after))
 
+    def clear_failures(self, method: str) -> None:
+        """Forget the failures still queued for ``method``: it works again."""
+        self._failures[method].clear()
+
     def drop_next(self, method: str, *, times: int = 1) -> None:
         """Close the connection on the next ``times`` calls of ``method``, unanswered."""
         self._failures[method].extend([None] * times)
