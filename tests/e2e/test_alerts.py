@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from adapters.base import DeliveryError, OutboundMessage
 from tests.dashboard.support import client_of, dashboard_config, log_in
 from tests.dashboard.test_metrics import samples
 from tests.e2e.discord_stack import running_stack
-from tests.e2e.telegram_helpers import ANN, telegram_config, telegram_gateway, visible
+from tests.e2e.telegram_helpers import ANN, BOB, telegram_config, telegram_gateway, visible
 from tests.fakes.discord_world import ALICE, DM_CHANNEL_ID
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.fakes.telegram_server import FakeTelegram, SentMessage
@@ -248,3 +249,47 @@ async def test_alerts_show_on_the_dashboard_and_in_metrics(
     assert (
         cleared[("nightowl_alerts_sent_total", (("condition", "disk"), ("state", "cleared")))] == 1
     )
+
+
+async def test_a_waiting_pairing_request_is_told_and_cleared_once_answered(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    config = telegram_config(
+        tmp_path / "data", fake_llm, telegram, sections=alerts([f"telegram:{OPERATOR}"])
+    )
+    async with telegram_gateway(config) as gateway:
+        telegram.push_text(BOB["id"], "let me in", user=BOB)
+        await telegram.wait_for(lambda: len(told(telegram, "⚠")) == 1)
+        [request] = await gateway.operations.pending_pairings()
+        await gateway.operations.approve(request.code, "the test")
+        await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
+    text = visible(told(telegram, "⚠")[0].text)
+    assert text.startswith("⚠ nightowl: 1 pairing request waiting, since ")
+    assert "nightowl pairing approve <code>" in text
+
+
+class RefusingAdapter(RecordingAdapter):
+    """A platform that refuses every send while :attr:`refusing` is set."""
+
+    refusing = True
+
+    async def send(self, message: OutboundMessage) -> list[str]:
+        if self.refusing:
+            raise DeliveryError("refused", platform=self.platform, chat_id=message.chat_id)
+        return await super().send(message)
+
+
+async def test_undelivered_replies_are_told_and_cleared_once_delivered(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    chat, operator = RefusingAdapter(), RecordingAdapter("telegram")
+    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    async with running_gateway(config, chat, operator) as gateway:
+        await chat.say("hello")
+        [started] = await operator.wait_sent(1)
+        chat.refusing = False
+        await gateway.scheduler.retry_deliveries()  # what its job does every minute
+        await chat.wait_sent(1)
+        sent = await operator.wait_sent(2)
+    assert started.startswith("⚠ nightowl: 1 reply is stored but not delivered, since ")
+    assert sent[1].startswith("✅ nightowl: resolved: 1 reply is stored but not delivered")
