@@ -293,3 +293,39 @@ async def test_undelivered_replies_are_told_and_cleared_once_delivered(
         sent = await operator.wait_sent(2)
     assert started.startswith("⚠ nightowl: 1 reply is stored but not delivered, since ")
     assert sent[1].startswith("✅ nightowl: resolved: 1 reply is stored but not delivered")
+
+
+async def test_never_more_than_one_message_per_condition_per_after_seconds(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """A condition that clears and comes back within ``after_seconds`` was never gone;
+    a clearing waits until ``after_seconds`` passed since the last message."""
+    operator = RecordingAdapter("telegram")
+    hour = 3600.0
+    config = make_config(
+        tmp_path / "data", fake_llm, alerts={"to": [f"telegram:{OPERATOR}"], "after_seconds": hour}
+    )
+    async with running_gateway(config, operator) as gateway:
+        alerts, now = gateway.alerts, 1_000_000.0
+        alerts.clock = lambda: now
+
+        async def look(at: float, *, full: bool) -> list[str]:
+            nonlocal now
+            now = 1_000_000.0 + at
+            alerts.disk_min_free_bytes = 1 << 62 if full else 0
+            alerts.disk_min_free_share = 0.05 if full else 0.0
+            await alerts.check()
+            return operator.texts()
+
+        assert await look(0, full=True) == []
+        assert await look(hour - 1, full=True) == []  # not long enough yet
+        [started] = await look(hour, full=True)
+        assert len(await look(hour + 100, full=False)) == 1  # cleared, but told too recently
+        assert len(await look(hour + 200, full=True)) == 1  # back: it was never gone
+        assert len(await look(2 * hour - 1, full=False)) == 1
+        told = await look(2 * hour, full=False)
+        assert await look(2 * hour + 1, full=False) == told
+    assert started.startswith("⚠ nightowl: the disk holding ")
+    assert "since 1970-01-12 13:46:40 UTC" in started
+    assert len(told) == 2 and told[1].startswith("✅ nightowl: resolved: the disk holding")
+    assert "2.0 h)" in told[1]  # from the first sight to the clearing
