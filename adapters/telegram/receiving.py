@@ -64,6 +64,9 @@ class UpdateProcessor:
         self._dedupe = dedupe
         self._failures: dict[int, int] = {}
         self._done: deque[int] = deque(maxlen=_REMEMBERED_IDS)
+        #: Updates handed in since the start, by polling or a webhook (what a health
+        #: check compares between two looks).
+        self.arrived = 0
 
     def failures(self, update_id: int) -> int:
         return self._failures.get(update_id, 0)
@@ -71,6 +74,7 @@ class UpdateProcessor:
     async def process(self, update: Update) -> bool:
         """True when the update is stored (or skipped for good) and may be confirmed."""
         update_id = update.update_id
+        self.arrived += 1
         if update_id in self._done:
             return True
         try:
@@ -165,8 +169,6 @@ class UpdatePoller:
         #: A rebuild leaves it: only a getUpdates that succeeds clears it.
         self.failing_since: float | None = None
         self.failure = ""
-        #: Updates handed over since the start (what a health check compares).
-        self.received = 0
 
     @property
     def healthy(self) -> bool:
@@ -224,7 +226,6 @@ class UpdatePoller:
             errors = 0
             self._last_success = time.monotonic()
             self.failing_since, self.failure = None, ""
-            self.received += len(updates)
             await self._process_batch(updates)
             if updates:
                 await asyncio.sleep(_TURNS_FIRST)

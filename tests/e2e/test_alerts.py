@@ -4,10 +4,12 @@ when it clears."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -329,3 +331,45 @@ async def test_never_more_than_one_message_per_condition_per_after_seconds(
     assert "since 1970-01-12 13:46:40 UTC" in started
     assert len(told) == 2 and told[1].startswith("✅ nightowl: resolved: the disk holding")
     assert "2.0 h)" in told[1]  # from the first sight to the clearing
+
+
+async def test_a_webhook_telegram_never_reached_is_told(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    port = free_port()
+    config = telegram_config(
+        tmp_path / "data",
+        fake_llm,
+        telegram,
+        sections=alerts([f"telegram:{OPERATOR}"]),
+        webhook={"url": "https://bot.example.org/tg/hook", "port": port, "secret_token": SECRET},
+    )
+    async with telegram_gateway(config) as gateway:
+        telegram.webhook_error = "Connection timed out"  # the proxy in front is down
+        update = telegram.push_text(ANN["id"], "hello?", user=ANN)
+        await telegram.wait_for(lambda: len(told(telegram, "⚠")) == 1)
+        assert gateway.adapters["telegram"].status().connected is False
+
+        telegram.webhook_error, telegram.pending = None, []  # the proxy is back: delivered
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"http://127.0.0.1:{port}/tg/hook",
+                json={"update_id": telegram.last_pushed, "message": update},
+                headers={"X-Telegram-Bot-Api-Secret-Token": SECRET},
+            ) as accepted,
+        ):
+            assert accepted.status == 200
+        await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
+    text = visible(told(telegram, "⚠")[0].text)
+    assert "Telegram holds 1 update(s) for the bot, but none reach the webhook" in text
+    assert "(Telegram says: Connection timed out)" in text
+
+
+SECRET = "alerts-test-secret_0123"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

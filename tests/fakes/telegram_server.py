@@ -113,6 +113,8 @@ class FakeTelegram:
         #: getUpdates answers with no updates (after its long poll) while they stay
         #: pending: Telegram's side stuck, as getWebhookInfo's pending_update_count shows.
         self.get_updates_empty = False
+        #: What getWebhookInfo reports as the last error delivering to the webhook.
+        self.webhook_error: str | None = None
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
         self._file_ids = itertools.count(1)
@@ -317,6 +319,8 @@ class FakeTelegram:
         #: getUpdates answers with no updates (after its long poll) while they stay
         #: pending: Telegram's side stuck, as getWebhookInfo's pending_update_count shows.
         self.get_updates_empty = False
+        #: What getWebhookInfo reports as the last error delivering to the webhook.
+        self.webhook_error: str | None = None
         self._notify_soon()
 
     async def wait_for(self, predicate: Callable[[], bool], within: float = CEILING) -> None:
@@ -421,12 +425,18 @@ class FakeTelegram:
         return [u for u in self.pending if u["update_id"] >= offset][:limit]
 
     async def _api_getWebhookInfo(self, params: dict) -> dict:
-        """No webhook (polling); ``pending_update_count``: the updates not confirmed yet."""
-        return {
-            "url": "",
+        """The webhook last set ("" after deleteWebhook: polling); ``pending_update_count``:
+        the updates not confirmed (nor delivered to a webhook) yet."""
+        url = next((w.get("url", "") for w in reversed(self.webhooks)), "")
+        info: dict[str, Any] = {
+            "url": url,
             "has_custom_certificate": False,
             "pending_update_count": len(self.pending),
         }
+        if self.webhook_error:
+            info["last_error_date"] = int(time.time())
+            info["last_error_message"] = self.webhook_error
+        return info
 
     async def _api_sendMessage(self, params: dict) -> dict:
         return self._record_sent("sendMessage", params, params["text"])
