@@ -62,8 +62,8 @@ class ProviderFailures:
         return Observation(
             what=f"the model ({self.model}) failed every call: {self.failures} in a row, "
             f"the last with {self.last_error}",
-            todo="no replies are written meanwhile. Check the provider's status, the API key "
-            "and model.base_url; `nightowl doctor` tries the route",
+            todo="Check the provider's status, the API key and model.base_url (`nightowl "
+            "doctor` tries the route); meanwhile no replies are written",
             since=self.failing_since,
         )
 
@@ -87,11 +87,11 @@ class BudgetsReached:
         if not self.refusing:
             self.since = None
             return None
-        names = ", ".join(f"{budget} of {subject}" for budget, subject in sorted(self.refusing))
+        names = ", ".join(f"{budget} ({subject})" for budget, subject in sorted(self.refusing))
         return Observation(
             what=f"a budget refuses calls: {names}",
-            todo="messages it covers are stored but not answered until it resets; raise "
-            "budgets: in config.yaml and restart to lift it sooner",
+            todo="Raise budgets: in config.yaml and restart to lift it sooner; until it "
+            "resets, the messages it covers are stored but not answered",
             since=self.since,
             at_once=True,
         )
@@ -113,8 +113,8 @@ def disk_observation(
     share = usage.free / usage.total if usage.total else 0.0
     return Observation(
         what=f"the disk holding {data_dir} has {usage.free / 1024**2:,.0f} MB free ({share:.1%})",
-        todo="when it is full, messages are refused unstored. Free room (old logs, "
-        "backups) or grow the disk",
+        todo="Free some room (old logs, backups) or grow the disk: when it is full, "
+        "messages are refused unstored",
     )
 
 
@@ -123,8 +123,8 @@ def undelivered_observation(count: int) -> Observation | None:
         return None
     return Observation(
         what=f"{count} repl{'y is' if count == 1 else 'ies are'} stored but not delivered",
-        todo="their platform refuses them or cannot be reached; they are retried every "
-        "minute. The log says why (journalctl -u nightowl)",
+        todo="See why in the log (journalctl -u nightowl): their platform refuses them "
+        "or cannot be reached. They are retried every minute",
     )
 
 
@@ -133,7 +133,7 @@ def pairing_observation(count: int, oldest: float) -> Observation | None:
         return None
     return Observation(
         what=f"{count} pairing request{'s' if count != 1 else ''} waiting",
-        todo="answer in chat with /pair, or `nightowl pairing list` then "
+        todo="Answer in chat with /pair, or `nightowl pairing list` then "
         "`nightowl pairing approve <code>` (or deny)",
         since=oldest,
     )
@@ -142,7 +142,8 @@ def pairing_observation(count: int, oldest: float) -> Observation | None:
 def platform_observation(platform: str, problem: str, since: float | None) -> Observation:
     return Observation(
         what=f"{platform} receives nothing: {problem}",
-        todo="messages sent to the bot there wait on the platform's side; its connection is "
-        "rebuilt. If it lasts, check the network and the token",
+        todo="Check the network and the token (a 409 Conflict: stop the other process "
+        "using it). Meanwhile the connection is rebuilt, and messages wait on the "
+        "platform's side",
         since=since,
     )

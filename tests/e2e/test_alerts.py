@@ -186,7 +186,7 @@ async def test_a_budget_reached_is_told_once_at_once(tmp_path: Path, fake_llm: F
         to_operator = operator.texts(str(OPERATOR))
         assert [a.condition for a in gateway.operations.alerts()] == ["budget"]
     assert len(to_operator) == 1
-    assert to_operator[0].startswith("⚠ nightowl: a budget refuses calls: monthly of bot")
+    assert to_operator[0].startswith("⚠ nightowl: a budget refuses calls: monthly (bot)")
     assert "What to do:" in to_operator[0]
     assert not fake_llm.requests  # refused before any call
 
