@@ -104,6 +104,9 @@ class Alerts:
         self.sender = AlertSender(settings, adapters)
         self._lock = asyncio.Lock()
         events.subscribe(["llm:request", "budget:reached"], self.observe, name="alerts")
+        for entry in settings.to:
+            if entry.partition(":")[0] not in adapters:
+                log.warning("alerts.to: %s is on a platform that is not enabled; not told", entry)
 
     @property
     def check_seconds(self) -> float:

@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 
 from adapters.base import DeliveryError, OutboundMessage
+from gateway.config.schema import ConfigError, parse_config
 from tests.dashboard.support import client_of, dashboard_config, log_in
 from tests.dashboard.test_metrics import samples
 from tests.e2e.discord_stack import running_stack
@@ -373,3 +374,20 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("section", "refusal"),
+    [
+        ({"to": ["42"]}, 'alerts.to[0]: expected "telegram:<user id>" or "discord:<user id>"'),
+        ({"to": ["telegram:"]}, 'got "telegram:"'),
+        ({"webhook": "hooks.example.org/x"}, "alerts.webhook: expected an http(s) URL"),
+        ({"after_seconds": 0}, "alerts.after_seconds"),
+    ],
+)
+def test_a_wrong_alerts_section_is_refused_with_its_key(
+    section: dict[str, Any], refusal: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"alerts": section}, {})
+    assert refusal in str(caught.value)
