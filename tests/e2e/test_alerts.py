@@ -391,3 +391,21 @@ def test_a_wrong_alerts_section_is_refused_with_its_key(
     with pytest.raises(ConfigError) as caught:
         parse_config({"alerts": section}, {})
     assert refusal in str(caught.value)
+
+
+async def test_a_discord_gateway_connection_down_is_told_and_cleared_once_back(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    section = alerts([f"discord:{ALICE['id']}"])
+    async with running_stack(tmp_path / "data", fake_llm, sections=section) as stack:
+        fake = stack.fake
+        await fake.cut_gateway()
+        [started] = await fake.wait_for_sent(1)
+        fake.restore_gateway()  # discord.py's next attempt gets through
+        sent = await fake.wait_for_sent(2)
+        assert stack.gateway.adapters["discord"].status().restarts == 1
+    assert started.channel_id == DM_CHANNEL_ID
+    assert started.content.startswith(
+        "⚠ nightowl: discord receives nothing: the gateway connection dropped"
+    )
+    assert sent[1].content.startswith("✅ nightowl: resolved: discord receives nothing")
