@@ -144,8 +144,8 @@ class Alerts:
             self.active[condition] = ActiveAlert(condition, seen.since or now, seen.what, seen.todo)
             return
         alert.what, alert.todo = seen.what, seen.todo
-        if seen.since is not None and not alert.reported:
-            alert.since = min(alert.since, seen.since)
+        if seen.since is not None and not alert.reported:  # it may have begun anew meanwhile
+            alert.since = seen.since
 
     async def _holding(self, alert: ActiveAlert, seen: Observation, now: float) -> None:
         long_enough = seen.at_once or now - alert.since >= self.after
