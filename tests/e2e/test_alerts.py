@@ -76,6 +76,10 @@ def told(server: FakeTelegram, mark: str) -> list[SentMessage]:
     ]
 
 
+def answered(server: FakeTelegram, text: str) -> bool:
+    return any(visible(m.text) == text for m in server.sent)
+
+
 async def test_a_provider_failing_every_call_is_told_once_and_its_recovery_once(
     tmp_path: Path, telegram: FakeTelegram, webhook: Webhook
 ) -> None:
@@ -138,7 +142,7 @@ async def test_a_deaf_telegram_is_told_rebuilt_and_cleared_only_when_updates_flo
         telegram.get_updates_empty = False
         telegram.resume_get_updates()  # wakes the long poll
         await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
-        await telegram.wait_for(lambda: any(m.chat_id == ANN["id"] for m in telegram.sent))
+        await telegram.wait_for(lambda: answered(telegram, "echo: anyone there?"))  # got it
         for _ in range(3):
             await gateway.alerts.check()
 
@@ -206,7 +210,7 @@ async def test_a_conflict_loop_is_told_and_cleared_once_polling_works(
         telegram.clear_failures("getUpdates")  # the other process stopped
         telegram.push_text(ANN["id"], "you there?", user=ANN)
         await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
-        await telegram.wait_for(lambda: any(m.chat_id == ANN["id"] for m in telegram.sent))
+        await telegram.wait_for(lambda: answered(telegram, "echo: you there?"))
     text = visible(told(telegram, "⚠")[0].text)
     assert "telegram receives nothing: getUpdates fails: " in text
     assert "another bot instance or a webhook is using this token" in text
