@@ -56,3 +56,5 @@ class AlertSender:
                 log.warning("alert webhook answered HTTP %s", response.status_code)
         except httpx.HTTPError as error:
             log.warning("alert webhook failed: %s", type(error).__name__)
+        except Exception as error:  # whatever it is, an alert must not break the gateway
+            log.warning("alert webhook failed: %s", type(error).__name__)

@@ -155,7 +155,10 @@ async def test_a_deaf_telegram_is_told_rebuilt_and_cleared_only_when_updates_flo
 
 async def test_a_nearly_full_disk_is_told_and_cleared(tmp_path: Path, fake_llm: FakeLLM) -> None:
     operator = RecordingAdapter("telegram")
-    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    nobody = f"http://127.0.0.1:{free_port()}/alerts"  # a webhook that is down: logged only
+    config = make_config(
+        tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"], webhook=nobody)
+    )
     async with running_gateway(config, operator) as gateway:
         gateway.alerts.disk_min_free_bytes = 1 << 62  # more than any disk has
         [started] = await operator.wait_sent(1)
