@@ -183,6 +183,13 @@ class AdapterStatus:
     connected: bool | None
     #: How it receives: "polling", "webhook", "gateway, 1 shard", "terminal"...
     mode: str = ""
+    #: Why it is not receiving, in one sentence; "" when nothing is known to be wrong. It
+    #: stays until traffic flows again: a restart alone does not clear it.
+    problem: str = ""
+    #: Since when (epoch seconds) ``problem`` holds.
+    problem_since: float | None = None
+    #: How often the adapter rebuilt its receiving connection since it started.
+    restarts: int = 0
 
 
 class MissedChat(Protocol):
@@ -255,6 +262,24 @@ class Adapter(ABC):
     def status(self) -> AdapterStatus:
         """Whether the platform is connected now, and how it receives."""
         return AdapterStatus(connected=None)
+
+    async def check(self) -> AdapterStatus:
+        """:meth:`status`, after asking the platform what only it can tell (Telegram:
+        updates waiting that polling does not get). Called periodically by the gateway's
+        alerts; at most one platform call."""
+        return self.status()
+
+    async def restart_receiving(self) -> bool:
+        """Rebuild the receiving connection from scratch (it went deaf); False when this
+        adapter cannot (or need not: its library reconnects by itself)."""
+        return False
+
+    async def private_chat(self, user_id: str) -> str:
+        """The chat id of the private chat with ``user_id`` (where the operator is told
+        of alerts): the user's own id unless the platform says otherwise.
+
+        Raises :class:`DeliveryError` when the platform cannot open one."""
+        return user_id
 
     def catch_up_from(self, source: CatchUpSource) -> None:  # noqa: B027 - optional
         """Read what was missed while disconnected, after ``source``'s cursors: only an

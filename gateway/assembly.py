@@ -22,6 +22,7 @@ from agent.prompt_caching import caching_enabled, resolve_cache_ttl
 from agent.providers import Provider
 from agent.tokens import TokenCounter
 from agent.tools import BUILTIN_TOOLS, Tool, ToolBox, ToolSource
+from gateway.alerts import Alerts
 from gateway.build import (
     Providers,
     SummaryWindow,
@@ -173,6 +174,17 @@ class Assembly:
             sweep_seconds=config.store.sweep_seconds if shared else None,
         )
         self.pairing = Pairing(self.store.pairing, owners=config_owners(config))
+        # What the operator is told (docs/operations.md#alerts): checked by the scheduler.
+        self.alerts = Alerts(
+            config.alerts,
+            data_dir=config.data_dir,
+            events=self.events,
+            adapters=self.adapters,
+            conversation=self.store.conversation,
+            pairings=self.pairing.pending,
+        )
+        self.scheduler.alert_check = self.alerts.check
+        self.scheduler.alert_seconds = self.alerts.check_seconds
         self.commands = Commands(
             self.store.conversation,
             self.sessions,
@@ -219,6 +231,8 @@ class Assembly:
             model=lambda: (self.providers.main.name, self.providers.main.model),
             window=self.current_window,
             budgets=self.meter.budgets,
+            alerts=self.alerts.current,
+            alerts_sent=lambda: dict(self.alerts.sent),
         )
         self.dashboard: Dashboard | None = None
         if config.dashboard.enabled:

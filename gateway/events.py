@@ -148,6 +148,18 @@ class BudgetReached(Event):
     resets_at: float
 
 
+@dataclass(frozen=True)
+class AlertChanged(Event):
+    """The operator was told that a condition started or cleared
+    (docs/operations.md#alerts): ``state`` started or cleared, ``since`` epoch seconds."""
+
+    name = "gateway:alert"
+    condition: str
+    state: str
+    since: float
+    text: str
+
+
 def _kinds(base: type[Event]) -> list[type[Event]]:
     return [k for sub in base.__subclasses__() for k in (sub, *_kinds(sub))]
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from adapters.base import Adapter
 from agent.cost.budget import Budgets
 from agent.messages import JSON
+from gateway.alerts import ActiveAlert
 from gateway.conversation.commands import Commands
 from gateway.conversation.fullness import Fullness
 from gateway.conversation.lanes import Lanes
@@ -57,6 +58,8 @@ class Operations:
         model: Callable[[], tuple[str, str]],
         window: Callable[[], int],
         budgets: Budgets | None = None,
+        alerts: Callable[[], list[ActiveAlert]] = list,
+        alerts_sent: Callable[[], dict[str, int]] = dict,
     ) -> None:
         self.store = store
         self._events = events
@@ -69,6 +72,8 @@ class Operations:
         self._window = window
         #: The budgets the config sets (docs/cost.md#budgets), for the overview.
         self.budgets = budgets or Budgets()
+        self._alerts = alerts
+        self._alerts_sent = alerts_sent
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -108,6 +113,14 @@ class Operations:
         return SessionNow(
             fullness, engine.threshold_tokens, runtime.agent.provider.model, engine.export_state()
         )
+
+    def alerts(self) -> list[ActiveAlert]:
+        """The alert conditions holding now (docs/operations.md#alerts), oldest first."""
+        return self._alerts()
+
+    def alerts_sent(self) -> dict[str, int]:
+        """How many alert messages (started and cleared) were told, by condition."""
+        return self._alerts_sent()
 
     async def pending_pairings(self) -> list[PairingRequest]:
         return await self._pairing.pending()

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable
+from dataclasses import replace
 from typing import Any
 
 import discord
@@ -70,6 +72,10 @@ class DiscordAdapter(Adapter):
         self._interactions: OrderedDict[str, discord.Interaction] = OrderedDict()
         self._chat_tails: dict[str, asyncio.Future[None]] = {}
         self._in_flight: set[asyncio.Task[Any]] = set()
+        #: Since when the gateway connection is down (discord.py closes one whose
+        #: heartbeats go unacknowledged, then reconnects); how often it came back.
+        self._lost_since: float | None = None
+        self._reconnects = 0
 
     def catch_up_from(self, source: CatchUpSource) -> None:
         """Read what was missed after every (re)connect, from ``source``'s cursors (see
@@ -222,7 +228,14 @@ class DiscordAdapter(Adapter):
 
     # ---- catching up -------------------------------------------------------------------
 
+    def _connection_lost(self) -> None:
+        if self._lost_since is None:
+            self._lost_since = time.time()
+
     def _session_started(self, shard: int | None, *, resumed: bool) -> None:
+        if self._lost_since is not None:  # traffic flows again
+            self._lost_since = None
+            self._reconnects += 1
         # Runs before the session's first message is handled (discord.py starts event
         # handlers in order), so the gate is up before any live message looks for it.
         if self._client is not None:
@@ -281,7 +294,25 @@ class DiscordAdapter(Adapter):
     # ---- outbound ----------------------------------------------------------------------
 
     def status(self) -> AdapterStatus:
-        return client_status(self._client)
+        status = client_status(self._client)
+        problem = ""
+        if self._lost_since is not None:
+            problem = "the gateway connection dropped; discord.py is reconnecting"
+        elif self._client is not None and status.connected is False and not self._stopping:
+            problem = "the gateway connection is not ready"
+        return replace(
+            status, problem=problem, problem_since=self._lost_since, restarts=self._reconnects
+        )
+
+    async def private_chat(self, user_id: str) -> str:
+        """A DM channel with ``user_id``, opened if need be (Discord's DM ids are not
+        user ids)."""
+        client = self._client
+        if client is None or not user_id.isdigit():
+            raise DeliveryError("no DM with this user", platform=PLATFORM, chat_id=user_id)
+        with discord_errors(user_id):
+            channel = await client.create_dm(discord.Object(int(user_id)))
+        return str(channel.id)
 
     async def send(self, message: OutboundMessage) -> list[str]:
         """Post a reply (split, pings disabled); through the interaction when it answers one.

@@ -27,6 +27,8 @@ class Owner(Protocol):
 
     def _session_started(self, shard: int | None, *, resumed: bool) -> None: ...
 
+    def _connection_lost(self) -> None: ...
+
     async def _on_message(self, message: discord.Message, *, edited: bool = False) -> None: ...
 
 
@@ -67,6 +69,7 @@ class Client(discord.Client):
     async def on_disconnect(self) -> None:
         if not self.adapter._stopping:
             log.info("Discord gateway disconnected; discord.py reconnects and resumes")
+            self.adapter._connection_lost()
 
     async def on_resumed(self) -> None:
         log.info("Discord gateway session resumed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -73,6 +74,13 @@ class TelegramAdapter(Adapter):
         self.identity: BotIdentity | None = None
         self._sink: InboundSink | None = None
         self._moves: set[asyncio.Task[None]] = set()
+        self._processor: UpdateProcessor | None = None
+        #: Updates Telegram said it holds while polling got none (see :meth:`check`):
+        #: since when, how many, and the poller's count of updates at the last look.
+        self._stuck_since: float | None = None
+        self._stuck_count = 0
+        self._stuck_reason = ""
+        self._received_at_look = -1
 
     async def start(self, sink: InboundSink) -> None:
         for name in _LOGGERS_SEEING_THE_TOKEN:
@@ -90,6 +98,7 @@ class TelegramAdapter(Adapter):
         self._sender = Sender(self.settings, bot, self._caller, on_moved=self._chat_moved)
         converter = UpdateConverter(self.settings, bot, self.identity, self._caller)
         processor = UpdateProcessor(self.settings, converter.convert, sink, self._dedupe)
+        self._processor = processor
         await self._register_commands(bot)
         try:
             if self.settings.webhook is not None:
@@ -135,11 +144,54 @@ class TelegramAdapter(Adapter):
         return TelegramReplyStream(self._running_sender(), target)
 
     def status(self) -> AdapterStatus:
-        if self._webhook is not None:
-            return AdapterStatus(connected=True, mode="webhook")
-        if self._poller is not None:
-            return AdapterStatus(connected=self._poller.healthy, mode="polling")
-        return AdapterStatus(connected=False, mode="stopped")
+        poller = self._poller
+        if self._webhook is None and poller is None:
+            return AdapterStatus(connected=False, mode="stopped")
+        problem, since = "", None
+        if poller is not None and poller.failing_since is not None:
+            problem, since = f"getUpdates fails: {poller.failure}", poller.failing_since
+        elif self._stuck_since is not None:
+            how = "getUpdates returns none" if poller is not None else "none reach the webhook"
+            problem = f"Telegram holds {self._stuck_count} update(s) for the bot, but {how}"
+            if self._stuck_reason:
+                problem += f" (Telegram says: {self._stuck_reason})"
+            since = self._stuck_since
+        if poller is None:
+            return AdapterStatus(not problem, "webhook", problem, since)
+        return AdapterStatus(
+            connected=poller.healthy and not problem,
+            mode="polling",
+            problem=problem,
+            problem_since=since,
+            restarts=poller.rebuilds,
+        )
+
+    async def check(self) -> AdapterStatus:
+        """Are updates waiting that never reach us? Asks getWebhookInfo (its
+        ``pending_update_count``, and in webhook mode Telegram's last error) unless
+        getUpdates fails anyway. Stuck means updates waited at two looks in a row with none
+        arriving in between; it clears only when updates arrive or none wait."""
+        poller, bot, processor = self._poller, self._bot, self._processor
+        if bot is None or processor is None or (poller and poller.failing_since is not None):
+            return self.status()
+        try:
+            info = await self._caller.call("getWebhookInfo", "-", bot.get_webhook_info)
+        except DeliveryError as error:  # the look failed; what we knew stands
+            log.info("Telegram getWebhookInfo failed: %s", redact(str(error), self.settings.token))
+            return self.status()
+        waiting = info.pending_update_count
+        if waiting and processor.arrived == self._received_at_look:
+            self._stuck_since = self._stuck_since or time.time()
+            self._stuck_count = waiting
+            self._stuck_reason = info.last_error_message or ""
+        else:
+            self._stuck_since = None
+        self._received_at_look = processor.arrived
+        return self.status()
+
+    async def restart_receiving(self) -> bool:
+        """Rebuild the polling loop with fresh connections (a webhook has none to rebuild)."""
+        return await self._poller.restart() if self._poller is not None else False
 
     def _chat_moved(self, old_chat_id: str, new_chat_id: str) -> None:
         """A send found the chat under a new id: the gateway moves its session too

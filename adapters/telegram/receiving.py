@@ -64,6 +64,9 @@ class UpdateProcessor:
         self._dedupe = dedupe
         self._failures: dict[int, int] = {}
         self._done: deque[int] = deque(maxlen=_REMEMBERED_IDS)
+        #: Updates handed in since the start, by polling or a webhook (what a health
+        #: check compares between two looks).
+        self.arrived = 0
 
     def failures(self, update_id: int) -> int:
         return self._failures.get(update_id, 0)
@@ -71,6 +74,7 @@ class UpdateProcessor:
     async def process(self, update: Update) -> bool:
         """True when the update is stored (or skipped for good) and may be confirmed."""
         update_id = update.update_id
+        self.arrived += 1
         if update_id in self._done:
             return True
         try:
@@ -161,6 +165,10 @@ class UpdatePoller:
         self._stopping = False
         self._last_success = time.monotonic()
         self.rebuilds = 0
+        #: Since when (epoch seconds) every getUpdates failed, and why; None while it works.
+        #: A rebuild leaves it: only a getUpdates that succeeds clears it.
+        self.failing_since: float | None = None
+        self.failure = ""
 
     @property
     def healthy(self) -> bool:
@@ -208,12 +216,16 @@ class UpdatePoller:
                 flood = error.retry_after if isinstance(error, TelegramCallFailed) else None
                 if flood is None:
                     errors += 1
+                if self.failing_since is None:
+                    self.failing_since = time.time()
+                self.failure = self._failure_reason(error)
                 await asyncio.sleep(
                     flood if flood is not None else self._log_poll_error(error, errors)
                 )
                 continue
             errors = 0
             self._last_success = time.monotonic()
+            self.failing_since, self.failure = None, ""
             await self._process_batch(updates)
             if updates:
                 await asyncio.sleep(_TURNS_FIRST)
@@ -256,8 +268,7 @@ class UpdatePoller:
     def _backoff(self, attempt: int) -> float:
         return min(self._settings.retry_backoff * 2 ** max(attempt - 1, 0), _MAX_BACKOFF)
 
-    def _log_poll_error(self, error: Exception, errors: int) -> float:
-        delay = self._backoff(errors)
+    def _failure_reason(self, error: Exception) -> str:
         reason = redact(f"{type(error).__name__}: {error}", self._settings.token)
         if isinstance(error, TelegramCallFailed):
             reason = error.reason
@@ -265,6 +276,11 @@ class UpdatePoller:
                 reason += " (another bot instance or a webhook is using this token)"
             elif error.kind == "token":
                 reason = "Telegram rejected the bot token"
+        return reason
+
+    def _log_poll_error(self, error: Exception, errors: int) -> float:
+        delay = self._backoff(errors)
+        reason = self._failure_reason(error)
         log_level = logging.WARNING if isinstance(error, TelegramCallFailed) else logging.ERROR
         log.log(log_level, "Telegram getUpdates failed: %s; retrying in %.1f s", reason, delay)
         return delay
@@ -282,6 +298,14 @@ class UpdatePoller:
                     silent_for,
                 )
                 await self._rebuild()
+
+    async def restart(self) -> bool:
+        """Rebuild the polling loop now (it went deaf); not while updates are handed over."""
+        if self._processing or self._stopping:
+            return False
+        log.warning("Telegram: rebuilding the polling loop (it receives nothing)")
+        await self._rebuild()
+        return True
 
     async def _rebuild(self) -> None:
         if self._task is not None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from gateway.config.alerts import AlertsConfig, check_alerts
 from gateway.config.cost import BudgetsConfig, PriceConfig
 from gateway.config.dashboard import DashboardConfig
 from gateway.config.media import MediaConfig
@@ -177,6 +178,7 @@ class Config:
     tools: ToolsConfig = field(default_factory=ToolsConfig)  # MCP servers
     dashboard: DashboardConfig = field(default_factory=DashboardConfig)
     budgets: BudgetsConfig = field(default_factory=BudgetsConfig)  # docs/cost.md#budgets
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)  # docs/operations.md#alerts
     #: Where the config came from (None: built-in defaults only). Not a YAML key.
     source: Path | None = field(default=None, metadata={"internal": True})
 
@@ -270,6 +272,7 @@ def _check_semantics(config: Config) -> tuple[Config, list[Problem]]:
         )
     problems += check_platforms(config.platforms)
     problems += check_models(config.models) + check_tools(config.tools)
+    problems += check_alerts(config.alerts)
     problems += [Problem(*p) for p in store_problems(config.store, config.platforms.telegram)]
     model, aux = config.model, config.auxiliary.compression
     config = replace(

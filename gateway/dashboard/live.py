@@ -31,6 +31,7 @@ OBSERVED_EVENTS = (
     "budget:reached",
     "session:compress",
     "session:compress_failed",
+    "gateway:alert",
 )
 
 

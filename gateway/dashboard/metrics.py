@@ -8,7 +8,7 @@ in one process (the tests) never share numbers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -86,6 +86,25 @@ class Metrics:
             "sessions_active", "Sessions with activity in the last 24 hours."
         )
         self.reminders_pending = self._gauge("reminders_pending", "Reminders not sent yet.")
+        self.alerts_active = Gauge(
+            "nightowl_alerts_active",
+            "1 while an alert's condition holds (docs/operations.md#alerts), else 0.",
+            ["condition"],
+            registry=registry,
+        )
+        self.alerts_sent = Counter(
+            "nightowl_alerts_sent",
+            "Alert messages told to the operator, by condition and state (started, cleared).",
+            ["condition", "state"],
+            registry=registry,
+        )
+        self._alert_conditions: set[str] = set()
+        self.adapter_restarts = Gauge(
+            "nightowl_adapter_restarts",
+            "Times the platform's receiving connection was rebuilt since the start.",
+            ["platform"],
+            registry=registry,
+        )
         self.adapter_up = Gauge(
             "nightowl_adapter_up",
             "1 when the platform is connected, 0 when not.",
@@ -114,6 +133,8 @@ class Metrics:
             self.cached_tokens.labels(kind).inc(int(payload.get("cache_read_tokens") or 0))
             if payload.get("outcome") == "ok":
                 self._cost(str(payload.get("model")), kind, payload.get("cost"))
+        elif event == "gateway:alert":
+            self.alerts_sent.labels(str(payload.get("condition")), str(payload.get("state"))).inc()
         elif event == "budget:reached":
             self.budgets_reached.labels(str(payload.get("budget"))).inc()
         elif event in ("session:compress", "session:compress_failed"):
@@ -126,14 +147,23 @@ class Metrics:
         else:
             self.cost.labels(model, kind).inc(float(Decimal(str(cost))))
 
-    def exposition(self, totals: Totals, adapters: Mapping[str, Adapter]) -> bytes:
-        """The text a scrape gets, with the gauges read now."""
+    def exposition(
+        self, totals: Totals, adapters: Mapping[str, Adapter], alerts: Iterable[str] = ()
+    ) -> bytes:
+        """The text a scrape gets, with the gauges read now; ``alerts``: the conditions
+        holding."""
+        holding = set(alerts)
+        self._alert_conditions |= holding
+        for condition in self._alert_conditions:
+            self.alerts_active.labels(condition).set(1 if condition in holding else 0)
         self.inbox_pending.set(totals.inbox_pending)
         self.undelivered.set(totals.undelivered_replies)
         self.sessions_active.set(totals.sessions_active)
         self.reminders_pending.set(totals.reminders_pending)
         for platform, adapter in adapters.items():
-            connected = adapter.status().connected
+            status = adapter.status()
+            self.adapter_restarts.labels(platform).set(status.restarts)
+            connected = status.connected
             if connected is not None:
                 self.adapter_up.labels(platform).set(1 if connected else 0)
         return generate_latest(self.registry)

@@ -142,7 +142,8 @@ class Pages:
 
     async def scrape(self, request: web.Request) -> web.StreamResponse:
         totals = await self.reader.dashboard.totals(time.time() - 86400)
-        body = self.metrics.exposition(totals, self.operations.platforms)
+        holding = [alert.condition for alert in self.operations.alerts()]
+        body = self.metrics.exposition(totals, self.operations.platforms, holding)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     # -- actions ----------------------------------------------------------------------------

@@ -71,6 +71,8 @@ class Views:
                     "mode": status.mode,
                     "last_received": self.live.last_received.get(name),
                     "last_sent": self.live.last_sent.get(name),
+                    "problem": status.problem,
+                    "restarts": status.restarts,
                 }
                 for name, adapter in sorted(self.operations.platforms.items())
                 for status in [adapter.status()]
@@ -104,6 +106,16 @@ class Views:
                 "undelivered": totals.undelivered_replies,
                 "reminders": totals.reminders_pending,
                 "pairing": len(await self.operations.pending_pairings()),
+                "alerts": [
+                    {
+                        "condition": alert.condition,
+                        "what": alert.what,
+                        "todo": alert.todo,
+                        "since": alert.since,
+                        "told": alert.reported,
+                    }
+                    for alert in self.operations.alerts()
+                ],
             },
             "spend": await spend(
                 self.reader.costs, self.operations.budgets, self.live.budgets_reached, now

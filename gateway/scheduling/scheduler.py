@@ -1,13 +1,13 @@
 """What runs on a clock, started and stopped together: reminders the agent set
-(:mod:`gateway.scheduling.reminders`), idle compression (:mod:`gateway.scheduling.idle`)
-and the periodic retry of replies a platform did not take
-(docs/design.md#delivery-guarantee).
+(:mod:`gateway.scheduling.reminders`), idle compression (:mod:`gateway.scheduling.idle`),
+the periodic retry of replies a platform did not take
+(docs/design.md#delivery-guarantee) and the alerts' checks (docs/operations.md#alerts).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 from agent.tools import Tool
@@ -45,6 +45,8 @@ class Scheduler:
         idle_scan_seconds: float | None = None,
         retry_seconds: float = 60.0,
         sweep_seconds: float | None = None,
+        alert_check: Callable[[], Awaitable[None]] | None = None,
+        alert_seconds: float = 60.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.conversation = conversation
@@ -53,6 +55,9 @@ class Scheduler:
         self.retry_seconds = retry_seconds
         #: With replicas: how often to pick up work nobody holds (None: one process).
         self.sweep_seconds = sweep_seconds
+        #: The alerts' look at their conditions (docs/operations.md#alerts), and how often.
+        self.alert_check = alert_check
+        self.alert_seconds = alert_seconds
         self.clock = clock
         self.jobs = Jobs()
         self.reminders = Reminders(
@@ -93,6 +98,10 @@ class Scheduler:
         if self.sweep_seconds is not None:
             self.jobs.every(
                 self.sweep_seconds, self.sweep, job_id="sweep", name="work nobody holds"
+            )
+        if self.alert_check is not None:
+            self.jobs.every(
+                self.alert_seconds, self.alert_check, job_id="alerts", name="alert conditions"
             )
         self.jobs.every(
             PRUNE_SEEN_EVERY_SECONDS,

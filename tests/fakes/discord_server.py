@@ -106,6 +106,8 @@ class FakeDiscord:
         #: When set, IDENTIFY is answered by closing the socket with this code (4014:
         #: privileged intent not enabled for the bot).
         self.close_on_identify: int | None = None
+        #: Gateway connections are dropped and refused (:meth:`cut_gateway`).
+        self.gateway_down = False
         self.typing_failures = 0
         self.interaction_callbacks: list[dict[str, Any]] = []
         #: PUT bodies of command registration, keyed by guild id (None = global).
@@ -574,9 +576,23 @@ class FakeDiscord:
 
     # ---- gateway -----------------------------------------------------------------------
 
+    async def cut_gateway(self) -> None:
+        """Drop every gateway connection and refuse new ones (as when the network to
+        Discord is down) until :meth:`restore_gateway`; REST calls still work."""
+        self.gateway_down = True
+        for session in self._shards.values():
+            if session.ws is not None:
+                await session.ws.close(code=4000)
+
+    def restore_gateway(self) -> None:
+        self.gateway_down = False
+
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
+        if self.gateway_down:
+            await ws.close(code=4000)
+            return ws
         await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 41250}}))
         async for msg in ws:
             if msg.type is not WSMsgType.TEXT:

@@ -7,7 +7,8 @@ offset semantics: asking with ``offset=N`` confirms (and forgets) every update b
 Tests push updates (:meth:`FakeTelegram.push_text`, :meth:`push_photo`,
 :meth:`push_file`, :meth:`push_update`), upgrade a group (:meth:`migrate_group`), read what the bot did (:attr:`sent`, :attr:`edits`,
 :attr:`chat_actions`, :attr:`commands`, :attr:`confirmed_offset`), inject failures
-(:meth:`fail_next`) and wait for conditions with a timeout (:meth:`wait_for`).
+(:meth:`fail_next`, :attr:`get_updates_empty`: updates pending that getUpdates never
+returns, as ``getWebhookInfo`` shows) and wait for conditions with a timeout (:meth:`wait_for`).
 """
 
 from __future__ import annotations
@@ -109,6 +110,11 @@ class FakeTelegram:
         self.webhooks: list[dict] = []
         self.requests: list[ApiRequest] = []
         self.get_updates_paused = False
+        #: getUpdates answers with no updates (after its long poll) while they stay
+        #: pending: Telegram's side stuck, as getWebhookInfo's pending_update_count shows.
+        self.get_updates_empty = False
+        #: What getWebhookInfo reports as the last error delivering to the webhook.
+        self.webhook_error: str | None = None
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
         self._file_ids = itertools.count(1)
@@ -289,6 +295,10 @@ class FakeTelegram:
         for _ in range(times):
             self._failures[method].append(_Failure(status, description, retry_after))
 
+    def clear_failures(self, method: str) -> None:
+        """Forget the failures still queued for ``method``: it works again."""
+        self._failures[method].clear()
+
     def drop_next(self, method: str, *, times: int = 1) -> None:
         """Close the connection on the next ``times`` calls of ``method``, unanswered."""
         self._failures[method].extend([None] * times)
@@ -306,6 +316,11 @@ class FakeTelegram:
 
     def resume_get_updates(self) -> None:
         self.get_updates_paused = False
+        #: getUpdates answers with no updates (after its long poll) while they stay
+        #: pending: Telegram's side stuck, as getWebhookInfo's pending_update_count shows.
+        self.get_updates_empty = False
+        #: What getWebhookInfo reports as the last error delivering to the webhook.
+        self.webhook_error: str | None = None
         self._notify_soon()
 
     async def wait_for(self, predicate: Callable[[], bool], within: float = CEILING) -> None:
@@ -392,6 +407,8 @@ class FakeTelegram:
         def ready() -> bool:
             if self._stopping:
                 return True
+            if self.get_updates_empty:
+                return False
             return not self.get_updates_paused and any(
                 u["update_id"] >= offset for u in self.pending
             )
@@ -403,7 +420,23 @@ class FakeTelegram:
                     await asyncio.wait_for(wait, None if self.get_updates_paused else timeout)
                 except TimeoutError:
                     pass
+        if self.get_updates_empty:
+            return []
         return [u for u in self.pending if u["update_id"] >= offset][:limit]
+
+    async def _api_getWebhookInfo(self, params: dict) -> dict:
+        """The webhook last set ("" after deleteWebhook: polling); ``pending_update_count``:
+        the updates not confirmed (nor delivered to a webhook) yet."""
+        url = next((w.get("url", "") for w in reversed(self.webhooks)), "")
+        info: dict[str, Any] = {
+            "url": url,
+            "has_custom_certificate": False,
+            "pending_update_count": len(self.pending),
+        }
+        if self.webhook_error:
+            info["last_error_date"] = int(time.time())
+            info["last_error_message"] = self.webhook_error
+        return info
 
     async def _api_sendMessage(self, params: dict) -> dict:
         return self._record_sent("sendMessage", params, params["text"])

@@ -1,0 +1,149 @@
+"""What each alert watches, as an :class:`Observation` while it holds.
+
+Each probe looks once and says what is wrong now; how long it has been so and whether
+to tell anyone is the monitor's (:mod:`gateway.alerts.monitor`). Conditions:
+
+- ``provider``: every model call failed since a moment (from ``llm:request``);
+- ``platform:<name>``: a platform's adapter receives nothing (:meth:`Adapter.check`);
+- ``undelivered``: replies stored but not accepted by their platform;
+- ``disk``: little room left where the data dir is;
+- ``pairing``: strangers' pairing requests waiting for an owner;
+- ``budget``: a budget refusing calls until it resets (from ``budget:reached``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.events import Payload
+
+#: Less free room than this share of the disk, or than :data:`DISK_MIN_FREE_BYTES`.
+DISK_MIN_FREE_SHARE = 0.05
+DISK_MIN_FREE_BYTES = 500 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A condition that holds now: what it is, what to do, and (when the probe knows
+    better than "when first seen") since when, in epoch seconds."""
+
+    what: str
+    todo: str
+    since: float | None = None
+    #: Reported at once, not after ``after_seconds`` (it cannot flicker: a budget).
+    at_once: bool = False
+
+
+class ProviderFailures:
+    """Whether every model call failed since some moment: fed ``llm:request`` payloads."""
+
+    def __init__(self) -> None:
+        self.failing_since: float | None = None
+        self.failures = 0
+        self.last_error = ""
+        self.model = ""
+
+    def observe(self, payload: Payload, now: float) -> None:
+        outcome = str(payload.get("outcome"))
+        if outcome == "ok":
+            self.failing_since, self.failures, self.last_error = None, 0, ""
+            return
+        if self.failing_since is None:
+            self.failing_since = now
+        self.failures += 1
+        self.last_error = outcome
+        self.model = f"{payload.get('model')} via {payload.get('provider')}"
+
+    def observation(self) -> Observation | None:
+        if self.failing_since is None:
+            return None
+        return Observation(
+            what=f"the model ({self.model}) failed every call: {self.failures} in a row, "
+            f"the last with {self.last_error}",
+            todo="Check the provider's status, the API key and model.base_url (`nightowl "
+            "doctor` tries the route); meanwhile no replies are written",
+            since=self.failing_since,
+        )
+
+
+class BudgetsReached:
+    """Budgets refusing calls now: fed ``budget:reached`` payloads, each until it resets."""
+
+    def __init__(self) -> None:
+        #: (budget, subject) -> resets at (epoch seconds).
+        self.refusing: dict[tuple[str, str], float] = {}
+        self.since: float | None = None
+
+    def observe(self, payload: Payload, now: float) -> None:
+        key = (str(payload.get("budget")), str(payload.get("subject")))
+        self.refusing[key] = float(payload.get("resets_at") or now)
+        if self.since is None:
+            self.since = now
+
+    def observation(self, now: float) -> Observation | None:
+        self.refusing = {key: at for key, at in self.refusing.items() if at > now}
+        if not self.refusing:
+            self.since = None
+            return None
+        names = ", ".join(f"{budget} ({subject})" for budget, subject in sorted(self.refusing))
+        return Observation(
+            what=f"a budget refuses calls: {names}",
+            todo="Raise budgets: in config.yaml and restart to lift it sooner; until it "
+            "resets, the messages it covers are stored but not answered",
+            since=self.since,
+            at_once=True,
+        )
+
+
+def disk_observation(
+    data_dir: Path,
+    min_free_share: float = DISK_MIN_FREE_SHARE,
+    min_free_bytes: int = DISK_MIN_FREE_BYTES,
+) -> Observation | None:
+    """Little room left on the disk holding ``data_dir`` (None when there is enough, or
+    when the directory cannot be looked at)."""
+    try:
+        usage = shutil.disk_usage(data_dir)
+    except OSError:
+        return None
+    if usage.free >= min_free_bytes and usage.free >= usage.total * min_free_share:
+        return None
+    share = usage.free / usage.total if usage.total else 0.0
+    return Observation(
+        what=f"the disk holding {data_dir} has {usage.free / 1024**2:,.0f} MB free ({share:.1%})",
+        todo="Free some room (old logs, backups) or grow the disk: when it is full, "
+        "messages are refused unstored",
+    )
+
+
+def undelivered_observation(count: int) -> Observation | None:
+    if not count:
+        return None
+    return Observation(
+        what=f"{count} repl{'y is' if count == 1 else 'ies are'} stored but not delivered",
+        todo="See why in the log (journalctl -u nightowl): their platform refuses them "
+        "or cannot be reached. They are retried every minute",
+    )
+
+
+def pairing_observation(count: int, oldest: float) -> Observation | None:
+    if not count:
+        return None
+    return Observation(
+        what=f"{count} pairing request{'s' if count != 1 else ''} waiting",
+        todo="Answer in chat with /pair, or `nightowl pairing list` then "
+        "`nightowl pairing approve <code>` (or deny)",
+        since=oldest,
+    )
+
+
+def platform_observation(platform: str, problem: str, since: float | None) -> Observation:
+    return Observation(
+        what=f"{platform} receives nothing: {problem}",
+        todo="Check the network and the token (a 409 Conflict: stop the other process "
+        "using it). Meanwhile the connection is rebuilt, and messages wait on the "
+        "platform's side",
+        since=since,
+    )

@@ -1,0 +1,418 @@
+"""Alerts to the operator (docs/operations.md#alerts), end to end: the real gateway, the
+fake Telegram and LLM, a local webhook; a condition told once when it starts and once
+when it clears."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from adapters.base import DeliveryError, OutboundMessage
+from gateway.config.schema import ConfigError, parse_config
+from tests.dashboard.support import client_of, dashboard_config, log_in
+from tests.dashboard.test_metrics import samples
+from tests.e2e.discord_stack import running_stack
+from tests.e2e.telegram_helpers import ANN, BOB, telegram_config, telegram_gateway, visible
+from tests.fakes.discord_world import ALICE, DM_CHANNEL_ID
+from tests.fakes.llm_server import FakeLLM, Recorded, Reply
+from tests.fakes.telegram_server import FakeTelegram, SentMessage
+from tests.harness import RecordingAdapter, make_config, running_gateway, turns_done
+from tests.waiting import Recording
+
+OPERATOR = 42  # ANN: Telegram's private chat with a user has the user's id
+AFTER = 0.3  # alerts.after_seconds: checks run every 0.15 s
+
+
+class Webhook:
+    """A local HTTP server recording the JSON POSTs it gets."""
+
+    def __init__(self) -> None:
+        self.posts: Recording[dict[str, Any]] = Recording()
+        self.url = ""
+
+    async def receive(self, request: web.Request) -> web.Response:
+        await self.posts.add(await request.json())
+        return web.Response(status=204)
+
+
+@pytest.fixture
+async def webhook() -> AsyncIterator[Webhook]:
+    hook = Webhook()
+    app = web.Application()
+    app.router.add_post("/alerts", hook.receive)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    hook.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/alerts"  # type: ignore[union-attr]
+    try:
+        yield hook
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as server:
+        yield server
+
+
+def alerts(to: list[str], **more: Any) -> dict[str, Any]:
+    return {"alerts": {"to": to, "after_seconds": AFTER, **more}}
+
+
+def told(server: FakeTelegram, mark: str) -> list[SentMessage]:
+    """Alert messages (``⚠`` started, ``✅`` cleared) sent to the operator's chat."""
+    return [
+        m
+        for m in server.sent
+        if str(m.chat_id) == str(OPERATOR) and visible(m.text).startswith(f"{mark} nightowl:")
+    ]
+
+
+def answered(server: FakeTelegram, text: str) -> bool:
+    return any(visible(m.text) == text for m in server.sent)
+
+
+async def test_a_provider_failing_every_call_is_told_once_and_its_recovery_once(
+    tmp_path: Path, telegram: FakeTelegram, webhook: Webhook
+) -> None:
+    failing = True
+
+    def respond(request: Recorded) -> Reply:
+        if failing:
+            return Reply(status=500, error_type="server_error", error_message="down")
+        return Reply("back")
+
+    async with FakeLLM(responder=respond) as llm:
+        config = telegram_config(
+            tmp_path / "data",
+            llm,
+            telegram,
+            sections=alerts([f"telegram:{OPERATOR}"], webhook=webhook.url),
+        )
+        async with telegram_gateway(config) as gateway:
+            telegram.push_text(ANN["id"], "hello?", user=ANN)
+            await telegram.wait_for(lambda: len(told(telegram, "⚠")) == 1)
+            started = await webhook.posts.wait_for(1)
+            assert gateway.operations.alerts()[0].condition == "provider"
+
+            failing = False
+            telegram.push_text(ANN["id"], "and now?", user=ANN)
+            await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
+            posts = await webhook.posts.wait_for(2)
+            for _ in range(3):  # more looks tell nothing more
+                await gateway.alerts.check()
+            assert gateway.operations.alerts() == []
+
+    [start] = told(telegram, "⚠")
+    text = visible(start.text)
+    assert "the model (fake-model via openai) failed every call" in text
+    assert "since 20" in text and "What to do:" in text and "nightowl doctor" in text
+    assert "resolved: the model" in visible(told(telegram, "✅")[0].text)
+    assert len(told(telegram, "⚠")) == 1 and len(told(telegram, "✅")) == 1
+    assert [p["state"] for p in webhook.posts.items] == ["started", "cleared"]
+    assert started[0]["condition"] == "provider" and posts[1]["condition"] == "provider"
+    assert started[0]["since"] == posts[1]["since"]
+    assert started[0]["text"].startswith("⚠ nightowl: the model")
+
+
+async def test_a_deaf_telegram_is_told_rebuilt_and_cleared_only_when_updates_flow(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    config = telegram_config(
+        tmp_path / "data", fake_llm, telegram, sections=alerts([f"telegram:{OPERATOR}"])
+    )
+    async with telegram_gateway(config) as gateway:
+        adapter = gateway.adapters["telegram"]
+        telegram.get_updates_empty = True  # Telegram holds the update; polling gets none
+        telegram.push_text(ANN["id"], "anyone there?", user=ANN)
+        await telegram.wait_for(lambda: len(told(telegram, "⚠")) == 1)
+        status = adapter.status()
+        assert status.restarts >= 1  # rebuilt before it was told
+        assert "holds 1 update(s)" in status.problem  # a rebuild alone clears nothing
+        assert gateway.operations.alerts()[0].condition == "platform:telegram"
+
+        telegram.get_updates_empty = False
+        telegram.resume_get_updates()  # wakes the long poll
+        await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
+        await telegram.wait_for(lambda: answered(telegram, "echo: anyone there?"))  # got it
+        for _ in range(3):
+            await gateway.alerts.check()
+
+    text = visible(told(telegram, "⚠")[0].text)
+    assert "telegram receives nothing: Telegram holds 1 update(s)" in text
+    assert "What to do:" in text
+    assert len(told(telegram, "⚠")) == 1 and len(told(telegram, "✅")) == 1
+    assert telegram.method_calls("getWebhookInfo")
+
+
+async def test_a_nearly_full_disk_is_told_and_cleared(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    operator = RecordingAdapter("telegram")
+    nobody = f"http://127.0.0.1:{free_port()}/alerts"  # a webhook that is down: logged only
+    config = make_config(
+        tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"], webhook=nobody)
+    )
+    async with running_gateway(config, operator) as gateway:
+        gateway.alerts.disk_min_free_bytes = 1 << 62  # more than any disk has
+        [started] = await operator.wait_sent(1)
+        gateway.alerts.disk_min_free_bytes = 0
+        gateway.alerts.disk_min_free_share = 0.0
+        sent = await operator.wait_sent(2)
+        for _ in range(3):
+            await gateway.alerts.check()
+        assert len(operator.sent) == 2
+    assert started.startswith("⚠ nightowl: the disk holding ")
+    assert f"{tmp_path / 'data'} has " in started and "MB free" in started
+    assert sent[1].startswith("✅ nightowl: resolved: the disk holding")
+    assert {m.chat_id for m in operator.sent} == {str(OPERATOR)}
+
+
+async def test_a_budget_reached_is_told_once_at_once(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    console, operator = RecordingAdapter(), RecordingAdapter("telegram")
+    config = make_config(
+        tmp_path / "data",
+        fake_llm,
+        model={"price": {"input": 100, "output": 200}},
+        budgets={"monthly": 0},
+        alerts={"to": [f"telegram:{OPERATOR}"], "after_seconds": 3600},  # "at once" shows
+    )
+    async with running_gateway(config, console, operator) as gateway:
+        for count, text in enumerate(("first", "second"), start=1):
+            await console.say(text)
+            await console.wait_sent(count)  # the refusal
+            await turns_done(gateway)
+        await gateway.events.drain()  # budget:reached reached the alerts
+        for _ in range(3):
+            await gateway.alerts.check()
+        to_operator = operator.texts(str(OPERATOR))
+        assert [a.condition for a in gateway.operations.alerts()] == ["budget"]
+    assert len(to_operator) == 1
+    assert to_operator[0].startswith("⚠ nightowl: a budget refuses calls: monthly (bot)")
+    assert "What to do:" in to_operator[0]
+    assert not fake_llm.requests  # refused before any call
+
+
+async def test_a_conflict_loop_is_told_and_cleared_once_polling_works(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    """A second process polls with the token: every getUpdates gets 409 Conflict."""
+    config = telegram_config(
+        tmp_path / "data", fake_llm, telegram, sections=alerts([f"telegram:{OPERATOR}"])
+    )
+    async with telegram_gateway(config) as gateway:
+        telegram.fail_next("getUpdates", 409, CONFLICT, times=1_000_000)
+        await telegram.wait_for(lambda: len(told(telegram, "⚠")) == 1)
+        assert gateway.adapters["telegram"].status().restarts >= 1
+        telegram.clear_failures("getUpdates")  # the other process stopped
+        telegram.push_text(ANN["id"], "you there?", user=ANN)
+        await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
+        await telegram.wait_for(lambda: answered(telegram, "echo: you there?"))
+    text = visible(told(telegram, "⚠")[0].text)
+    assert "telegram receives nothing: getUpdates fails: " in text
+    assert "another bot instance or a webhook is using this token" in text
+    assert len(told(telegram, "⚠")) == 1 and len(told(telegram, "✅")) == 1
+
+
+CONFLICT = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
+
+
+async def test_a_discord_operator_is_told_in_a_dm(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    section = alerts([f"discord:{ALICE['id']}"])
+    async with running_stack(tmp_path / "data", fake_llm, sections=section) as stack:
+        stack.gateway.alerts.disk_min_free_bytes = 1 << 62
+        [sent] = await stack.fake.wait_for_sent(1)
+    assert sent.channel_id == DM_CHANNEL_ID  # the DM the adapter opened with Alice
+    assert sent.content.startswith("⚠ nightowl: the disk holding ")
+
+
+async def test_alerts_show_on_the_dashboard_and_in_metrics(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    operator = RecordingAdapter("telegram")
+    config = dashboard_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    async with running_gateway(config, operator) as gateway, client_of(gateway) as client:
+        gateway.alerts.disk_min_free_bytes = 1 << 62
+        await operator.wait_sent(1)
+        await gateway.events.drain()
+        holding = samples(await (await client.get("/metrics")).text())
+        await log_in(client)
+        page = await (await client.get("/")).text()
+        gateway.alerts.disk_min_free_bytes = 0
+        gateway.alerts.disk_min_free_share = 0.0
+        await operator.wait_sent(2)
+        await gateway.events.drain()
+        cleared = samples(await (await client.get("/metrics")).text())
+    assert holding[("nightowl_alerts_active", (("condition", "disk"),))] == 1
+    assert (
+        holding[("nightowl_alerts_sent_total", (("condition", "disk"), ("state", "started")))] == 1
+    )
+    assert holding[("nightowl_adapter_restarts", (("platform", "telegram"),))] == 0
+    assert "Needs a hand" in page and "the disk holding" in page and ">disk<" in page
+    assert cleared[("nightowl_alerts_active", (("condition", "disk"),))] == 0
+    assert (
+        cleared[("nightowl_alerts_sent_total", (("condition", "disk"), ("state", "cleared")))] == 1
+    )
+
+
+async def test_a_waiting_pairing_request_is_told_and_cleared_once_answered(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    config = telegram_config(
+        tmp_path / "data", fake_llm, telegram, sections=alerts([f"telegram:{OPERATOR}"])
+    )
+    async with telegram_gateway(config) as gateway:
+        telegram.push_text(BOB["id"], "let me in", user=BOB)
+        await telegram.wait_for(lambda: len(told(telegram, "⚠")) == 1)
+        [request] = await gateway.operations.pending_pairings()
+        await gateway.operations.approve(request.code, "the test")
+        await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
+    text = visible(told(telegram, "⚠")[0].text)
+    assert text.startswith("⚠ nightowl: 1 pairing request waiting, since ")
+    assert "nightowl pairing approve <code>" in text
+
+
+class RefusingAdapter(RecordingAdapter):
+    """A platform that refuses every send while :attr:`refusing` is set."""
+
+    refusing = True
+
+    async def send(self, message: OutboundMessage) -> list[str]:
+        if self.refusing:
+            raise DeliveryError("refused", platform=self.platform, chat_id=message.chat_id)
+        return await super().send(message)
+
+
+async def test_undelivered_replies_are_told_and_cleared_once_delivered(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    chat, operator = RefusingAdapter(), RecordingAdapter("telegram")
+    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    async with running_gateway(config, chat, operator) as gateway:
+        await chat.say("hello")
+        [started] = await operator.wait_sent(1)
+        chat.refusing = False
+        await gateway.scheduler.retry_deliveries()  # what its job does every minute
+        await chat.wait_sent(1)
+        sent = await operator.wait_sent(2)
+    assert started.startswith("⚠ nightowl: 1 reply is stored but not delivered, since ")
+    assert sent[1].startswith("✅ nightowl: resolved: 1 reply is stored but not delivered")
+
+
+async def test_never_more_than_one_message_per_condition_per_after_seconds(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """A condition that clears and comes back within ``after_seconds`` was never gone;
+    a clearing waits until ``after_seconds`` passed since the last message."""
+    operator = RecordingAdapter("telegram")
+    hour = 3600.0
+    config = make_config(
+        tmp_path / "data", fake_llm, alerts={"to": [f"telegram:{OPERATOR}"], "after_seconds": hour}
+    )
+    async with running_gateway(config, operator) as gateway:
+        alerts, now = gateway.alerts, 1_000_000.0
+        alerts.clock = lambda: now
+
+        async def look(at: float, *, full: bool) -> list[str]:
+            nonlocal now
+            now = 1_000_000.0 + at
+            alerts.disk_min_free_bytes = 1 << 62 if full else 0
+            alerts.disk_min_free_share = 0.05 if full else 0.0
+            await alerts.check()
+            return operator.texts()
+
+        assert await look(0, full=True) == []
+        assert await look(hour - 1, full=True) == []  # not long enough yet
+        [started] = await look(hour, full=True)
+        assert len(await look(hour + 100, full=False)) == 1  # cleared, but told too recently
+        assert len(await look(hour + 200, full=True)) == 1  # back: it was never gone
+        assert len(await look(2 * hour - 1, full=False)) == 1
+        told = await look(2 * hour, full=False)
+        assert await look(2 * hour + 1, full=False) == told
+    assert started.startswith("⚠ nightowl: the disk holding ")
+    assert "since 1970-01-12 13:46:40 UTC" in started
+    assert len(told) == 2 and told[1].startswith("✅ nightowl: resolved: the disk holding")
+    assert "2.0 h)" in told[1]  # from the first sight to the clearing
+
+
+async def test_a_webhook_telegram_never_reached_is_told(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    port = free_port()
+    config = telegram_config(
+        tmp_path / "data",
+        fake_llm,
+        telegram,
+        sections=alerts([f"telegram:{OPERATOR}"]),
+        webhook={"url": "https://bot.example.org/tg/hook", "port": port, "secret_token": SECRET},
+    )
+    async with telegram_gateway(config) as gateway:
+        telegram.webhook_error = "Connection timed out"  # the proxy in front is down
+        update = telegram.push_text(ANN["id"], "hello?", user=ANN)
+        await telegram.wait_for(lambda: len(told(telegram, "⚠")) == 1)
+        assert gateway.adapters["telegram"].status().connected is False
+
+        telegram.webhook_error, telegram.pending = None, []  # the proxy is back: delivered
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"http://127.0.0.1:{port}/tg/hook",
+                json={"update_id": telegram.last_pushed, "message": update},
+                headers={"X-Telegram-Bot-Api-Secret-Token": SECRET},
+            ) as accepted,
+        ):
+            assert accepted.status == 200
+        await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
+    text = visible(told(telegram, "⚠")[0].text)
+    assert "Telegram holds 1 update(s) for the bot, but none reach the webhook" in text
+    assert "(Telegram says: Connection timed out)" in text
+
+
+SECRET = "alerts-test-secret_0123"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("section", "refusal"),
+    [
+        ({"to": ["42"]}, 'alerts.to[0]: expected "telegram:<user id>" or "discord:<user id>"'),
+        ({"to": ["telegram:"]}, 'got "telegram:"'),
+        ({"webhook": "hooks.example.org/x"}, "alerts.webhook: expected an http(s) URL"),
+        ({"after_seconds": 0}, "alerts.after_seconds"),
+    ],
+)
+def test_a_wrong_alerts_section_is_refused_with_its_key(
+    section: dict[str, Any], refusal: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"alerts": section}, {})
+    assert refusal in str(caught.value)
+
+
+async def test_a_discord_gateway_connection_down_is_told_and_cleared_once_back(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    section = alerts([f"discord:{ALICE['id']}"])
+    async with running_stack(tmp_path / "data", fake_llm, sections=section) as stack:
+        fake = stack.fake
+        await fake.cut_gateway()
+        [started] = await fake.wait_for_sent(1)
+        fake.restore_gateway()  # discord.py's next attempt gets through
+        sent = await fake.wait_for_sent(2)
+        assert stack.gateway.adapters["discord"].status().restarts == 1
+    assert started.channel_id == DM_CHANNEL_ID
+    assert started.content.startswith(
+        "⚠ nightowl: discord receives nothing: the gateway connection dropped"
+    )
+    assert sent[1].content.startswith("✅ nightowl: resolved: discord receives nothing")
