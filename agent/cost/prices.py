@@ -164,7 +164,11 @@ def cost_of(usage: Usage | None, price: Price | None, cache_ttl: CacheTTL = "5m"
     the prompt minus reads minus writes (docs/cost.md#how-a-call-is-priced). Cache
     writes are billed at the rate for ``cache_ttl``, the TTL the request asked for.
     """
-    if usage is None or price is None:
+    if price is None:
+        return None
+    if price.free:  # a local server that reports no usage still cost nothing
+        return Decimal(0)
+    if usage is None:
         return None
     reads, writes = usage.cache_read_tokens, usage.cache_write_tokens
     uncached = max(usage.prompt_tokens - reads - writes, 0)
