@@ -206,3 +206,27 @@ async def test_a_free_local_model_reporting_no_usage_costs_nothing(tmp_path: Pat
             [call] = await gateway.store.costs.calls(0)
     assert call.cost == Decimal(0)
     assert "Cost of this conversation: $0.00" in usage and "unknown" not in usage
+
+
+async def test_a_call_cut_off_mid_stream_leaves_a_row_and_a_refused_one_none(
+    tmp_path: Path, llm: CachingLLM
+) -> None:
+    llm.script(
+        Reply("the start of an answer that", stream_error="server_error"),
+        Reply(status=429, error_type="rate_limit_exceeded"),
+    )
+    config = priced(tmp_path, llm)
+    adapter = RecordingAdapter()
+    async with running_gateway(config, adapter) as gateway:
+        for n, text in enumerate(["first", "second"], start=1):
+            await adapter.say(text)
+            await adapter.wait_sent(n)
+            await turns_done(gateway)
+        await adapter.say("/usage")
+        usage = (await adapter.wait_sent(3))[-1]
+        calls = await gateway.store.costs.calls(0)
+    assert len(llm.requests) == 2
+    [cut] = calls  # the vendor may bill the one it began; the rate-limited one did nothing
+    assert (cut.kind, cut.person, cut.cost) == ("chat", "console:u1", None)
+    assert cut.prompt_tokens > 1_000 and cut.completion_tokens > 0  # estimated
+    assert "unknown (1 unpriced call)" in usage
