@@ -125,6 +125,20 @@ class CostMeter:
     def budgets(self) -> Budgets:
         return self.pricing.budgets
 
+    def warn_unpriced(self) -> None:
+        """At start: one WARNING when budgets are set and some model has no price, whose
+        calls no budget can stop (docs/cost.md#unknown-prices)."""
+        unpriced = self.pricing.unpriced()
+        if self.budgets != Budgets() and unpriced:
+            log.warning(
+                "budgets are set, but %s %s no price: %s calls are not counted against"
+                " budgets and no budget stops them; give %s a price in config.yaml",
+                ", ".join(unpriced),
+                "has" if len(unpriced) == 1 else "have",
+                "its" if len(unpriced) == 1 else "their",
+                "it" if len(unpriced) == 1 else "them",
+            )
+
     def price(self, provider: Provider) -> Price | None:
         return self.pricing.price(provider.name, provider.model, provider.base_url)
 

@@ -171,10 +171,11 @@ async def test_an_anthropic_call_through_the_fake_costs_what_its_usage_implies(
     assert cost_of(body_usage, table_price("claude-sonnet-4-5")) == Decimal("0.02625")
 
 
-def test_unknown_price_or_usage_is_unknown_cost() -> None:
+def test_unknown_price_or_usage_is_unknown_cost_unless_free() -> None:
     usage = Usage(prompt_tokens=10, completion_tokens=1)
     assert cost_of(usage, None) is None
-    assert cost_of(None, FREE) is None
+    assert cost_of(None, Price.per_million("0.15", "0.60")) is None
+    assert cost_of(None, FREE) == 0  # a local server that reports no usage
     assert cost_of(usage, FREE) == 0
 
 

@@ -4,6 +4,7 @@ compression, a batch of several people, voice notes, calls side by side."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator
 from decimal import Decimal
@@ -230,3 +231,40 @@ async def test_a_call_cut_off_mid_stream_leaves_a_row_and_a_refused_one_none(
     assert (cut.kind, cut.person, cut.cost) == ("chat", "console:u1", None)
     assert cut.prompt_tokens > 1_000 and cut.completion_tokens > 0  # estimated
     assert "unknown (1 unpriced call)" in usage
+
+
+async def test_an_unpriced_model_is_named_at_start_and_usage_says_it_is_not_counted(
+    tmp_path: Path, llm: CachingLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    summaries = {"model": "mystery-model", "base_url": "https://llm.example.com/v1"}
+    config = priced(
+        tmp_path,
+        llm,
+        budgets={"per_chat_daily": 5},
+        auxiliary={"compression": {**summaries, "api_key": "k"}},
+    )
+    adapter = RecordingAdapter()
+    with caplog.at_level(logging.WARNING, logger="gateway.cost.meter"):
+        async with running_gateway(config, adapter) as gateway:
+            entry = CostRecord(time.time(), "console:t", None, "summary", "mystery-model")
+            await gateway.store.costs.record(entry)  # a summary of unknown cost
+            await adapter.say("/usage")
+            usage = (await adapter.wait_sent(1))[-1]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "budgets are set, but openai mystery-model has no price: its calls are not counted"
+        " against budgets and no budget stops them; give it a price in config.yaml"
+    ]
+    assert usage.splitlines()[-1] == "Unpriced calls are not counted against budgets."
+
+
+async def test_usage_in_a_private_chat_shows_what_the_person_s_budget_counts(
+    tmp_path: Path, llm: CachingLLM
+) -> None:
+    config = priced(tmp_path, llm, budgets={"per_user_daily": 5})
+    adapter = RecordingAdapter()
+    async with running_gateway(config, adapter) as gateway:
+        await spend(gateway, "1.25", person="console:u1")  # in the group, earlier
+        await adapter.say("/usage")  # in the private chat
+        usage = (await adapter.wait_sent(1))[-1]
+    assert "You, in all chats: $1.25 today" in usage.splitlines()
