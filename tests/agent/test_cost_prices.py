@@ -43,12 +43,23 @@ from tests.fakes.llm_server import FakeLLM, Reply
         ("anthropic/claude-3-5-haiku-latest", "0.80"),
     ],
 )
-def test_the_table_matches_the_longest_prefix(model: str, input_price: str) -> None:
+def test_the_table_matches_a_name_or_its_snapshots(model: str, input_price: str) -> None:
     price = table_price(model)
     assert price is not None and price.input == Decimal(input_price)
 
 
-@pytest.mark.parametrize("model", ["llama3.1:8b", "qwen2.5-72b-instruct", "gpt4o", "mistral-large"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "llama3.1:8b",
+        "qwen2.5-72b-instruct",
+        "gpt4o",
+        "mistral-large",
+        "gpt-5-pro",  # not gpt-5's price: another model
+        "gpt-4o-realtime-preview",
+        "claude-opus-4-9",
+    ],
+)
 def test_a_model_in_no_table_has_no_table_price(model: str) -> None:
     assert table_price(model) is None
 
