@@ -12,9 +12,11 @@ Whose call it is comes from :mod:`gateway.cost.payer`.
   for a person over budget, and stops only when the chat's day or the bot's month is
   used up (an unknown estimate: :func:`~agent.cost.budget.decide` refuses it only then).
 
-A refusal raises :class:`BudgetRefused` (a :class:`ProviderError` of kind ``other``, so
-the agent ends the turn the way it ends any failed call), carrying the one sentence for
-the person. The operator hears once per budget and period: one WARNING line and a
+An allowed call's estimate is held (:class:`Hold`) until its row is written, so calls
+side by side count each other. A refusal raises :class:`BudgetRefused` (a
+:class:`ProviderError` of kind ``other`` and detail ``budget``, so the agent ends the
+turn the way it ends any failed call and a compression aborts without a fallback),
+carrying the one sentence for the person. The operator hears once per budget and period: one WARNING line and a
 ``budget:reached`` event the dashboard counts.
 """
 
