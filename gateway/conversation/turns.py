@@ -157,7 +157,8 @@ class TurnRunner:
         for entry in gone:
             sentence = refusals[person_of(entry.platform, entry.user_id)].sentence
             await self.deliver(_reply_to(entry), sentence)
-        left = [e for e in entries if e not in gone]
+        taken = {e.id for e in gone}
+        left = [e for e in entries if e.id not in taken]
         if not any(e.addressed for e in left):
             if transcript.waiting:
                 await transcript.store_observed()
