@@ -343,7 +343,10 @@ class ContextCompressor(ContextEngine):
             self.cooldown, failure, self._clock(), self.settings.context_timeout_seconds
         )
         notice = None
-        if failure_class != self._last_abort_class or attempt.trigger_source == "manual":
+        manual = attempt.trigger_source == "manual"
+        if (failure_class != self._last_abort_class or manual) and (
+            failure.kind != "budget" or manual  # a turn says the budget's own sentence
+        ):
             notice = ABORT_NOTICE.format(reason=FAILURE_REASONS[failure.kind])
         self._last_abort_class = failure_class
         return replace(self._unchanged(attempt, "aborted", failure_class), notice=notice)

@@ -47,6 +47,8 @@ FailureClass = Literal[
     "summary_quota",
     "summary_network",
     "summary_other",
+    # a budget refused the summary call before it was made; nothing changed
+    "summary_budget",
     # committed, but not with the configured model's summary
     "aux_model_fallback",
     "summary_timeout_fallback",

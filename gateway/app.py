@@ -51,6 +51,7 @@ class Gateway(Assembly):
             f"{self.current_window():,}",
             self.engine_choice.resolved,
         )
+        self.meter.warn_unpriced()
         if self.mcp is not None:  # before the adapters: the first turns have the tools
             await self.mcp.start(ready_within=MCP_READY_SECONDS)
         for adapter in self.adapters.values():

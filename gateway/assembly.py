@@ -142,6 +142,7 @@ class Assembly:
             memories=self.memories,
             before_turn=self.summary_window.before_turn,
             costs=self.store.costs,
+            meter=self.meter,
         )
         # With replicas a lane runs only while this replica holds its session, and then
         # reads the session afresh: another replica may have moved it on.

@@ -13,16 +13,29 @@ is checked against the budgets before it is made and has its cost stored after i
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import replace
 from typing import Any
 
 from agent.messages import Message, ToolSchema
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback
+from agent.providers.errors import EMPTY_RESPONSE, JSON_DECODE, STREAM_CLOSED
 from agent.served_window import ServedWindow
 from gateway.build import Providers
 from gateway.cost.meter import CostMeter
 from gateway.events import EventBus, ModelRequest
+
+#: Failures after the server took the request, which a vendor may bill (the call is kept
+#: with an unknown cost): a stream that closed, a reply that did not parse or was empty.
+#: A timeout, and any failure after text streamed, count too; a refusal (overflow, auth,
+#: rate limit, overload) or an unreachable server does not: nothing was done.
+BILLED_DETAILS = frozenset({STREAM_CLOSED, JSON_DECODE, EMPTY_RESPONSE})
+
+
+def billed(error: ProviderError, streamed: int) -> bool:
+    """Whether a failed call was taken by the server (docs/cost.md#what-is-stored)."""
+    return bool(streamed) or error.kind == "timeout" or error.detail in BILLED_DETAILS
 
 
 class ReportedProvider(Provider):
@@ -60,6 +73,11 @@ class ReportedProvider(Provider):
     async def served_window(self, *, load: bool = False) -> ServedWindow | None:
         return await self.inner.served_window(load=load)
 
+    @property
+    def previous(self) -> list[Message]:
+        """The messages of the previous request (its prefix is likely cached)."""
+        return self._previous
+
     async def complete(
         self,
         messages: list[Message],
@@ -70,8 +88,10 @@ class ReportedProvider(Provider):
         cache_ttl: str | None = None,
         timeout: float | None = None,
     ) -> Completion:
-        if self.meter is not None:  # may raise BudgetRefused: no call is made
-            await self.meter.allow(
+        meter = self.meter
+        hold = None
+        if meter is not None:  # may raise BudgetRefused: no call is made
+            hold = await meter.allow(
                 self.kind,
                 self.inner,
                 messages,
@@ -80,19 +100,50 @@ class ReportedProvider(Provider):
                 cache_ttl=cache_ttl,
                 previous=self._previous,
             )
+        try:
+            return await self._complete(messages, max_tokens, tools, on_text, cache_ttl, timeout)
+        finally:
+            if meter is not None:
+                meter.release(hold)
+
+    async def _complete(
+        self,
+        messages: list[Message],
+        max_tokens: int,
+        tools: list[ToolSchema] | None,
+        on_text: TextCallback | None,
+        cache_ttl: str | None,
+        timeout: float | None,
+    ) -> Completion:
         self._previous = list(messages)
         started = time.perf_counter()
+        streamed = 0
+
+        async def counted(delta: str) -> None:
+            nonlocal streamed
+            streamed += len(delta)
+            if on_text is not None:
+                await on_text(delta)
+
         try:
             completion = await self.inner.complete(
                 messages,
                 max_tokens=max_tokens,
                 tools=tools,
-                on_text=on_text,
+                on_text=counted if on_text is not None else None,
                 cache_ttl=cache_ttl,
                 timeout=timeout,
             )
         except ProviderError as error:
             self._emit(started, error.kind, retry_after=error.retry_after)
+            if self.meter is not None and billed(error, streamed):
+                await self.meter.failed(self.kind, self.inner, messages, tools, streamed)
+            raise
+        except asyncio.CancelledError:
+            if self.meter is not None:  # cut off mid-call: the server may bill what it did
+                await asyncio.shield(
+                    self.meter.failed(self.kind, self.inner, messages, tools, streamed)
+                )
             raise
         usage = completion.usage
         cost = None

@@ -49,6 +49,7 @@ FAILURE_REASONS = {
     "auth": "the summary model refused the credentials",
     "quota": "the summary model's quota or rate limit was hit",
     "network": "the summary model could not be reached",
+    "budget": "a spending budget is used up",
     "other": "the summary model failed",
 }
 AUX_NOTICE = (
@@ -150,6 +151,8 @@ class Summarizer:
                     await self._call(self.auxiliary, messages, request), "llm_summary"
                 )
             except SummaryFailure as failure:
+                if failure.kind == "budget":  # the main model counts to the same budgets
+                    return self._after_failure(failure, request, cooldown, aux_failed)
                 log.warning(
                     "auxiliary summary model failed (%s); trying the main model", failure.kind
                 )
@@ -212,6 +215,10 @@ class Summarizer:
         aux_failed: bool,
     ) -> SummaryOutcome:
         kind = failure.kind
+        if kind == "budget":
+            # Refused before any call (docs/cost.md#budgets): nothing failed, so no ladder
+            # moves and no fallback summary is written without the model.
+            return SummaryOutcome(None, "none", failure, aux_failed)
         if kind == "timeout":
             # A second hang while the ladder still holds one degrades instead of aborting.
             degrade = cooldown.timeout_failures >= 1
@@ -249,6 +256,7 @@ ABORT_CLASSES: dict[str, FailureClass] = {
     "auth": "summary_auth",
     "quota": "summary_quota",
     "network": "summary_network",
+    "budget": "summary_budget",
     "other": "summary_other",
 }
 
@@ -260,7 +268,8 @@ def record_abort(
 
     Timeouts climb their ladder (already counted by the summarizer); ``length`` climbs its
     own; malformed, empty, overloaded and other failures pause a flat 30 s; a rate limit
-    pauses as long as the server asked; auth and network failures set no pause.
+    pauses as long as the server asked; auth and network failures set no pause, nor does a
+    budget's refusal (the call was never made: the budget, not a pause, decides the next).
     """
     kind = failure.kind
     if kind == "timeout":

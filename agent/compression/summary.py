@@ -23,7 +23,16 @@ from agent.providers.base import Provider, ProviderError
 from nightowl_errors import NightowlError
 
 FailureKind = Literal[
-    "timeout", "length", "malformed", "empty", "overloaded", "auth", "quota", "network", "other"
+    "timeout",
+    "length",
+    "malformed",
+    "empty",
+    "overloaded",
+    "auth",
+    "quota",
+    "network",
+    "budget",
+    "other",
 ]
 
 TEMPLATE = """## Goal
@@ -301,6 +310,8 @@ def classify_error(exc: BaseException) -> SummaryFailure:
         return SummaryFailure("malformed")
     if not isinstance(exc, ProviderError):
         return SummaryFailure("other")
+    if getattr(exc, "detail", "") == "budget":  # refused before the call: no model failed
+        return SummaryFailure("budget")
     if exc.kind == "overflow":  # e.g. a summary model whose tokenizer counts heavier
         return SummaryFailure(
             "other", prompt_tokens=exc.prompt_tokens, context_limit=exc.context_limit

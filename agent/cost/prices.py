@@ -6,13 +6,15 @@ model's price comes from (:func:`price_for`, docs/cost.md#where-a-price-comes-fr
 
 1. a ``price`` in the config, always;
 2. a local endpoint (localhost, a private network, a single-label host name): free;
-3. the built-in table (:mod:`agent.cost.table`), by the longest matching name prefix;
+3. the built-in table (:mod:`agent.cost.table`), by name (a snapshot's date or
+   ``-latest`` may follow it);
 4. otherwise unknown (``None``): a hosted model nobody priced is never taken as free.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation, localcontext
 from typing import Literal
@@ -111,12 +113,22 @@ BUILT_IN: dict[str, Price] = {
 }
 
 
+#: What may follow a table key in a model's name: a snapshot's date (``-2024-07-18``,
+#: ``-20250929``) or ``-latest``. Anything else is another model (``gpt-5-pro`` is not
+#: ``gpt-5``, ``gpt-4o-realtime-preview`` not ``gpt-4o``).
+SNAPSHOT = re.compile(r"(-\d{4}-\d{2}-\d{2}|-\d{8}|-latest)?")
+
+
 def table_price(model: str) -> Price | None:
-    """The built-in price of ``model``: the longest table key the name starts with
-    (``gpt-4o-mini-2024-07-18`` -> ``gpt-4o-mini``, not ``gpt-4o``). A router's
-    ``vendor/`` prefix (``openai/gpt-4o``) is ignored; case is ignored."""
+    """The built-in price of ``model``: a table key, exactly or with a snapshot's date or
+    ``-latest`` after it (``gpt-4o-mini-2024-07-18`` -> ``gpt-4o-mini``); any other name
+    is unknown. A router's ``vendor/`` prefix (``openai/gpt-4o``) is ignored; case is
+    ignored."""
     name = model.strip().lower().rpartition("/")[2]
-    best = max((key for key in BUILT_IN if name.startswith(key)), key=len, default=None)
+    found = [
+        key for key in BUILT_IN if name.startswith(key) and SNAPSHOT.fullmatch(name[len(key) :])
+    ]
+    best = max(found, key=len, default=None)
     return BUILT_IN[best] if best is not None else None
 
 
@@ -164,7 +176,11 @@ def cost_of(usage: Usage | None, price: Price | None, cache_ttl: CacheTTL = "5m"
     the prompt minus reads minus writes (docs/cost.md#how-a-call-is-priced). Cache
     writes are billed at the rate for ``cache_ttl``, the TTL the request asked for.
     """
-    if usage is None or price is None:
+    if price is None:
+        return None
+    if price.free:  # a local server that reports no usage still cost nothing
+        return Decimal(0)
+    if usage is None:
         return None
     reads, writes = usage.cache_read_tokens, usage.cache_write_tokens
     uncached = max(usage.prompt_tokens - reads - writes, 0)

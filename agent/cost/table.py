@@ -8,10 +8,10 @@ this table.
 Each row: (input, cached input, output, 5-minute cache write, 1-hour cache write).
 OpenAI bills no cache writes (its caching is automatic), so its write prices are the
 input price; Anthropic's are 1.25x (5 minutes) and 2x (1 hour) the input price, and its
-cache reads 0.1x (docs/cost.md#how-a-call-is-priced). A model name matches the longest
-key it starts with, so dated snapshots (``gpt-4o-mini-2024-07-18``,
-``claude-sonnet-4-5-20250929``) find their family; a key that would catch a dearer
-sibling by prefix (``o1`` / ``o1-pro``) has that sibling listed too.
+cache reads 0.1x (docs/cost.md#how-a-call-is-priced). A model name matches a key
+exactly or followed by a snapshot's date or ``-latest`` (``gpt-4o-mini-2024-07-18``,
+``claude-sonnet-4-5-20250929``, ``claude-3-5-haiku-latest``); any other name is unknown,
+so every model listed is listed by its own name.
 """
 
 from __future__ import annotations
@@ -61,11 +61,13 @@ ANTHROPIC: dict[str, Row] = {
     "claude-opus-4-7": _anthropic("5", "0.50", "25", "6.25", "10"),
     "claude-opus-4-8": _anthropic("5", "0.50", "25", "6.25", "10"),
     "claude-opus-5": _anthropic("5", "0.50", "25", "6.25", "10"),
-    # Opus 4 and 4.1 (and any other claude-opus-4-x not listed: the dearer price).
+    # Opus 4 and 4.1.
     "claude-opus-4": _anthropic("15", "1.50", "75", "18.75", "30"),
     "claude-opus-4-1": _anthropic("15", "1.50", "75", "18.75", "30"),
     # Sonnet 4, 4.5, 4.6 and 3.7: $3 / $15.
     "claude-sonnet-4": _anthropic("3", "0.30", "15", "3.75", "6"),
+    "claude-sonnet-4-5": _anthropic("3", "0.30", "15", "3.75", "6"),
+    "claude-sonnet-4-6": _anthropic("3", "0.30", "15", "3.75", "6"),
     "claude-3-7-sonnet": _anthropic("3", "0.30", "15", "3.75", "6"),
     # Sonnet 5: $2 / $10.
     "claude-sonnet-5": _anthropic("2", "0.20", "10", "2.50", "4"),

@@ -97,6 +97,8 @@ class Hygiene:
                     engine.context_length,
                 )
             return HygieneOutcome(None, result.notice, compressed=True)
+        if result.failure_class == "summary_budget":
+            return HygieneOutcome(anchor)  # the turn's own call says which budget, and when
         if result.commit_status in ("aborted", "failed"):
             # The transcript is untouched; say so once, not on every turn after.
             notice = None if runtime.hygiene_notice_sent else FAILURE_NOTICE

@@ -11,7 +11,7 @@ session's first row, its system prompt, together with the session itself
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -292,14 +292,25 @@ class SessionTranscript:
         self._persisted = len(self._row_ids)
         return ids
 
-    async def commit_refused(self, keep: KeepRefused) -> list[int]:
-        """Store the waiting messages a budget refused, out of the active rows, and take
-        them out of the inbox (docs/cost.md#budgets): the conversation stays as it was."""
-        rows = [self.row(m) for m in self.messages[self._persisted :]]
-        ids = await keep(self.session_id, rows, self._inbox_ids)
-        self._inbox_ids = []
-        self.messages = self.messages[: self._persisted]
+    async def commit_refused(self, keep: KeepRefused, entries: Sequence[InboxEntry]) -> list[int]:
+        """Store the messages of ``entries``, which a budget refused, out of the active
+        rows, and take them out of the inbox (docs/cost.md#budgets). The other waiting
+        messages stay waiting: the turn answers them, or :meth:`store_observed` keeps them."""
+        refused = {id(entry.message) for entry in entries if not entry.in_history}
+        waiting = self.messages[self._persisted :]
+        rows = [self.row(m) for m in waiting if id(m) in refused]
+        taken = {entry.id for entry in entries}
+        ids = await keep(self.session_id, rows, [i for i in self._inbox_ids if i in taken])
+        self._inbox_ids = [i for i in self._inbox_ids if i not in taken]
+        self.messages = self.messages[: self._persisted] + [
+            m for m in waiting if id(m) not in refused
+        ]
         return ids
+
+    @property
+    def waiting(self) -> bool:
+        """Whether messages or inbox entries are still to be stored."""
+        return len(self.messages) > self._persisted or bool(self._inbox_ids)
 
     async def commit_turn(self, result: TurnResult, *, reply_pending: bool) -> list[int]:
         """Store the turn's rows, take its inbox entries, move the anchor: one transaction."""

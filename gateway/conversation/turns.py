@@ -14,6 +14,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from adapters.base import Adapter, DeliveryError, OutboundMessage
+from agent.cost.budget import Budgets
 from agent.memory import MemoryBlock
 from agent.providers.base import ProviderError
 from agent.tools import ToolContext
@@ -22,10 +23,11 @@ from agent.usage_anchor import UsageAnchor, anchored_tokens
 from gateway.conversation.hygiene import HygieneOutcome
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.transcript import SessionTranscript, report_failed_compression
-from gateway.cost.meter import BudgetRefused
+from gateway.cost.meter import BudgetRefused, CostMeter
 from gateway.cost.payer import paying, person_of
 from gateway.events import EventBus, MessageSent, TurnEnded, TurnFailed
 from gateway.memory.scopes import Memories
+from gateway.provider_events import ReportedProvider
 from gateway.runtime import SessionRuntime
 from gateway.store import (
     ConversationStore,
@@ -57,6 +59,7 @@ class TurnRunner:
         memories: Memories | None = None,
         before_turn: Callable[[SessionRuntime], Awaitable[None]] | None = None,
         costs: CostStore | None = None,
+        meter: CostMeter | None = None,
     ) -> None:
         self.store = store
         self.sessions = sessions
@@ -71,6 +74,8 @@ class TurnRunner:
         self.before_turn = before_turn
         #: Where a message a budget refused is kept (docs/cost.md#budgets).
         self.costs = costs
+        #: The budgets each person is judged by before a turn (docs/cost.md#budgets).
+        self.meter = meter
 
     async def drain(self, key: str) -> None:
         waiting = await self.store.waiting(key)
@@ -95,11 +100,70 @@ class TurnRunner:
     async def run_turn(
         self, runtime: SessionRuntime, transcript: SessionTranscript, entries: list[InboxEntry]
     ) -> TurnResult:
-        """Answer ``entries``; the turn's model calls are the chat's and the person's
-        whose message started it (docs/cost.md#what-is-stored)."""
-        target = [e for e in entries if e.addressed][-1]
-        with paying(runtime.key, person_of(target.platform, target.user_id)):
-            return await self._turn(runtime, transcript, entries, target)
+        """Answer ``entries``. Each person who addressed the bot is judged by their own
+        budget first: an over-budget person's messages are refused, the rest answered
+        (docs/cost.md#a-batch-of-several-people). The turn's model calls are the chat's,
+        and the person's when one person addressed the bot."""
+        with paying(runtime.key):  # the chat's, until the people are judged
+            entries = await self._refuse_over_budget(runtime, transcript, entries)
+        addressed = [e for e in entries if e.addressed]
+        if not addressed:
+            return TurnResult(messages=transcript.messages)
+        people = {person_of(e.platform, e.user_id) for e in addressed}
+        person = people.pop() if len(people) == 1 else None
+        with paying(runtime.key, person):
+            return await self._turn(runtime, transcript, entries, addressed[-1])
+
+    async def _refuse_over_budget(
+        self, runtime: SessionRuntime, transcript: SessionTranscript, entries: list[InboxEntry]
+    ) -> list[InboxEntry]:
+        """Before hygiene, its flush or any call: each person's budgets (theirs, the
+        chat's, the bot's) against what is spent and the first call's estimate. A refused
+        person's addressed messages are kept refused, each answered with the sentence;
+        the entries left to answer (observed ones included) are returned. When no one is
+        left, what remains is stored as observed rows (docs/cost.md#budgets)."""
+        meter, costs = self.meter, self.costs
+        if meter is None or costs is None or meter.budgets == Budgets():
+            return entries
+        agent = runtime.agent
+        provider = agent.provider
+        addressed = [e for e in entries if e.addressed]
+        block = None
+        if self.memories is not None:  # the block the first request would carry
+            memory = self.memories.for_turn(runtime.key, entries, runtime.id)
+            block = await memory.block(agent.window)
+        window = agent.window
+        estimate = meter.estimate(
+            "chat",
+            provider,
+            transcript.messages,
+            max_tokens=window.max_output_tokens,
+            tools=agent.tool_offer(memory=block is not None).offered(window),
+            cache_ttl=self.cache_ttl(addressed[-1].platform),
+            previous=provider.previous if isinstance(provider, ReportedProvider) else [],
+            most_prompt_tokens=window.input_budget,
+            extra_prompt_tokens=block.tokens if block is not None else 0,
+        )
+        refusals: dict[str | None, BudgetRefused] = {}
+        for person in dict.fromkeys(person_of(e.platform, e.user_id) for e in addressed):
+            try:
+                meter.release(await meter.judge(person, runtime.key, estimate))
+            except BudgetRefused as refused:
+                refusals[person] = refused
+        if not refusals:
+            return entries
+        gone = [e for e in addressed if person_of(e.platform, e.user_id) in refusals]
+        await transcript.commit_refused(costs.keep_refused, gone)
+        for entry in gone:
+            sentence = refusals[person_of(entry.platform, entry.user_id)].sentence
+            await self.deliver(_reply_to(entry), sentence)
+        taken = {e.id for e in gone}
+        left = [e for e in entries if e.id not in taken]
+        if not any(e.addressed for e in left):
+            if transcript.waiting:
+                await transcript.store_observed()
+            self.events.emit(TurnEnded(runtime.id, runtime.key, 0, 0.0))
+        return left
 
     async def _turn(
         self,
@@ -161,11 +225,15 @@ class TurnRunner:
         if (
             isinstance(result.error, BudgetRefused)
             and not result.requests
-            and not result.compressions
+            and not any(attempt.committed for attempt in result.compressions)
             and not compressed
             and self.costs is not None
-        ):  # no model saw the message: kept, never sent later (docs/cost.md#budgets)
-            await transcript.commit_refused(self.costs.keep_refused)
+        ):  # no model saw the messages: kept, never sent later (docs/cost.md#budgets)
+            await transcript.commit_refused(
+                self.costs.keep_refused, [e for e in entries if e.addressed]
+            )
+            if transcript.waiting:  # observed chatter of the batch stays in the history
+                await transcript.store_observed()
             await self.deliver(outbound, result.error.sentence, stream=stream)
             elapsed = round(time.perf_counter() - started, 3)
             self.events.emit(TurnEnded(runtime.id, runtime.key, 0, elapsed))
@@ -292,6 +360,16 @@ def _origin(entry: InboxEntry) -> SessionOrigin:
         chat_id=entry.chat_id,
         thread_id=entry.thread_id,
         user_id=entry.user_id,
+    )
+
+
+def _reply_to(entry: InboxEntry) -> OutboundMessage:
+    return OutboundMessage(
+        platform=entry.platform,
+        chat_id=entry.chat_id,
+        thread_id=entry.thread_id,
+        text="",
+        reply_to_message_id=entry.platform_message_id,
     )
 
 

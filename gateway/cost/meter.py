@@ -12,22 +12,26 @@ Whose call it is comes from :mod:`gateway.cost.payer`.
   for a person over budget, and stops only when the chat's day or the bot's month is
   used up (an unknown estimate: :func:`~agent.cost.budget.decide` refuses it only then).
 
-A refusal raises :class:`BudgetRefused` (a :class:`ProviderError` of kind ``other``, so
-the agent ends the turn the way it ends any failed call), carrying the one sentence for
-the person. The operator hears once per budget and period: one WARNING line and a
+An allowed call's estimate is held (:class:`Hold`) until its row is written, so calls
+side by side count each other. A refusal raises :class:`BudgetRefused` (a
+:class:`ProviderError` of kind ``other`` and detail ``budget``, so the agent ends the
+turn the way it ends any failed call and a compression aborts without a fallback),
+carrying the one sentence for the person. The operator hears once per budget and period: one WARNING line and a
 ``budget:reached`` event the dashboard counts.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from agent.cost.budget import Budgets, Verdict, decide, estimate_call, format_usd
+from agent.cost.budget import Budgets, Spent, Verdict, decide, estimate_call, format_usd
 from agent.cost.prices import CacheTTL, Price, cost_of, transcription_cost
 from agent.messages import Message, ToolSchema
 from agent.providers.base import Provider, ProviderError, Usage
@@ -35,6 +39,7 @@ from gateway.cost.payer import current
 from gateway.cost.pricing import Pricing
 from gateway.events import BudgetReached, EventBus, ModelRequest
 from gateway.store import CostRecord, CostStore, StoreError
+from gateway.store.costs import day_start, month_start
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +90,18 @@ def shared_prefix(before: Sequence[Message], now: Sequence[Message]) -> list[Mes
     return same
 
 
+@dataclass(frozen=True, eq=False)
+class Hold:
+    """An allowed call's estimate, counted as spent until its row is written
+    (docs/cost.md#how-budgets-are-enforced): calls running side by side see each other."""
+
+    person: str | None
+    chat: str | None
+    day: float
+    month: float
+    amount: Decimal
+
+
 class CostMeter:
     """Budgets before, records after, for every model call of one gateway."""
 
@@ -99,15 +116,59 @@ class CostMeter:
         self.pricing = pricing
         self.events = events
         self.clock = clock
-        #: (budget, subject, period) already told to the operator.
+        #: (budget, subject, period) already told to the operator; pruned to this period.
         self._told: set[tuple[str, str, str]] = set()
+        #: The estimates of allowed calls whose rows are not written yet (this process's).
+        self._holds: list[Hold] = []
+        #: One check at a time, so two calls never both take the last of a budget.
+        self._checking = asyncio.Lock()
 
     @property
     def budgets(self) -> Budgets:
         return self.pricing.budgets
 
+    def warn_unpriced(self) -> None:
+        """At start: one WARNING when budgets are set and some model has no price, whose
+        calls no budget can stop (docs/cost.md#unknown-prices)."""
+        unpriced = self.pricing.unpriced()
+        if self.budgets != Budgets() and unpriced:
+            log.warning(
+                "budgets are set, but %s %s no price: %s calls are not counted against"
+                " budgets and no budget stops them; give %s a price in config.yaml",
+                ", ".join(unpriced),
+                "has" if len(unpriced) == 1 else "have",
+                "its" if len(unpriced) == 1 else "their",
+                "it" if len(unpriced) == 1 else "them",
+            )
+
     def price(self, provider: Provider) -> Price | None:
         return self.pricing.price(provider.name, provider.model, provider.base_url)
+
+    def estimate(
+        self,
+        kind: str,
+        provider: Provider,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        tools: Sequence[ToolSchema] | None,
+        cache_ttl: str | None,
+        previous: Sequence[Message],
+        most_prompt_tokens: int | None = None,
+        extra_prompt_tokens: int = 0,
+    ) -> Decimal | None:
+        """The most a call can cost (None: unknown, and always for housekeeping, which
+        only a used-up budget stops). ``most_prompt_tokens``: the prompt is cut to fit
+        (a window); ``extra_prompt_tokens``: what the request adds (a memory block)."""
+        if kind in HOUSEKEEPING:
+            return None
+        prompt = rough_tokens(messages, tools) + extra_prompt_tokens
+        if most_prompt_tokens is not None:
+            prompt = min(prompt, most_prompt_tokens)
+        prefix = shared_prefix(previous, messages)
+        cached = rough_tokens(prefix, tools) if prefix else 0
+        ttl: CacheTTL = "1h" if cache_ttl == "1h" else "5m"
+        return estimate_call(prompt, cached, max_tokens, self.price(provider), ttl)
 
     async def allow(
         self,
@@ -119,30 +180,74 @@ class CostMeter:
         tools: Sequence[ToolSchema] | None,
         cache_ttl: str | None,
         previous: Sequence[Message],
-    ) -> None:
-        """Raise :class:`BudgetRefused` when the call would pass a budget."""
+        most_prompt_tokens: int | None = None,
+    ) -> Hold | None:
+        """Raise :class:`BudgetRefused` when the call would pass a budget; otherwise the
+        call's :class:`Hold` (None: nothing held), to :meth:`release` once its row is
+        written or it failed."""
+        if self.budgets == Budgets():
+            return None
+        estimate = self.estimate(
+            kind,
+            provider,
+            messages,
+            max_tokens=max_tokens,
+            tools=tools,
+            cache_ttl=cache_ttl,
+            previous=previous,
+            most_prompt_tokens=most_prompt_tokens,
+        )
+        payer = current()
+        person = payer.person if kind not in HOUSEKEEPING else None
+        return await self.judge(person, payer.chat, estimate, housekeeping=kind in HOUSEKEEPING)
+
+    async def judge(
+        self,
+        person: str | None,
+        chat: str | None,
+        estimate: Decimal | None,
+        *,
+        housekeeping: bool = False,
+    ) -> Hold | None:
+        """Decide for a call of ``person`` (None: no person's budget applies) in ``chat``
+        that may cost ``estimate``: raise :class:`BudgetRefused`, or hold the estimate."""
         limits = self.budgets
         if limits == Budgets():
-            return
-        payer = current()
-        now = self.clock()
-        if kind in HOUSEKEEPING:
+            return None
+        if housekeeping or person is None:
             limits = Budgets(per_chat_daily=limits.per_chat_daily, monthly=limits.monthly)
-            estimate: Decimal | None = None
-            person = None
-        else:
-            prompt = rough_tokens(messages, tools)
-            prefix = shared_prefix(previous, messages)
-            cached = rough_tokens(prefix, tools) if prefix else 0
-            ttl: CacheTTL = "1h" if cache_ttl == "1h" else "5m"
-            estimate = estimate_call(prompt, cached, max_tokens, self.price(provider), ttl)
-            person = payer.person
-        spent = await self.costs.spent(person, payer.chat, now)
-        verdict = decide(spent, limits, estimate, datetime.fromtimestamp(now, UTC))
-        if verdict.allowed:
-            return
-        self._tell_operator(verdict, person, payer.chat, now)
-        raise BudgetRefused(verdict)
+        async with self._checking:
+            now = self.clock()
+            spent = await self.spent(person, chat, now)
+            verdict = decide(spent, limits, estimate, datetime.fromtimestamp(now, UTC))
+            if not verdict.allowed:
+                self._tell_operator(verdict, person, chat, now)
+                raise BudgetRefused(verdict)
+            if not estimate:
+                return None
+            hold = Hold(person, chat, day_start(now), month_start(now), estimate)
+            self._holds.append(hold)
+            return hold
+
+    def release(self, hold: Hold | None) -> None:
+        """The call's row is written (or it left none): its estimate no longer counts."""
+        if hold is not None and hold in self._holds:
+            self._holds.remove(hold)
+
+    async def spent(self, person: str | None, chat: str | None, now: float) -> Spent:
+        """What the store says was spent, plus this process's calls in flight."""
+        stored = await self.costs.spent(person, chat, now)
+        day, month = day_start(now), month_start(now)
+        user, in_chat, whole = stored.user_today, stored.chat_today, stored.month
+        for hold in self._holds:
+            if hold.month != month:
+                continue
+            whole += hold.amount
+            if hold.day == day and person is not None and hold.person == person:
+                user += hold.amount
+            if hold.day == day and chat is not None and hold.chat == chat:
+                in_chat += hold.amount
+        return Spent(user_today=user, chat_today=in_chat, month=whole)
 
     def _tell_operator(
         self, verdict: Verdict, person: str | None, chat: str | None, now: float
@@ -153,6 +258,10 @@ class CostMeter:
         period = moment.strftime("%Y-%m" if budget == "monthly" else "%Y-%m-%d")
         if (budget, subject, period) in self._told:
             return
+        # What was told of a past period is never asked again: keep this period's only.
+        month = moment.strftime("%Y-%m")
+        today = moment.strftime("%Y-%m-%d")
+        self._told = {told for told in self._told if told[2] in (month, today)}
         self._told.add((budget, subject, period))
         limit = verdict.limit if verdict.limit is not None else Decimal(0)
         resets = verdict.resets_at.timestamp() if verdict.resets_at else now
@@ -188,6 +297,42 @@ class CostMeter:
         )
         await self.keep(entry)
         return cost
+
+    async def failed(
+        self,
+        kind: str,
+        provider: Provider,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema] | None,
+        streamed_chars: int,
+    ) -> None:
+        """Keep a call the server took and then failed or was cut off (the vendor may
+        bill it, docs/cost.md#what-is-stored): its cost unknown (a free model's $0), its
+        tokens estimated: the prompt's, and what streamed before it ended."""
+        price = self.price(provider)
+        payer = current()
+        entry = CostRecord(
+            at=self.clock(),
+            session_key=payer.chat,
+            person=payer.person if kind not in HOUSEKEEPING else None,
+            kind=kind,
+            model=provider.model,
+            prompt_tokens=rough_tokens(messages, tools),
+            completion_tokens=(streamed_chars + 3) // 4,
+            cost=Decimal(0) if price is not None and price.free else None,
+        )
+        await self.keep(entry)
+
+    async def allow_transcription(
+        self, model: str, base_url: str | None, seconds: float, chat: str, person: str | None
+    ) -> Hold | None:
+        """The budget check before a transcription: ``seconds`` of audio (the longest it
+        may be when its length is not known) at the route's per-minute price. Raises
+        :class:`BudgetRefused`; ``person`` None: the chat's and the bot's budgets only."""
+        if self.budgets == Budgets():
+            return None
+        per_minute = self.pricing.per_minute(model, base_url, self.pricing.transcription)
+        return await self.judge(person, chat, transcription_cost(seconds, per_minute))
 
     async def transcribed(
         self,

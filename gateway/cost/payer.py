@@ -4,7 +4,8 @@ A context variable, because the calls are made deep inside the agent and its con
 engine, which know nothing of chats or people: the session's lane sets the chat
 (:class:`gateway.conversation.lanes.Lanes`, for every job it runs: turns, ``/compress``,
 idle compression), the turn runner adds the person whose message started the turn
-(:meth:`gateway.conversation.turns.TurnRunner.run_turn`), and the
+(:meth:`gateway.conversation.turns.TurnRunner.run_turn`; none when several people asked
+in one batch, docs/cost.md#a-batch-of-several-people), and the
 :class:`~gateway.cost.meter.CostMeter` reads it when a call is made. asyncio copies the
 context into each task, so two lanes never see each other's payer.
 """

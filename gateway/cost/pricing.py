@@ -46,6 +46,15 @@ class Pricing:
         per_minute = config.media.transcription.price_per_minute
         return cls(configured, budgets(config.budgets), per_minute)
 
+    def unpriced(self) -> list[str]:
+        """The configured models that have no price (their calls count against no
+        budget, docs/cost.md#unknown-prices), as ``provider model``."""
+        return [
+            f"{provider} {model}"
+            for provider, model, base_url in self.configured
+            if self.price(provider, model, base_url) is None
+        ]
+
     def price(self, provider: str, model: str, base_url: str | None) -> Price | None:
         """The price of a call to ``model`` on ``provider`` at ``base_url``; None: unknown."""
         settings = self.configured.get((provider, model, base_url))

@@ -69,6 +69,10 @@ async def usage_lines(
         mine = summed([record for record in today if record.person == person])
         mine_month = summed([record for record in month if record.person == person])
         lines.append(f"Your share: {said(mine)} today · {said(mine_month)} this month")
+    elif person is not None and budgets.per_user_daily is not None:
+        # A person's budget counts every chat of theirs: here they see what it counts.
+        yours = await costs.calls(day_start(now), person=person)
+        lines.append(f"You, in all chats: {said(summed(yours))} today")
     limits = [
         f"{name} {format_usd(limit)}"
         for name, limit in (
@@ -80,6 +84,8 @@ async def usage_lines(
     ]
     if limits:
         lines.append("Budgets: " + " · ".join(limits))
+        if any(record.cost is None for record in month):
+            lines.append("Unpriced calls are not counted against budgets.")
     return lines
 
 

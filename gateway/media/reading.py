@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from adapters.base import Attachment, InboundMessage
 from gateway.config.media import MediaConfig
-from gateway.cost.meter import CostMeter
+from gateway.cost.meter import BudgetRefused, CostMeter
 from gateway.cost.payer import person_of
 from gateway.media.documents import ReadingLimits, Unreadable, document_kind, extract_document
 from gateway.media.transcription import MAX_AUDIO_BYTES, Transcriber, TranscriptionFailed
@@ -68,13 +68,11 @@ class MediaReader:
                 continue
             if attachment.kind in SOUND_KINDS:
                 take = addressed or self.settings.transcription.observe
-                note, problem = await self._listen(attachment, take=take)
-                if problem is None and take and self.transcriber and self.meter:
-                    person = person_of(message.platform, message.user_id)
-                    route = self.transcriber.route
-                    await self.meter.transcribed(
-                        route.name, route.base_url, attachment.duration, session_key, person
-                    )
+                # An observed voice note is the chat's, not its sender's: nobody asked.
+                person = person_of(message.platform, message.user_id) if addressed else None
+                note, problem = await self._listen(
+                    attachment, take=take, session_key=session_key, person=person
+                )
             elif attachment.kind == "document":
                 take = addressed or self.settings.documents.observe
                 note, problem = await self._read(attachment, session_key, take=take)
@@ -87,7 +85,9 @@ class MediaReader:
 
     # -- voice and audio (docs/design.md#voice) ------------------------------------------
 
-    async def _listen(self, sound: Attachment, *, take: bool) -> tuple[str, str | None]:
+    async def _listen(
+        self, sound: Attachment, *, take: bool, session_key: str, person: str | None
+    ) -> tuple[str, str | None]:
         label = sound_label(sound)
         limit = self.settings.transcription.max_seconds
         if not take:
@@ -107,19 +107,36 @@ class MediaReader:
         if (sound.size or 0) > most:
             reason = "too large to transcribe"
             return f"[{label}, not transcribed: {reason}]", f"{_what(sound)} is {reason}."
-        data = await sound.read()
+        route = self.transcriber.route
+        hold = None
+        if self.meter is not None:  # docs/cost.md#transcription: checked like any call
+            seconds = sound.duration if sound.duration is not None else limit
+            try:
+                hold = await self.meter.allow_transcription(
+                    route.name, route.base_url, seconds, session_key, person
+                )
+            except BudgetRefused as refused:
+                return f"[{label}, not transcribed: a budget is used up]", refused.sentence
         try:
+            data = await sound.read()
             if data is None:
                 raise TranscriptionFailed("it could not be downloaded")
             if len(data) > most:
                 raise TranscriptionFailed("it is too large to transcribe")
             name = sound.name or _DEFAULT_NAMES[sound.kind]
             text = await self.transcriber.transcribe(data, name, sound.mime_type)
+            if self.meter is not None:  # its row written before its hold is let go
+                await self.meter.transcribed(
+                    route.name, route.base_url, sound.duration, session_key, person
+                )
         except TranscriptionFailed as failure:
             return (
                 f"[{label}, not transcribed: {failure.reason}]",
                 f"I could not transcribe {_what(sound).lower()} ({failure.reason}).",
             )
+        finally:
+            if self.meter is not None:
+                self.meter.release(hold)
         return f"[{label}] {text}", None
 
     # -- documents (docs/design.md#documents) --------------------------------------------

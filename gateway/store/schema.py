@@ -309,6 +309,26 @@ CREATE INDEX costs_person ON costs(person, at);
 ALTER TABLE messages ADD COLUMN refused INTEGER NOT NULL DEFAULT 0;
 """
 
+# 13: the budget check before every call, cheap however many calls a month holds
+# (docs/cost.md#how-budgets-are-enforced): a person's and a chat's day read from covering
+# indexes, the month from one row per UTC day (``day``: its 00:00 in epoch seconds) that
+# ``CostStore.record`` adds to in the call's own transaction. PostgreSQL's says a day
+# its own way (``COST_DAYS_POSTGRES``).
+_COST_DAYS = """
+CREATE TABLE cost_days (
+    day BIGINT PRIMARY KEY,
+    cost_pusd BIGINT NOT NULL DEFAULT 0
+);
+INSERT INTO cost_days(day, cost_pusd)
+    SELECT {day}, SUM(cost_pusd) FROM costs WHERE cost_pusd IS NOT NULL GROUP BY 1;
+DROP INDEX costs_chat;
+DROP INDEX costs_person;
+CREATE INDEX costs_chat_spent ON costs(session_key, at, cost_pusd);
+CREATE INDEX costs_person_spent ON costs(person, at, cost_pusd);
+"""
+COST_DAYS = _COST_DAYS.format(day="CAST(at / 86400 AS INTEGER) * 86400")
+COST_DAYS_POSTGRES = _COST_DAYS.format(day="(floor(at / 86400) * 86400)::bigint")
+
 #: A migration is a script, or a coroutine function run inside the migration's transaction.
 Migration = str | Callable[[Handle], Awaitable[None]]
 
@@ -325,5 +345,6 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (10, _V10),
     (11, _V11),
     (12, COST_TABLES),
+    (13, COST_DAYS),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

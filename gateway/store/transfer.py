@@ -38,6 +38,7 @@ TABLES = (
     "compactions",
     "chat_models",
     "costs",
+    "cost_days",
 )
 #: Rows read from SQLite and written to PostgreSQL at a time.
 BATCH = 5000

@@ -358,3 +358,23 @@ def test_fallback_keeps_decisions_errors_files_and_the_earlier_goal():
     assert "Latest user request: and add a test" in summary
     assert "- x" in summary  # the earlier summary's items are carried...
     assert "Earlier summary" not in summary and "- - " not in summary  # ...never nested
+
+
+def budget() -> ProviderError:
+    """What a budget's refusal is to the agent: refused before the call was made."""
+    return ProviderError("other", "This chat has used its daily $1.00.", detail="budget")
+
+
+async def test_a_budget_refusal_aborts_without_a_fallback_a_cooldown_or_a_notice():
+    aux = ScriptedSummarizer(script=[budget(), budget()])
+    engine, main = make_engine(["fine summary"], auxiliary=aux)
+    messages = big_chat()
+    refused = await engine.compress(messages, trigger_source="gateway_hygiene")
+    assert (refused.commit_status, refused.failure_class) == ("aborted", "summary_budget")
+    assert refused.messages is messages and refused.notice is None
+    assert engine.cooldown_remaining() == 0 and len(aux.calls) == 1
+    assert main.calls == []  # the main model counts to the same budgets: not asked
+    manual = await engine.compress(messages, trigger_source="manual")
+    assert manual.notice is not None and "a spending budget is used up" in manual.notice
+    after = await engine.compress(messages)  # no cooldown holds the next one back
+    assert (after.commit_status, after.method) == ("committed", "llm_summary")

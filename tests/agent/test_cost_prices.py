@@ -43,12 +43,23 @@ from tests.fakes.llm_server import FakeLLM, Reply
         ("anthropic/claude-3-5-haiku-latest", "0.80"),
     ],
 )
-def test_the_table_matches_the_longest_prefix(model: str, input_price: str) -> None:
+def test_the_table_matches_a_name_or_its_snapshots(model: str, input_price: str) -> None:
     price = table_price(model)
     assert price is not None and price.input == Decimal(input_price)
 
 
-@pytest.mark.parametrize("model", ["llama3.1:8b", "qwen2.5-72b-instruct", "gpt4o", "mistral-large"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "llama3.1:8b",
+        "qwen2.5-72b-instruct",
+        "gpt4o",
+        "mistral-large",
+        "gpt-5-pro",  # not gpt-5's price: another model
+        "gpt-4o-realtime-preview",
+        "claude-opus-4-9",
+    ],
+)
 def test_a_model_in_no_table_has_no_table_price(model: str) -> None:
     assert table_price(model) is None
 
@@ -171,10 +182,11 @@ async def test_an_anthropic_call_through_the_fake_costs_what_its_usage_implies(
     assert cost_of(body_usage, table_price("claude-sonnet-4-5")) == Decimal("0.02625")
 
 
-def test_unknown_price_or_usage_is_unknown_cost() -> None:
+def test_unknown_price_or_usage_is_unknown_cost_unless_free() -> None:
     usage = Usage(prompt_tokens=10, completion_tokens=1)
     assert cost_of(usage, None) is None
-    assert cost_of(None, FREE) is None
+    assert cost_of(None, Price.per_million("0.15", "0.60")) is None
+    assert cost_of(None, FREE) == 0  # a local server that reports no usage
     assert cost_of(usage, FREE) == 0
 
 

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
-from gateway.store import CostRecord, NewMessage, SessionOrigin
+import asyncpg
+
+from agent.cost.budget import Spent
+from gateway.store import CostRecord, NewMessage, SessionOrigin, SQLiteStore
+from gateway.store.postgres import PostgresStore
+from tests import db
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC).timestamp()
 YESTERDAY = datetime(2026, 12, 5, 23, 59, tzinfo=UTC).timestamp()
@@ -73,3 +79,46 @@ async def test_a_refused_message_is_kept_but_never_active(backend_store: Any) ->
     assert await chats.search(session.id, "paste") == []
     exported = await backend_store.operator.export_rows("console:t")
     assert any(row.message.get("content") == "a very long paste" for _, row in exported)
+
+
+async def test_migration_13_sums_the_days_already_stored(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "state.db") as store:
+        await store.costs.record(call(LAST_MONTH, "tg:1", "tg:ann", "100"))
+        await store.costs.record(call(YESTERDAY, "tg:1", "tg:ann", "1"))
+        await store.costs.record(call(NOW, "tg:1", "tg:ann", "0.25"))
+        await store.costs.record(call(NOW, "tg:1", "tg:bob", None))
+    # Back to the schema before it, as a gateway of migration 12 left the file.
+    db.execute(tmp_path / "state.db", "DROP TABLE cost_days")
+    db.execute(tmp_path / "state.db", "DROP INDEX costs_chat_spent")
+    db.execute(tmp_path / "state.db", "DROP INDEX costs_person_spent")
+    db.execute(tmp_path / "state.db", "CREATE INDEX costs_chat ON costs(session_key, at)")
+    db.execute(tmp_path / "state.db", "CREATE INDEX costs_person ON costs(person, at)")
+    db.execute(tmp_path / "state.db", "PRAGMA user_version=12")
+    async with SQLiteStore(tmp_path / "state.db") as store:
+        spent = await store.costs.spent("tg:ann", "tg:1", NOW)
+        await store.costs.record(call(NOW, "tg:2", "tg:carl", "0.5"))
+        after = await store.costs.spent("tg:carl", "tg:2", NOW)
+    assert spent == Spent(Decimal("0.25"), Decimal("0.25"), Decimal("1.25"))
+    assert after == Spent(Decimal("0.5"), Decimal("0.5"), Decimal("1.75"))
+
+
+async def test_migration_13_on_postgresql_sums_the_days_already_stored(postgres_dsn: str) -> None:
+    dsn = postgres_dsn
+    async with PostgresStore(dsn) as store:
+        await store.costs.record(call(LAST_MONTH, "tg:1", "tg:ann", "100"))
+        await store.costs.record(call(YESTERDAY, "tg:1", "tg:ann", "1"))
+        await store.costs.record(call(NOW, "tg:1", "tg:ann", "0.25"))
+    # Back to the schema before it, as a replica of migration 12 left the database.
+    connection = await asyncpg.connect(dsn)
+    try:
+        await connection.execute(
+            "DROP TABLE cost_days; DROP INDEX costs_chat_spent; DROP INDEX costs_person_spent;"
+            " CREATE INDEX costs_chat ON costs(session_key, at);"
+            " CREATE INDEX costs_person ON costs(person, at);"
+            " UPDATE nightowl_schema SET version = 12"
+        )
+    finally:
+        await connection.close()
+    async with PostgresStore(dsn) as store:
+        spent = await store.costs.spent("tg:ann", "tg:1", NOW)
+    assert spent == Spent(Decimal("0.25"), Decimal("0.25"), Decimal("1.25"))

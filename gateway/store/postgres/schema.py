@@ -10,7 +10,7 @@ advisory lock, so two replicas starting together migrate once (docs/design.md#po
 from __future__ import annotations
 
 # 9: the dashboard's turn stats and compression marks: SQLite's script, which both read alike.
-from gateway.store.schema import COST_TABLES, DASHBOARD_TABLES
+from gateway.store.schema import COST_DAYS_POSTGRES, COST_TABLES, DASHBOARD_TABLES
 
 _BASE = """
 CREATE TABLE sessions (
@@ -232,5 +232,6 @@ MIGRATIONS: list[tuple[int, str]] = [
     (10, _V10),
     (11, _V11),
     (12, COST_TABLES),  # what every model call cost (docs/cost.md#what-is-stored)
+    (13, COST_DAYS_POSTGRES),  # the month's spend by day, for the budget check
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
