@@ -98,20 +98,9 @@ class SqlCosts:
         chat: str | None = None,
         person: str | None = None,
     ) -> list[CostRecord]:
-        sql = f"SELECT {_COLUMNS} FROM costs WHERE at >= :since AND at < :until"
-        if chat is not None:
-            sql += " AND session_key = :chat"
-        if person is not None:
-            sql += " AND person = :person"
-        params = {
-            "since": since,
-            "until": until if until is not None else time.time() + 86_400,
-            "chat": chat,
-            "person": person,
-        }
-        params = {name: value for name, value in params.items() if f":{name}" in sql}
+        where, params = _between(since, until, chat, person)
         async with self.connection.read() as db:
-            rows = await db.fetch_all(sql + " ORDER BY at", params)
+            rows = await db.fetch_all(f"SELECT {_COLUMNS} FROM costs {where} ORDER BY at", params)
         return [
             CostRecord(
                 at=float(row[0]),
@@ -144,23 +133,12 @@ class SqlCosts:
                 lines.setdefault(group, CostLine(group)).add(record)
             return sorted(lines.values(), key=lambda line: line.group)
         column = _GROUP_COLUMNS[by]
+        where, params = _between(since, until, chat, person)
         sql = (
             f"SELECT {column}, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),"
             " SUM(cache_read_tokens), SUM(cache_write_tokens), SUM(cost_pusd),"
-            " SUM(CASE WHEN cost_pusd IS NULL THEN 1 ELSE 0 END)"
-            " FROM costs WHERE at >= :since AND at < :until"
+            f" SUM(CASE WHEN cost_pusd IS NULL THEN 1 ELSE 0 END) FROM costs {where}"
         )
-        if chat is not None:
-            sql += " AND session_key = :chat"
-        if person is not None:
-            sql += " AND person = :person"
-        params = {
-            "since": since,
-            "until": until if until is not None else time.time() + 86_400,
-            "chat": chat,
-            "person": person,
-        }
-        params = {name: value for name, value in params.items() if f":{name}" in sql}
         async with self.connection.read() as db:
             rows = await db.fetch_all(f"{sql} GROUP BY {column}", params)
         found = [
@@ -229,3 +207,22 @@ def group_of(record: CostRecord, by: Grouping) -> str:
     if by == "model":
         return record.model
     return record.kind
+
+
+def _between(
+    since: float, until: float | None, chat: str | None, person: str | None
+) -> tuple[str, dict[str, object]]:
+    """The WHERE clause of a report's calls (from ``since`` to ``until``, of one chat or
+    person when given) and its parameters."""
+    where = "WHERE at >= :since AND at < :until"
+    params: dict[str, object] = {
+        "since": since,
+        "until": until if until is not None else time.time() + 86_400,
+    }
+    if chat is not None:
+        where += " AND session_key = :chat"
+        params["chat"] = chat
+    if person is not None:
+        where += " AND person = :person"
+        params["person"] = person
+    return where, params

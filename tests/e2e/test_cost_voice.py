@@ -4,7 +4,6 @@ Bot API and transcription endpoint (docs/cost.md#transcription)."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -22,14 +21,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecatio
 GROUP = -1004001
 #: $6 a minute: a 42-second voice note could cost $4.20.
 DEAR = {"price_per_minute": 6}
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    server = FakeTelegram()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 async def test_a_voice_note_over_the_budget_is_not_transcribed_and_its_sender_is_told(

@@ -4,7 +4,6 @@ real `nightowl chat` process. The model is the fake LLM that calls remember when
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,14 +19,6 @@ from tests.fakes.telegram_server import FakeTelegram
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
 ANN = 42
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    server = FakeTelegram()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 async def test_telegram_memory_and_forget(

@@ -10,11 +10,9 @@ import asyncio
 import re
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
-import pytest
 
 from gateway.store import Reminder
 from gateway.store.postgres import PostgresStore
@@ -59,14 +57,6 @@ class OneTurnPerChat:
         finally:
             self.inside[chat] -= 1
         return Reply(text=f"echo: {request.last_user_text[-60:]}")
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    server = FakeTelegram()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 async def start_two(

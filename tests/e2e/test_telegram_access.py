@@ -4,7 +4,6 @@ python-telegram-bot against the fake Bot API (docs/design.md#authorization)."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -31,14 +30,6 @@ GROUP = -1001
 ELSEWHERE = -2002
 EVE = {"id": 99, "is_bot": False, "first_name": "Eve"}
 PHOTO = [(90, 90, b"\xff\xd8 thumb"), (1280, 960, b"\xff\xd8 a big photo")]
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    server = FakeTelegram()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 async def settled(telegram: FakeTelegram, gateway: Gateway) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import itertools
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -36,14 +35,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecatio
 GROUP = -1001
 FORUM = -100500
 STRANGER = {"id": 99, "is_bot": False, "first_name": "Eve"}
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    server = FakeTelegram()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 async def test_private_chat_round_trip_continues_the_session(

@@ -5,7 +5,6 @@ fake transcription endpoint (issue 13). Also a group that becomes a supergroup."
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -31,14 +30,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecatio
 STRANGER = {"id": 99, "is_bot": False, "first_name": "Eve"}
 BASIC_GROUP, SUPERGROUP = -4001, -1004001
 PDF_MIME = "application/pdf"
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    server = FakeTelegram()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 async def test_a_voice_note_is_transcribed_and_its_text_reaches_the_model(

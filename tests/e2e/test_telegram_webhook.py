@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import stat
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,6 @@ from tests.fakes.telegram_server import FakeTelegram
 from tests.harness import turns_done
 
 HEADER = "X-Telegram-Bot-Api-Secret-Token"
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    server = FakeTelegram()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 def _free_port() -> int:
