@@ -101,6 +101,10 @@ class GatewayUsage:
 def serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> None:
     """Child process: the gateway as ``nightowl run`` builds it, until ``stop`` is set."""
     logging.basicConfig(level=logging.WARNING)
+    if raw_config.get("tracemalloc"):  # before any import: their tables count too
+        import tracemalloc
+
+        tracemalloc.start(1)
     asyncio.run(_serve_gateway(raw_config, stop, report))
 
 
@@ -110,6 +114,7 @@ async def _serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> 
     from gateway.config.schema import parse_config
 
     profile = raw_config.pop("profile", None)
+    traced = raw_config.pop("tracemalloc", None)
     cprofile = profile if profile and profile.endswith(".pstats") else None
     profile = None if cprofile else profile
     config = parse_config(raw_config, {})
@@ -125,6 +130,8 @@ async def _serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> 
     try:
         await asyncio.get_running_loop().run_in_executor(None, stop.wait)
     finally:
+        if traced:  # every chat done, nothing closed yet: the load's peak
+            _write_allocations(Path(traced))
         if profiler is not None:
             _write_profile(profiler, Path(profile))
         if cprofile:
@@ -141,6 +148,22 @@ async def _serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> 
                 started.ru_maxrss / 1024,
             )
         )
+
+
+def _write_allocations(path: Path, top: int = 40) -> None:
+    """tracemalloc's biggest holders by line and by file, and the packages imported."""
+    import tracemalloc
+
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__)]
+    )
+    current, peak = tracemalloc.get_traced_memory()
+    lines = [f"traced now {current / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB", "-- by line --"]
+    lines += [str(stat) for stat in snapshot.statistics("lineno")[:top]]
+    lines += ["-- by file --", *(str(stat) for stat in snapshot.statistics("filename")[:top])]
+    packages = sorted({name.split(".")[0] for name in sys.modules})
+    lines += ["-- top-level modules imported --", " ".join(packages)]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def _write_profile(profiler: Any, path: Path) -> None:
@@ -162,41 +185,75 @@ def _start_profiler() -> Any:
 
 
 class SentCounter:
-    """Replies per chat, counted incrementally so many waiters stay cheap."""
+    """Replies per chat, read by one watcher: a thousand chats each waiting on the fake's
+    condition would wake a thousand tasks per reply, and the driver would be the bottleneck."""
 
     def __init__(self, server: FakeTelegram) -> None:
         self.server = server
         self.seen = 0
         self.per_chat: dict[int, list[float]] = {}
+        self._arrived: dict[int, asyncio.Event] = {}
 
     def replies(self, chat_id: int) -> list[float]:
+        self._take()
+        return self.per_chat.get(chat_id, [])
+
+    def _take(self) -> None:
         sent = self.server.sent
         for message in sent[self.seen :]:
-            self.per_chat.setdefault(int(message.chat_id), []).append(message.at)
+            chat_id = int(message.chat_id)
+            self.per_chat.setdefault(chat_id, []).append(message.at)
+            if chat_id in self._arrived:
+                self._arrived[chat_id].set()
         self.seen = len(sent)
-        return self.per_chat.get(chat_id, [])
+
+    async def watch(self) -> None:
+        """Until cancelled: hand each new reply to its chat's waiter."""
+        while True:
+            await self.server.wait_for(lambda: len(self.server.sent) > self.seen, 3600)
+            self._take()
+
+    async def wait_reply(self, chat_id: int, index: int, within: float) -> float:
+        """When the chat's ``index``-th reply reached the fake (monotonic seconds)."""
+        arrived = self._arrived.setdefault(chat_id, asyncio.Event())
+        deadline = time.monotonic() + within
+        while len(self.replies(chat_id)) <= index:
+            arrived.clear()
+            await asyncio.wait_for(arrived.wait(), max(0.0, deadline - time.monotonic()))
+        return self.per_chat[chat_id][index]
 
 
 @dataclass
 class ChatRun:
     latencies: list[float]
-    late_typing: int  # typing actions that reached Telegram after the turn's reply
+    pushes: list[float]  # when each message was pushed (monotonic seconds)
 
 
-async def one_chat(server: FakeTelegram, counter: SentCounter, chat_id: int, count: int) -> ChatRun:
+async def one_chat(
+    server: FakeTelegram, counter: SentCounter, chat_id: int, count: int, within: float = 30
+) -> ChatRun:
     latencies, pushes = [], []
     for index in range(count):
         pushes.append(time.monotonic())
         server.push_text(chat_id, f"message {index} from chat {chat_id}")
-        await server.wait_for(lambda i=index: len(counter.replies(chat_id)) > i, within=30)
-        latencies.append((counter.replies(chat_id)[index] - pushes[-1]) * 1000)
-    replies = counter.replies(chat_id)
-    # Between a reply and the next message nothing is running in this chat: any typing
-    # action arriving then shows "typing…" under an answer that is already there.
-    idle = list(zip(replies, [*pushes[1:], float("inf")], strict=True))
-    typing = [a.at for a in server.chat_actions if a.chat_id == chat_id]
-    late = sum(1 for at in typing if any(start < at < end for start, end in idle))
-    return ChatRun(latencies, late)
+        replied = await counter.wait_reply(chat_id, index, within)
+        latencies.append((replied - pushes[-1]) * 1000)
+    return ChatRun(latencies, pushes)
+
+
+def late_typing(server: FakeTelegram, counter: SentCounter, pushes: dict[int, list[float]]) -> int:
+    """Typing actions that reached Telegram while nothing ran in their chat: between a
+    reply and the chat's next message, "typing…" shows under an answer already there."""
+    typing: dict[int, list[float]] = {}
+    for action in server.chat_actions:
+        typing.setdefault(int(action.chat_id), []).append(action.at)
+    late = 0
+    for chat_id, at in typing.items():
+        replies = counter.per_chat.get(chat_id, [])
+        starts = [*pushes.get(chat_id, [])[1:], float("inf")]
+        idle = list(zip(replies, starts[: len(replies)], strict=True))
+        late += sum(1 for t in at if any(start < t < end for start, end in idle))
+    return late
 
 
 def serve_floor(urls: tuple[str, str, str], stop: Any, report: Any) -> None:
@@ -249,7 +306,12 @@ class Run:
 
 
 async def run_bot(
-    bot: str, chats: int, per_chat: int, dashboard: bool = False, profile: str | None = None
+    bot: str,
+    chats: int,
+    per_chat: int,
+    dashboard: bool = False,
+    profile: str | None = None,
+    traced: str | None = None,
 ) -> Run:
     """``bot`` is "nightowl" (the gateway as ``nightowl run`` builds it) or "floor"."""
     server = FakeTelegram()
@@ -269,6 +331,8 @@ async def run_bot(
             }  # fmt: skip
             if profile:
                 raw["profile"] = profile
+            if traced:
+                raw["tracemalloc"] = traced
             if dashboard:  # idle: nobody looks at it while the chats talk
                 raw["dashboard"] = {"enabled": True, "port": 0, "token": "bench-token-0123456789"}
             if bot == "floor":
@@ -282,26 +346,34 @@ async def run_bot(
                 await server.wait_for(lambda: bool(server.method_calls("getUpdates")), 60)
                 start_to_poll = time.perf_counter() - spawned
                 counter = SentCounter(server)
+                watcher = asyncio.create_task(counter.watch())
+                within = max(30.0, chats / 10)  # a message waits for the turns ahead of it
                 started = time.perf_counter()
                 results = await asyncio.gather(
-                    *(one_chat(server, counter, chat_id, per_chat) for chat_id in chat_ids)
+                    *(one_chat(server, counter, c, per_chat, within) for c in chat_ids)
                 )
                 elapsed = time.perf_counter() - started
+                watcher.cancel()
             finally:
                 stop.set()
                 usage = GatewayUsage(*await asyncio.to_thread(report.get, True, 30))
                 await asyncio.to_thread(child.join, 30)
                 await server.stop()
     latencies = sorted(value for chat in results for value in chat.latencies)
-    late_typing = sum(chat.late_typing for chat in results)
+    pushes = dict(zip(chat_ids, (chat.pushes for chat in results), strict=True))
+    late = late_typing(server, counter, pushes)
     return Run(bot, chats, per_chat, llm.request_count, elapsed, latencies, usage,
-               start_to_poll, late_typing)  # fmt: skip
+               start_to_poll, late)  # fmt: skip
 
 
 async def gateway_round_trip(
-    chats: int, per_chat: int, dashboard: bool = False, profile: str | None = None
+    chats: int,
+    per_chat: int,
+    dashboard: bool = False,
+    profile: str | None = None,
+    traced: str | None = None,
 ) -> None:
-    run = await run_bot("nightowl", chats, per_chat, dashboard, profile)
+    run = await run_bot("nightowl", chats, per_chat, dashboard, profile, traced)
     usage, turns = run.usage, len(run.latencies)
     print(
         f"gateway round trip, {chats} chats x {per_chat} messages ({run.turns} turns),"
@@ -406,6 +478,11 @@ def main() -> None:
         metavar="FILE",
         help="gateway mode: write a pyinstrument profile here (FILE.pstats: cProfile's)",
     )
+    parser.add_argument(
+        "--tracemalloc",
+        metavar="FILE",
+        help="gateway mode: the top allocations (tracemalloc) at the load's end, to FILE",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     # A turn that ends while its typing request is still being sent drops that request;
@@ -414,7 +491,11 @@ def main() -> None:
     if args.mode in ("adapter", "all"):
         asyncio.run(adapter_round_trip(args.messages))
     if args.mode in ("gateway", "all"):
-        asyncio.run(gateway_round_trip(args.chats, args.per_chat, args.dashboard, args.profile))
+        asyncio.run(
+            gateway_round_trip(
+                args.chats, args.per_chat, args.dashboard, args.profile, args.tracemalloc
+            )
+        )
     if args.mode in ("adapter", "all"):
         split_and_format()
     if args.mode == "floor":
