@@ -90,6 +90,26 @@ async def test_sessions_run_concurrently(tmp_path: Path, fake_llm: FakeLLM) -> N
     assert {m.chat_id for m in adapter.sent} == {"a", "b"}
 
 
+async def test_open_runtimes_are_bounded_and_a_closed_one_reopens_with_its_history(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = lambda request: Reply("heard " + user_texts(request)[-1])
+    adapter = RecordingAdapter()
+    async with running_gateway(make_config(tmp_path, fake_llm), adapter) as gateway:
+        gateway.sessions.limit = 2  # docs/design.md#memory-footprint
+        for number, chat in enumerate("abc", start=1):
+            await adapter.say(f"I am {chat}", chat_id=chat)
+            await adapter.wait_sent(number)
+        await turns_done(gateway)
+        assert gateway.sessions.cached("console:a") is None  # the least recent went
+        assert gateway.sessions.cached("console:c") is not None
+        await adapter.say("who am I?", chat_id="a")
+        await adapter.wait_sent(4)
+        await turns_done(gateway)
+        assert gateway.sessions.cached("console:b") is None
+    assert user_texts(fake_llm.requests[-1]) == ["I am a", "who am I?"]
+
+
 async def test_a_turn_killed_midway_is_answered_after_restart(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
