@@ -267,3 +267,27 @@ async def test_attachments_the_model_cannot_read_are_mentioned(
         await adapter.wait_sent(1)
     (text,) = user_texts(fake_llm.requests[-1])
     assert "report.pdf (application/pdf)" in text and "cannot see images" in text
+
+
+async def test_turns_at_once_are_bounded_and_every_lane_still_runs() -> None:
+    from gateway.conversation.lanes import Lanes
+
+    running: set[str] = set()
+    most = 0
+    done: list[str] = []
+
+    async def turn(key: str) -> None:
+        nonlocal most
+        running.add(key)
+        most = max(most, len(running))
+        await asyncio.sleep(0.01)
+        running.discard(key)
+        done.append(key)
+
+    lanes = Lanes(turn, turns_at_once=3)  # docs/design.md#memory-footprint
+    keys = [f"console:{n}" for n in range(10)]
+    for key in keys:
+        lanes.notify(key)
+    assert await lanes.wait_idle(CEILING)
+    assert most == 3
+    assert sorted(done) == sorted(keys)
