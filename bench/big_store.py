@@ -39,7 +39,7 @@ async def seed(data_dir: Path, sessions: int, archived: int) -> float:
 
     started = time.perf_counter()
     async with SQLiteStore(data_dir / "state.db") as store:
-        await seed_conversations(store.connection, sessions, archived)
+        await seed_conversations(store.connection, sessions, archived, platform="console")
     return time.perf_counter() - started
 
 

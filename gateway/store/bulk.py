@@ -19,7 +19,7 @@ async def seed_conversations(
     sessions: int,
     archived_per_session: int,
     *,
-    platform: str = "console",
+    platform: str,
     model: str = "bench-model",
 ) -> list[str]:
     """``sessions`` current sessions under the keys ``<platform>:c<n>``, each with its
