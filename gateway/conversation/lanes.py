@@ -42,10 +42,10 @@ class Lanes:
         coordination: Coordination | None = None,
         *,
         on_hold: Callable[[str], None] | None = None,
-        turns_at_once: int = TURNS_AT_ONCE,
+        turns_at_once: int | None = None,
     ) -> None:
         self._drain = drain
-        self._turns = asyncio.Semaphore(turns_at_once)
+        self._turns = asyncio.Semaphore(turns_at_once or TURNS_AT_ONCE)
         self.coordination: Coordination = coordination or OneProcess()
         #: Called once a shared session is held: what this replica kept of it may be old.
         self._on_hold = on_hold
