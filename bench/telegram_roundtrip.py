@@ -1,7 +1,8 @@
 """Benchmark: Telegram round trips against the fake Bot API server.
 
-    python bench/telegram_roundtrip.py [--mode adapter|gateway|all] [--messages N]
+    python bench/telegram_roundtrip.py [--mode adapter|gateway|floor|all] [--messages N]
                                        [--chats C] [--per-chat M] [--dashboard]
+                                       [--tracemalloc FILE] [--big-chats B] [--rounds R]
 
 1. Adapter round trip (``adapter``): N private messages are pushed into the fake; the
    sink answers each one through ``adapter.send`` (no gateway, no model). Reported:
@@ -15,6 +16,8 @@
    Reported: update-to-sendMessage latency median/p99/max, turns per second, and the
    gateway process's CPU seconds and peak RSS (``resource.getrusage`` in the child, so
    the fakes and this driver are not counted).
+   ``--tracemalloc FILE``: the child's largest allocations by line and by file once
+   every chat is answered (the load's peak), and the packages it imported.
 3. Split + format: a 10,000-character Markdown reply with a code fence is split for
    Telegram and converted to HTML (no network).
 
@@ -23,6 +26,13 @@ Targets on loopback, 2 cores shared with the fakes: adapter p95 < 50 ms; gateway
 With C chats talking at once the gateway is busy all the time, so a message waits for
 the turns ahead of it: latency ~ C / (turns per second). ``--chats 1`` shows the
 unloaded latency of one turn (target: median < 30 ms).
+
+``--mode floor``: bench/floor_raw.py (aiohttp, no SDKs, no storage: the limit),
+bench/floor_bot.py (python-telegram-bot + the openai SDK) and nightowl back to back on
+fresh fakes under three loads — one chat, 50 chats x 20, ``--big-chats`` (1,000) x 3 —
+each figure the median of ``--rounds``; ratios to both floors. Issue 31's targets:
+peak RSS <= 1.0x the floor at 50 and 1,000 chats; 50 chats: turns/s >= 0.95x, p99
+<= 1.0x; 1,000 chats: turns/s >= 1.3x; one chat: p50 and CPU per turn <= 1.0x.
 """
 
 from __future__ import annotations
