@@ -32,6 +32,8 @@ from typing import Any, Literal
 
 import httpx2
 
+from agent.tls import tls_context
+
 log = logging.getLogger(__name__)
 
 Server = Literal["ollama", "llama.cpp", "lmstudio", "vllm", "openai-compatible"]
@@ -117,7 +119,7 @@ async def ask_served_window(
     (as the next request would) and then says the window it loaded it with."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     root = server_root(base_url)
-    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as client:
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout, verify=tls_context()) as client:
         asker = _Http(client, load_timeout)
         for ask in (_ollama, _llama_cpp, _lmstudio, _openai_models):
             answer = await ask(asker, root, base_url.rstrip("/"), model)

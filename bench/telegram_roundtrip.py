@@ -1,7 +1,8 @@
 """Benchmark: Telegram round trips against the fake Bot API server.
 
-    python bench/telegram_roundtrip.py [--mode adapter|gateway|all] [--messages N]
+    python bench/telegram_roundtrip.py [--mode adapter|gateway|floor|all] [--messages N]
                                        [--chats C] [--per-chat M] [--dashboard]
+                                       [--tracemalloc FILE] [--big-chats B] [--rounds R]
 
 1. Adapter round trip (``adapter``): N private messages are pushed into the fake; the
    sink answers each one through ``adapter.send`` (no gateway, no model). Reported:
@@ -15,6 +16,8 @@
    Reported: update-to-sendMessage latency median/p99/max, turns per second, and the
    gateway process's CPU seconds and peak RSS (``resource.getrusage`` in the child, so
    the fakes and this driver are not counted).
+   ``--tracemalloc FILE``: the child's largest allocations by line and by file once
+   every chat is answered (the load's peak), and the packages it imported.
 3. Split + format: a 10,000-character Markdown reply with a code fence is split for
    Telegram and converted to HTML (no network).
 
@@ -23,6 +26,13 @@ Targets on loopback, 2 cores shared with the fakes: adapter p95 < 50 ms; gateway
 With C chats talking at once the gateway is busy all the time, so a message waits for
 the turns ahead of it: latency ~ C / (turns per second). ``--chats 1`` shows the
 unloaded latency of one turn (target: median < 30 ms).
+
+``--mode floor``: bench/floor_raw.py (aiohttp, no SDKs, no storage: the limit),
+bench/floor_bot.py (python-telegram-bot + the openai SDK) and nightowl back to back on
+fresh fakes under three loads — one chat, 50 chats x 20, ``--big-chats`` (1,000) x 3 —
+each figure the median of ``--rounds``; ratios to both floors. Issue 31's targets:
+peak RSS <= 1.0x the floor at 50 and 1,000 chats; 50 chats: turns/s >= 0.95x, p99
+<= 1.0x; 1,000 chats: turns/s >= 1.3x; one chat: p50 and CPU per turn <= 1.0x.
 """
 
 from __future__ import annotations
@@ -38,23 +48,30 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support import percentile  # bench/support.py (the script's own folder)
+# Nothing heavy at the top: each bot's child process (spawned) imports this module again,
+# and what it imports here would count in every bot's RSS, the raw floor's too.
+if TYPE_CHECKING:
+    from adapters.base import InboundMessage
+    from tests.fakes.telegram_server import FakeTelegram
 
-from adapters.base import InboundMessage, OutboundMessage
-from adapters.telegram import TelegramAdapter, TelegramSettings
-from adapters.telegram.delivery import Sender
-from adapters.telegram.formatting import markdown_to_telegram_html
-from tests.fakes.llm_server import FakeLLM
-from tests.fakes.telegram_server import FakeTelegram
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """The value at ``fraction`` of a sorted list (bench/support.py's, without its imports)."""
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
+
 
 # -- 1. adapter alone -------------------------------------------------------------------
 
 
 async def adapter_round_trip(count: int) -> None:
+    from adapters.base import OutboundMessage
+    from adapters.telegram import TelegramAdapter, TelegramSettings
+    from tests.fakes.telegram_server import FakeTelegram
+
     server = FakeTelegram()
     await server.start()
     settings = TelegramSettings(
@@ -101,6 +118,10 @@ class GatewayUsage:
 def serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> None:
     """Child process: the gateway as ``nightowl run`` builds it, until ``stop`` is set."""
     logging.basicConfig(level=logging.WARNING)
+    if raw_config.get("tracemalloc"):  # before any import: their tables count too
+        import tracemalloc
+
+        tracemalloc.start(1)
     asyncio.run(_serve_gateway(raw_config, stop, report))
 
 
@@ -110,6 +131,11 @@ async def _serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> 
     from gateway.config.schema import parse_config
 
     profile = raw_config.pop("profile", None)
+    traced = raw_config.pop("tracemalloc", None)
+    if "turns_at_once" in raw_config:  # an A/B of the bound (docs/design.md#memory-footprint)
+        from gateway.conversation import lanes
+
+        lanes.TURNS_AT_ONCE = raw_config.pop("turns_at_once")
     cprofile = profile if profile and profile.endswith(".pstats") else None
     profile = None if cprofile else profile
     config = parse_config(raw_config, {})
@@ -125,6 +151,8 @@ async def _serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> 
     try:
         await asyncio.get_running_loop().run_in_executor(None, stop.wait)
     finally:
+        if traced:  # every chat done, nothing closed yet: the load's peak
+            _write_allocations(Path(traced))
         if profiler is not None:
             _write_profile(profiler, Path(profile))
         if cprofile:
@@ -141,6 +169,22 @@ async def _serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> 
                 started.ru_maxrss / 1024,
             )
         )
+
+
+def _write_allocations(path: Path, top: int = 40) -> None:
+    """tracemalloc's biggest holders by line and by file, and the packages imported."""
+    import tracemalloc
+
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__)]
+    )
+    current, peak = tracemalloc.get_traced_memory()
+    lines = [f"traced now {current / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB", "-- by line --"]
+    lines += [str(stat) for stat in snapshot.statistics("lineno")[:top]]
+    lines += ["-- by file --", *(str(stat) for stat in snapshot.statistics("filename")[:top])]
+    packages = sorted({name.split(".")[0] for name in sys.modules})
+    lines += ["-- top-level modules imported --", " ".join(packages)]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def _write_profile(profiler: Any, path: Path) -> None:
@@ -162,46 +206,84 @@ def _start_profiler() -> Any:
 
 
 class SentCounter:
-    """Replies per chat, counted incrementally so many waiters stay cheap."""
+    """Replies per chat, read by one watcher: a thousand chats each waiting on the fake's
+    condition would wake a thousand tasks per reply, and the driver would be the bottleneck."""
 
     def __init__(self, server: FakeTelegram) -> None:
         self.server = server
         self.seen = 0
         self.per_chat: dict[int, list[float]] = {}
+        self._arrived: dict[int, asyncio.Event] = {}
 
     def replies(self, chat_id: int) -> list[float]:
+        self._take()
+        return self.per_chat.get(chat_id, [])
+
+    def _take(self) -> None:
         sent = self.server.sent
         for message in sent[self.seen :]:
-            self.per_chat.setdefault(int(message.chat_id), []).append(message.at)
+            chat_id = int(message.chat_id)
+            self.per_chat.setdefault(chat_id, []).append(message.at)
+            if chat_id in self._arrived:
+                self._arrived[chat_id].set()
         self.seen = len(sent)
-        return self.per_chat.get(chat_id, [])
+
+    async def watch(self) -> None:
+        """Until cancelled: hand each new reply to its chat's waiter."""
+        while True:
+            await self.server.wait_for(lambda: len(self.server.sent) > self.seen, 3600)
+            self._take()
+
+    async def wait_reply(self, chat_id: int, index: int, within: float) -> float:
+        """When the chat's ``index``-th reply reached the fake (monotonic seconds)."""
+        arrived = self._arrived.setdefault(chat_id, asyncio.Event())
+        deadline = time.monotonic() + within
+        while len(self.replies(chat_id)) <= index:
+            arrived.clear()
+            await asyncio.wait_for(arrived.wait(), max(0.0, deadline - time.monotonic()))
+        return self.per_chat[chat_id][index]
 
 
 @dataclass
 class ChatRun:
     latencies: list[float]
-    late_typing: int  # typing actions that reached Telegram after the turn's reply
+    pushes: list[float]  # when each message was pushed (monotonic seconds)
 
 
-async def one_chat(server: FakeTelegram, counter: SentCounter, chat_id: int, count: int) -> ChatRun:
+async def one_chat(
+    server: FakeTelegram, counter: SentCounter, chat_id: int, count: int, within: float = 30
+) -> ChatRun:
     latencies, pushes = [], []
     for index in range(count):
         pushes.append(time.monotonic())
         server.push_text(chat_id, f"message {index} from chat {chat_id}")
-        await server.wait_for(lambda i=index: len(counter.replies(chat_id)) > i, within=30)
-        latencies.append((counter.replies(chat_id)[index] - pushes[-1]) * 1000)
-    replies = counter.replies(chat_id)
-    # Between a reply and the next message nothing is running in this chat: any typing
-    # action arriving then shows "typing…" under an answer that is already there.
-    idle = list(zip(replies, [*pushes[1:], float("inf")], strict=True))
-    typing = [a.at for a in server.chat_actions if a.chat_id == chat_id]
-    late = sum(1 for at in typing if any(start < at < end for start, end in idle))
-    return ChatRun(latencies, late)
+        replied = await counter.wait_reply(chat_id, index, within)
+        latencies.append((replied - pushes[-1]) * 1000)
+    return ChatRun(latencies, pushes)
 
 
-def serve_floor(urls: tuple[str, str, str], stop: Any, report: Any) -> None:
-    """Child process: bench/floor_bot.py, reporting its usage as ``serve_gateway`` does."""
-    from floor_bot import serve  # bench/floor_bot.py
+def late_typing(server: FakeTelegram, counter: SentCounter, pushes: dict[int, list[float]]) -> int:
+    """Typing actions that reached Telegram while nothing ran in their chat: between a
+    reply and the chat's next message, "typing…" shows under an answer already there."""
+    typing: dict[int, list[float]] = {}
+    for action in server.chat_actions:
+        typing.setdefault(int(action.chat_id), []).append(action.at)
+    late = 0
+    for chat_id, at in typing.items():
+        replies = counter.per_chat.get(chat_id, [])
+        starts = [*pushes.get(chat_id, [])[1:], float("inf")]
+        idle = list(zip(replies, starts[: len(replies)], strict=True))
+        late += sum(1 for t in at if any(start < t < end for start, end in idle))
+    return late
+
+
+def serve_floor(urls: tuple[str, str, str], stop: Any, report: Any, raw: bool = False) -> None:
+    """Child process: bench/floor_bot.py (``raw``: bench/floor_raw.py), reporting its usage
+    as ``serve_gateway`` does."""
+    if raw:
+        from floor_raw import serve  # bench/floor_raw.py
+    else:
+        from floor_bot import serve  # bench/floor_bot.py
 
     logging.basicConfig(level=logging.WARNING)
     started: list[resource.struct_rusage] = []
@@ -249,9 +331,19 @@ class Run:
 
 
 async def run_bot(
-    bot: str, chats: int, per_chat: int, dashboard: bool = False, profile: str | None = None
+    bot: str,
+    chats: int,
+    per_chat: int,
+    dashboard: bool = False,
+    profile: str | None = None,
+    traced: str | None = None,
+    turns_at_once: int | None = None,
 ) -> Run:
-    """``bot`` is "nightowl" (the gateway as ``nightowl run`` builds it) or "floor"."""
+    """``bot`` is "nightowl" (the gateway as ``nightowl run`` builds it), "floor"
+    (bench/floor_bot.py) or "raw" (bench/floor_raw.py)."""
+    from tests.fakes.llm_server import FakeLLM
+    from tests.fakes.telegram_server import FakeTelegram
+
     server = FakeTelegram()
     await server.start()
     context = multiprocessing.get_context("spawn")
@@ -269,11 +361,16 @@ async def run_bot(
             }  # fmt: skip
             if profile:
                 raw["profile"] = profile
+            if traced:
+                raw["tracemalloc"] = traced
+            if turns_at_once:
+                raw["turns_at_once"] = turns_at_once
             if dashboard:  # idle: nobody looks at it while the chats talk
                 raw["dashboard"] = {"enabled": True, "port": 0, "token": "bench-token-0123456789"}
-            if bot == "floor":
+            if bot in ("floor", "raw"):
                 urls = (server.token, server.base_url, llm.openai_base_url)
-                child = context.Process(target=serve_floor, args=(urls, stop, report))
+                floor_args = (urls, stop, report, bot == "raw")
+                child = context.Process(target=serve_floor, args=floor_args)
             else:
                 child = context.Process(target=serve_gateway, args=(raw, stop, report))
             spawned = time.perf_counter()
@@ -282,26 +379,34 @@ async def run_bot(
                 await server.wait_for(lambda: bool(server.method_calls("getUpdates")), 60)
                 start_to_poll = time.perf_counter() - spawned
                 counter = SentCounter(server)
+                watcher = asyncio.create_task(counter.watch())
+                within = max(30.0, chats / 10)  # a message waits for the turns ahead of it
                 started = time.perf_counter()
                 results = await asyncio.gather(
-                    *(one_chat(server, counter, chat_id, per_chat) for chat_id in chat_ids)
+                    *(one_chat(server, counter, c, per_chat, within) for c in chat_ids)
                 )
                 elapsed = time.perf_counter() - started
+                watcher.cancel()
             finally:
                 stop.set()
                 usage = GatewayUsage(*await asyncio.to_thread(report.get, True, 30))
                 await asyncio.to_thread(child.join, 30)
                 await server.stop()
     latencies = sorted(value for chat in results for value in chat.latencies)
-    late_typing = sum(chat.late_typing for chat in results)
+    pushes = dict(zip(chat_ids, (chat.pushes for chat in results), strict=True))
+    late = late_typing(server, counter, pushes)
     return Run(bot, chats, per_chat, llm.request_count, elapsed, latencies, usage,
-               start_to_poll, late_typing)  # fmt: skip
+               start_to_poll, late)  # fmt: skip
 
 
 async def gateway_round_trip(
-    chats: int, per_chat: int, dashboard: bool = False, profile: str | None = None
+    chats: int,
+    per_chat: int,
+    dashboard: bool = False,
+    profile: str | None = None,
+    traced: str | None = None,
 ) -> None:
-    run = await run_bot("nightowl", chats, per_chat, dashboard, profile)
+    run = await run_bot("nightowl", chats, per_chat, dashboard, profile, traced)
     usage, turns = run.usage, len(run.latencies)
     print(
         f"gateway round trip, {chats} chats x {per_chat} messages ({run.turns} turns),"
@@ -321,57 +426,95 @@ async def gateway_round_trip(
     print(f"  typing actions arriving after their reply: {run.late_typing} of {turns} turns")
 
 
-async def against_the_floor(one_chat_turns: int, chats: int, per_chat: int, rounds: int) -> None:
-    """The floor and nightowl back to back on fresh fakes, ``rounds`` times in turn; the
-    table of issue 18, each figure the median of the rounds (one run varies by 10-20%)."""
+Loads = dict[str, tuple[int, int]]
+BOTS = ("raw", "floor", "nightowl")
+
+
+async def against_the_floor(loads: Loads, rounds: int) -> None:
+    """The raw floor, the python-telegram-bot floor and nightowl back to back on fresh
+    fakes under each load, ``rounds`` times in turn; each figure the median of the rounds
+    (one run varies by 10-20%). Ratios: nightowl to the floor (the targets of issues 18
+    and 31), and nightowl to the raw floor (the limit)."""
     tables = []
     for _ in range(rounds):
         runs: dict[tuple[str, str], Run] = {}
-        for load, (c, m) in (("one", (1, one_chat_turns)), ("many", (chats, per_chat))):
-            for bot in ("floor", "nightowl"):
+        for load, (c, m) in loads.items():
+            for bot in BOTS:
                 runs[bot, load] = await run_bot(bot, c, m)
-        tables.append(_floor_table(runs, one_chat_turns, chats, per_chat))
+        tables.append(_floor_table(runs, loads))
     print(f"median of {rounds} round(s)")
-    print(f"{'':42} {'floor':>9} {'nightowl':>9} {'ratio':>7}  target")
+    print(f"{'':40} {'raw':>8} {'floor':>8} {'nightowl':>8} {'/floor':>7} {'/raw':>7}  target")
     for cells in zip(*tables, strict=True):
-        name, target = cells[0][0], cells[0][3]
-        floor = statistics.median(cell[1] for cell in cells)
-        night = statistics.median(cell[2] for cell in cells)
+        name, target = cells[0][0], cells[0][4]
+        raw, floor, night = (statistics.median(cell[i] for cell in cells) for i in (1, 2, 3))
         if name.startswith("start"):
-            print(f"{name:42} {floor:9.2f} {night:9.2f} {night - floor:+6.2f}s  {target}")
+            print(
+                f"{name:40} {raw:8.2f} {floor:8.2f} {night:8.2f} {night - floor:+6.2f}s "
+                f"{night - raw:+6.2f}s  {target}"
+            )
         else:
-            print(f"{name:42} {floor:9.1f} {night:9.1f} {night / floor:6.2f}x  {target}")
+            print(
+                f"{name:40} {raw:8.1f} {floor:8.1f} {night:8.1f} {night / floor:6.2f}x "
+                f"{night / raw:6.2f}x  {target}"
+            )
 
 
-def _floor_table(
-    runs: dict[tuple[str, str], Run], one_chat_turns: int, chats: int, per_chat: int
-) -> list[tuple[str, float, float, str]]:
-    floor1, night1 = runs["floor", "one"], runs["nightowl", "one"]
-    floorn, nightn = runs["floor", "many"], runs["nightowl", "many"]
-
+def _floor_table(runs: dict[tuple[str, str], Run], loads: Loads) -> list[tuple[Any, ...]]:
     def rate(run: Run) -> float:
         return len(run.latencies) / run.elapsed
 
-    return [
-        (f"one chat, {one_chat_turns} turns: p50 ms", floor1.p50, night1.p50, "<= 2.0"),
-        ("one chat: p99 ms (target vs floor p50)", floor1.p50, night1.p99, "<= 3.0"),
-        ("one chat: CPU ms per turn", floor1.cpu_per_turn_ms, night1.cpu_per_turn_ms, "<= 2.0"),
-        (f"{chats} chats x {per_chat}: turns/s", rate(floorn), rate(nightn), ">= 0.9"),
-        (f"{chats} chats: p99 ms", floorn.p99, nightn.p99, "<= 1.0"),
-        (f"{chats} chats: CPU ms per turn", floorn.cpu_per_turn_ms, nightn.cpu_per_turn_ms, ""),
-        ("idle RSS MB (after start)", floor1.usage.rss_after_start_mb,
-         night1.usage.rss_after_start_mb, ""),
-        (f"peak RSS MB ({chats} chats)", floorn.usage.peak_rss_mb, nightn.usage.peak_rss_mb,
-         "<= 1.1"),
-        ("start to first poll s", min(floor1.start_to_poll, floorn.start_to_poll),
-         min(night1.start_to_poll, nightn.start_to_poll), "<= +0.3 s"),
-    ]  # fmt: skip
+    def row(name: str, load: str, value: Any, target: str) -> tuple[Any, ...]:
+        return (name, *(value(runs[bot, load]) for bot in BOTS), target)
+
+    def rss_after_start(run: Run) -> float:
+        return run.usage.rss_after_start_mb
+
+    def peak(run: Run) -> float:
+        return run.usage.peak_rss_mb
+
+    def cpu(run: Run) -> float:
+        return run.cpu_per_turn_ms
+
+    def p50(run: Run) -> float:
+        return run.p50
+
+    def p99(run: Run) -> float:
+        return run.p99
+
+    turns = loads["one"][1]
+    rows = [
+        row(f"one chat, {turns} turns: p50 ms", "one", p50, "<= 1.0"),
+        row("one chat: p99 ms", "one", p99, ""),
+        row("one chat: CPU ms per turn", "one", cpu, "<= 1.0"),
+        row("idle RSS MB (after start)", "one", rss_after_start, ""),
+        row("one chat: peak RSS MB", "one", peak, "<= 1.0"),
+    ]
+    for load, target_rate in (("many", ">= 0.95"), ("big", ">= 1.3")):
+        if load not in loads:
+            continue
+        chats, per_chat = loads[load]
+        rows += [
+            row(f"{chats} chats x {per_chat}: turns/s", load, rate, target_rate),
+            row(f"{chats} chats: p50 ms", load, p50, ""),
+            row(f"{chats} chats: p99 ms", load, p99, "<= 1.0" if load == "many" else ""),
+            row(f"{chats} chats: CPU ms per turn", load, cpu, ""),
+            row(f"{chats} chats: peak RSS MB", load, peak, "<= 1.0"),
+        ]
+    rows.append(
+        ("start to first poll s",
+         *(min(runs[bot, load].start_to_poll for load in loads) for bot in BOTS), "<= +0.3 s")
+    )  # fmt: skip
+    return rows
 
 
 # -- 3. split and format ----------------------------------------------------------------
 
 
 def split_and_format() -> None:
+    from adapters.telegram import TelegramSettings
+    from adapters.telegram.delivery import Sender
+    from adapters.telegram.formatting import markdown_to_telegram_html
+
     prose = "Here is the reasoning, step by step, with *emphasis* and `code`. " * 80
     code = "\n".join(f"    total_{i} = add(value_{i}, 1)" for i in range(150))
     text = f"{prose}\n\n```python\n{code}\n```\n\nDone."
@@ -391,7 +534,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--mode", choices=("adapter", "gateway", "floor", "all"), default="all",
-        help="floor: bench/floor_bot.py and nightowl back to back, with ratios",
+        help="floor: bench/floor_raw.py, floor_bot.py and nightowl back to back, with ratios",
     )  # fmt: skip
     parser.add_argument("--messages", type=int, default=200, help="adapter round trips")
     parser.add_argument("--chats", type=int, default=20)
@@ -399,12 +542,21 @@ def main() -> None:
     parser.add_argument("--per-chat", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3, help="floor mode: median of rounds")
     parser.add_argument(
+        "--big-chats", type=int, default=1000, help="floor mode: a third load (0: none)"
+    )
+    parser.add_argument("--big-per-chat", type=int, default=3, help="floor mode")
+    parser.add_argument(
         "--dashboard", action="store_true", help="the gateway with its dashboard on (idle)"
     )
     parser.add_argument(
         "--profile",
         metavar="FILE",
         help="gateway mode: write a pyinstrument profile here (FILE.pstats: cProfile's)",
+    )
+    parser.add_argument(
+        "--tracemalloc",
+        metavar="FILE",
+        help="gateway mode: the top allocations (tracemalloc) at the load's end, to FILE",
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -414,13 +566,20 @@ def main() -> None:
     if args.mode in ("adapter", "all"):
         asyncio.run(adapter_round_trip(args.messages))
     if args.mode in ("gateway", "all"):
-        asyncio.run(gateway_round_trip(args.chats, args.per_chat, args.dashboard, args.profile))
+        asyncio.run(
+            gateway_round_trip(
+                args.chats, args.per_chat, args.dashboard, args.profile, args.tracemalloc
+            )
+        )
     if args.mode in ("adapter", "all"):
         split_and_format()
     if args.mode == "floor":
         chats = 50 if args.chats == 20 else args.chats  # the issue's load unless told
         per_chat = 20 if args.per_chat == 50 else args.per_chat
-        asyncio.run(against_the_floor(args.one_chat_turns, chats, per_chat, args.rounds))
+        loads = {"one": (1, args.one_chat_turns), "many": (chats, per_chat)}
+        if args.big_chats:
+            loads["big"] = (args.big_chats, args.big_per_chat)
+        asyncio.run(against_the_floor(loads, args.rounds))
 
 
 if __name__ == "__main__":

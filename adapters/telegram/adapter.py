@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 from telegram import Bot
-from telegram.request import BaseRequest, HTTPXRequest
+from telegram.request import BaseRequest
 
 from adapters.base import (
     Adapter,
@@ -23,7 +23,7 @@ from adapters.base import (
     PlatformTraits,
     ReplyStream,
 )
-from adapters.telegram.calls import ApiCaller, redact, telegram_errors
+from adapters.telegram.calls import ApiCaller, http_request, redact, telegram_errors
 from adapters.telegram.delivery import Sender
 from adapters.telegram.inbound import PLATFORM, BotIdentity, UpdateConverter
 from adapters.telegram.receiving import ALLOWED_UPDATES, Dedupe, UpdatePoller, UpdateProcessor
@@ -223,12 +223,12 @@ class TelegramAdapter(Adapter):
             base_url=settings.api_base_url,
             base_file_url=settings.file_base_url,
             request=request
-            or HTTPXRequest(
+            or http_request(
                 connection_pool_size=SEND_CONNECTIONS,
                 read_timeout=15.0,
                 httpx_kwargs={"limits": _SEND_LIMITS},
             ),
-            get_updates_request=get_updates_request or HTTPXRequest(connection_pool_size=1),
+            get_updates_request=get_updates_request or http_request(connection_pool_size=1),
         )
 
     async def _register_commands(self, bot: Bot) -> None:

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import ssl
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
+import httpx
 from telegram.error import (
     BadRequest,
     ChatMigrated,
@@ -35,12 +38,29 @@ from telegram.error import (
     RetryAfter,
     TelegramError,
 )
+from telegram.request import HTTPXRequest
 
 from adapters.base import DeliveryError
 from adapters.telegram.settings import TelegramSettings
 from nightowl_errors import redact as redact  # the one redact (receiving, adapter use it)
 
 log = logging.getLogger(__name__)
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """One TLS context for every connection pool the adapter opens: httpx's own default
+    (certifi, or ``SSL_CERT_FILE``), its CA bundle parsed once instead of once per pool
+    (~0.7 MB each; docs/design.md#memory-footprint)."""
+    return httpx.create_ssl_context()
+
+
+def http_request(**options: Any) -> HTTPXRequest:
+    """A python-telegram-bot request (one connection pool) on :func:`tls_context`."""
+    extra = dict(options.pop("httpx_kwargs", None) or {})
+    return HTTPXRequest(**options, httpx_kwargs={"verify": tls_context(), **extra})
+
+
 T = TypeVar("T")
 _MAX_BACKOFF = 30.0
 

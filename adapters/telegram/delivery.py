@@ -42,6 +42,10 @@ def chat_ref(chat_id: str) -> int | str:
     return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
 
 
+#: Chats whose last edit time is kept before those past their interval are forgotten.
+EDIT_TIMES_KEPT = 1024
+
+
 class Sender:
     """Sends and edits messages for the adapter and its reply streams."""
 
@@ -196,7 +200,13 @@ class Sender:
 
     def mark_edited(self, chat_id: str, *, delay: float = 0.0) -> None:
         """Record an edit just done; ``delay`` postpones the next one (flood control)."""
-        self._last_edit[chat_id] = time.monotonic() + delay
+        now = time.monotonic()
+        self._last_edit[chat_id] = now + delay
+        if len(self._last_edit) > EDIT_TIMES_KEPT:  # a chat whose slot is free again needs none
+            interval = self.settings.stream_edit_interval
+            for chat, last in list(self._last_edit.items()):
+                if now - last >= interval:
+                    del self._last_edit[chat]
 
     async def wait_for_edit_slot(self, chat_id: str) -> None:
         last = self._last_edit.get(chat_id)

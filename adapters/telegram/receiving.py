@@ -27,10 +27,10 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from telegram import Bot, Update
-from telegram.request import BaseRequest, HTTPXRequest
+from telegram.request import BaseRequest
 
 from adapters.base import Inbound, InboundSink
-from adapters.telegram.calls import TelegramCallFailed, redact, telegram_errors
+from adapters.telegram.calls import TelegramCallFailed, http_request, redact, telegram_errors
 from adapters.telegram.settings import TelegramSettings
 
 log = logging.getLogger(__name__)
@@ -200,8 +200,8 @@ class UpdatePoller:
     def _start_loop(self) -> None:
         # Its own connections, so a rebuild starts from fresh sockets without touching sends.
         self._requests = (
-            HTTPXRequest(connection_pool_size=1),
-            HTTPXRequest(connection_pool_size=1),
+            http_request(connection_pool_size=1),
+            http_request(connection_pool_size=1),
         )
         self._bot = self._make_bot(*self._requests)
         self._last_success = time.monotonic()

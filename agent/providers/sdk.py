@@ -29,6 +29,7 @@ from agent.providers.base import (
     TextCallback,
 )
 from agent.providers.errors import STREAM_CLOSED, local_failure, transport_failure
+from agent.tls import tls_context
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,8 @@ class SDKProvider(Provider):
             timeout=settings.timeout,
             max_retries=settings.max_retries,
             default_headers=settings.extra_headers or None,
+            # The SDK's own default client (its limits, redirects), on the shared context.
+            http_client=self.sdk.DefaultAsyncHttpxClient(verify=tls_context()),
         )
 
     # -- what a provider states ------------------------------------------------------------

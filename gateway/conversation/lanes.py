@@ -28,6 +28,11 @@ Job = Callable[[], Awaitable[Any]]
 
 #: Between attempts to hold a session another replica holds, for a job (seconds).
 HOLD_RETRY = (0.05, 0.1, 0.2, 0.5, 1.0)
+#: Turns that run at once, all sessions together (docs/design.md#memory-footprint): a
+#: thousand chats talking at once keep the memory of this many turns in flight; the rest
+#: wait stored in their inboxes, each lane still one thing at a time, in order. Commands
+#: and other lane jobs are not counted.
+TURNS_AT_ONCE = 64
 
 
 class Lanes:
@@ -37,8 +42,10 @@ class Lanes:
         coordination: Coordination | None = None,
         *,
         on_hold: Callable[[str], None] | None = None,
+        turns_at_once: int | None = None,
     ) -> None:
         self._drain = drain
+        self._turns = asyncio.Semaphore(turns_at_once or TURNS_AT_ONCE)
         self.coordination: Coordination = coordination or OneProcess()
         #: Called once a shared session is held: what this replica kept of it may be old.
         self._on_hold = on_hold
@@ -117,9 +124,11 @@ class Lanes:
                 job, future = jobs.popleft()
                 await _settle(future, job)
             elif key in self._dirty:
-                self._dirty.discard(key)
                 try:
-                    await self._drain(key)
+                    async with self._turns:
+                        # Taken while waiting for a turn's slot, too: one drain reads all.
+                        self._dirty.discard(key)
+                        await self._drain(key)
                 except Exception:  # one failed turn must not stop its lane for good
                     log.exception("lane %s: turn failed", key)
             else:

@@ -8,6 +8,7 @@ which :meth:`SessionRegistry.transcript` hands out.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 
 from agent.messages import Message
@@ -28,6 +29,11 @@ from gateway.store import (
 
 log = logging.getLogger(__name__)
 
+
+#: Runtimes kept open (least recently used go first; docs/design.md#memory-footprint).
+#: One that goes is built again from the store on its chat's next turn: all a runtime
+#: holds that matters (anchor, calibration, the engine's state) is stored with each turn.
+OPEN_RUNTIMES = 256
 
 #: Builds a session's runtime for the model its chat chose (None: the configured one).
 RuntimeFactory = Callable[[SessionRecord, str | None], SessionRuntime]
@@ -65,7 +71,9 @@ class SessionRegistry:
         self.in_place = in_place
         #: The chats' documents, for their transcripts (docs/design.md#documents).
         self.documents: DocumentStore | None = None
-        self._open: dict[str, SessionRuntime] = {}
+        self._open: OrderedDict[str, SessionRuntime] = OrderedDict()
+        #: How many runtimes are kept open at most.
+        self.limit = OPEN_RUNTIMES
 
     def cached(self, key: str) -> SessionRuntime | None:
         return self._open.get(key)
@@ -84,6 +92,7 @@ class SessionRegistry:
         """:meth:`open`, with the current session's record (None: none) just read."""
         runtime = self._open.get(origin.session_key)
         if runtime is not None and record is not None and runtime.id == record.id:
+            self._open.move_to_end(origin.session_key)
             self.follow_window(runtime)
             return runtime
         created = record is None
@@ -98,6 +107,9 @@ class SessionRegistry:
         runtime.engine.restore_state(record.engine_state)
         runtime.engine.on_session_start(record.id)
         self._open[origin.session_key] = runtime
+        self._open.move_to_end(origin.session_key)
+        while len(self._open) > self.limit:
+            self._open.popitem(last=False)  # a turn still running keeps its own reference
         if created:
             self.events.emit(SessionStarted(record.id, origin.session_key))
         return runtime

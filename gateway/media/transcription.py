@@ -9,6 +9,7 @@ import logging
 
 import openai
 
+from agent.tls import tls_context
 from gateway.config.media import TranscriptionConfig, transcription_route
 from gateway.config.routes import NO_KEY_NEEDED, ModelRoute, resolve_api_key
 from nightowl_errors import NightowlError
@@ -34,12 +35,23 @@ class Transcriber:
         self.route = route
         key = resolve_api_key("openai", route.api_key, route.base_url)
         self.has_key = key is not None
-        self._client = openai.AsyncOpenAI(
-            base_url=route.base_url,
-            api_key=key or NO_KEY_NEEDED,
-            timeout=timeout,
-            max_retries=max_retries,
-        )
+        self._key, self._timeout, self._retries = key or NO_KEY_NEEDED, timeout, max_retries
+        #: Built at the first voice message: a client and its pool are memory a gateway
+        #: that never hears one does not spend (docs/design.md#memory-footprint).
+        self._built: openai.AsyncOpenAI | None = None
+
+    @property
+    def _client(self) -> openai.AsyncOpenAI:
+        if self._built is None:
+            http_client = openai.DefaultAsyncHttpxClient(verify=tls_context())
+            self._built = openai.AsyncOpenAI(
+                base_url=self.route.base_url,
+                api_key=self._key,
+                timeout=self._timeout,
+                max_retries=self._retries,
+                http_client=http_client,
+            )
+        return self._built
 
     async def transcribe(self, data: bytes, file_name: str, mime_type: str) -> str:
         """The text spoken in ``data``; raises :class:`TranscriptionFailed`."""
@@ -71,7 +83,8 @@ class Transcriber:
         return text
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._built is not None:
+            await self._built.close()
 
 
 def transcriber_for(

@@ -90,6 +90,26 @@ async def test_sessions_run_concurrently(tmp_path: Path, fake_llm: FakeLLM) -> N
     assert {m.chat_id for m in adapter.sent} == {"a", "b"}
 
 
+async def test_open_runtimes_are_bounded_and_a_closed_one_reopens_with_its_history(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = lambda request: Reply("heard " + user_texts(request)[-1])
+    adapter = RecordingAdapter()
+    async with running_gateway(make_config(tmp_path, fake_llm), adapter) as gateway:
+        gateway.sessions.limit = 2  # docs/design.md#memory-footprint
+        for number, chat in enumerate("abc", start=1):
+            await adapter.say(f"I am {chat}", chat_id=chat)
+            await adapter.wait_sent(number)
+        await turns_done(gateway)
+        assert gateway.sessions.cached("console:a") is None  # the least recent went
+        assert gateway.sessions.cached("console:c") is not None
+        await adapter.say("who am I?", chat_id="a")
+        await adapter.wait_sent(4)
+        await turns_done(gateway)
+        assert gateway.sessions.cached("console:b") is None
+    assert user_texts(fake_llm.requests[-1]) == ["I am a", "who am I?"]
+
+
 async def test_a_turn_killed_midway_is_answered_after_restart(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
@@ -247,3 +267,27 @@ async def test_attachments_the_model_cannot_read_are_mentioned(
         await adapter.wait_sent(1)
     (text,) = user_texts(fake_llm.requests[-1])
     assert "report.pdf (application/pdf)" in text and "cannot see images" in text
+
+
+async def test_turns_at_once_are_bounded_and_every_lane_still_runs() -> None:
+    from gateway.conversation.lanes import Lanes
+
+    running: set[str] = set()
+    most = 0
+    done: list[str] = []
+
+    async def turn(key: str) -> None:
+        nonlocal most
+        running.add(key)
+        most = max(most, len(running))
+        await asyncio.sleep(0.01)
+        running.discard(key)
+        done.append(key)
+
+    lanes = Lanes(turn, turns_at_once=3)  # docs/design.md#memory-footprint
+    keys = [f"console:{n}" for n in range(10)]
+    for key in keys:
+        lanes.notify(key)
+    assert await lanes.wait_idle(CEILING)
+    assert most == 3
+    assert sorted(done) == sorted(keys)
