@@ -316,11 +316,6 @@ class FakeTelegram:
 
     def resume_get_updates(self) -> None:
         self.get_updates_paused = False
-        #: getUpdates answers with no updates (after its long poll) while they stay
-        #: pending: Telegram's side stuck, as getWebhookInfo's pending_update_count shows.
-        self.get_updates_empty = False
-        #: What getWebhookInfo reports as the last error delivering to the webhook.
-        self.webhook_error: str | None = None
         self._notify_soon()
 
     async def wait_for(self, predicate: Callable[[], bool], within: float = CEILING) -> None:
@@ -426,7 +421,11 @@ class FakeTelegram:
 
     async def _api_getWebhookInfo(self, params: dict) -> dict:
         """The webhook last set ("" after deleteWebhook: polling); ``pending_update_count``:
-        the updates not confirmed (nor delivered to a webhook) yet."""
+        the updates not confirmed (nor delivered to a webhook) yet; ``last_error_date`` and
+        ``last_error_message`` only while delivering to the webhook fails. The fields and
+        their absence when unset are the Bot API's WebhookInfo
+        (core.telegram.org/bots/api#webhookinfo); getWebhookInfo answers in polling mode
+        too, with ``url`` empty."""
         url = next((w.get("url", "") for w in reversed(self.webhooks)), "")
         info: dict[str, Any] = {
             "url": url,
