@@ -144,19 +144,19 @@ class TurnRunner:
             most_prompt_tokens=window.input_budget,
             extra_prompt_tokens=block.tokens if block is not None else 0,
         )
+        whose = {e.id: person_of(e.platform, e.user_id) for e in addressed}
         refusals: dict[str | None, BudgetRefused] = {}
-        for person in dict.fromkeys(person_of(e.platform, e.user_id) for e in addressed):
+        for person in dict.fromkeys(whose.values()):
             try:
                 meter.release(await meter.judge(person, runtime.key, estimate))
             except BudgetRefused as refused:
                 refusals[person] = refused
         if not refusals:
             return entries
-        gone = [e for e in addressed if person_of(e.platform, e.user_id) in refusals]
+        gone = [e for e in addressed if whose[e.id] in refusals]
         await transcript.commit_refused(costs.keep_refused, gone)
         for entry in gone:
-            sentence = refusals[person_of(entry.platform, entry.user_id)].sentence
-            await self.deliver(_reply_to(entry), sentence)
+            await self.deliver(_reply_to(entry), refusals[whose[entry.id]].sentence)
         taken = {e.id for e in gone}
         left = [e for e in entries if e.id not in taken]
         if not any(e.addressed for e in left):

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 
 from agent.cost.budget import Budgets, Spent, Verdict, decide, estimate_call, format_usd
 from agent.cost.prices import CacheTTL, Price, cost_of, transcription_cost
@@ -171,32 +172,15 @@ class CostMeter:
         return estimate_call(prompt, cached, max_tokens, self.price(provider), ttl)
 
     async def allow(
-        self,
-        kind: str,
-        provider: Provider,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int,
-        tools: Sequence[ToolSchema] | None,
-        cache_ttl: str | None,
-        previous: Sequence[Message],
-        most_prompt_tokens: int | None = None,
+        self, kind: str, provider: Provider, messages: Sequence[Message], **request: Any
     ) -> Hold | None:
         """Raise :class:`BudgetRefused` when the call would pass a budget; otherwise the
         call's :class:`Hold` (None: nothing held), to :meth:`release` once its row is
-        written or it failed."""
+        written or it failed. ``request``: :meth:`estimate`'s keywords, read only when a
+        budget is set."""
         if self.budgets == Budgets():
             return None
-        estimate = self.estimate(
-            kind,
-            provider,
-            messages,
-            max_tokens=max_tokens,
-            tools=tools,
-            cache_ttl=cache_ttl,
-            previous=previous,
-            most_prompt_tokens=most_prompt_tokens,
-        )
+        estimate = self.estimate(kind, provider, messages, **request)
         payer = current()
         person = payer.person if kind not in HOUSEKEEPING else None
         return await self.judge(person, payer.chat, estimate, housekeeping=kind in HOUSEKEEPING)
