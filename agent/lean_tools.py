@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from agent.context_engine import ContextEngine
 from agent.memory import TOOL_NAMES as MEMORY_TOOL_NAMES
 from agent.messages import JSON, ToolSchema
-from agent.tokens import estimate_json_tokens_rough
+from agent.tokens import estimate_schemas_tokens_rough
 from agent.tools import ToolBox, ToolContext, ToolOutput
 from agent.window import Window
 
@@ -105,20 +105,20 @@ class ToolOffer:
         return self._chosen[key]
 
     def _choose(self, window: Window) -> list[ToolSchema]:
-        everything = window.real(estimate_json_tokens_rough(self.schemas))
+        everything = window.real(estimate_schemas_tokens_rough(self.schemas))
         if everything <= self.lean_share * window.context_length:
             return self.schemas
         # Filled to the same share, so that JSON counting heavier than the estimate (a
         # first request knows no better) still keeps within a quarter of the window.
         room = int(min(self.lean_share, MAX_SHARE) * window.context_length)
         chosen = [_FIND_SCHEMA, _CALL_SCHEMA]
-        used = window.real(estimate_json_tokens_rough(chosen))
+        used = window.real(estimate_schemas_tokens_rough(chosen))
         by_name = {schema_name(s): s for s in self.schemas}
         names = dict.fromkeys((*self.found, *_FIRST))
         first = [by_name[name] for name in names if name in by_name]
         picked: list[ToolSchema] = []
         for schema in first + [s for s in self.schemas if s not in first]:
-            cost = window.real(estimate_json_tokens_rough([schema]))
+            cost = window.real(estimate_schemas_tokens_rough([schema]))
             if used + cost <= room:
                 picked.append(schema)
                 used += cost

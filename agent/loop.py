@@ -26,7 +26,7 @@ from agent.model_metadata import ContextLengthResolver
 from agent.next_request import next_request_tokens
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
 from agent.silent_cut import StreamedChars, cut_error, least_count
-from agent.tokens import estimate_json_tokens_rough
+from agent.tokens import estimate_schemas_tokens_rough
 from agent.tools import ToolBox, ToolContext
 from agent.transcript import Transcript
 from agent.turn_result import (
@@ -196,7 +196,7 @@ class _Turn:
 
     @property
     def schema_tokens(self) -> int:
-        return estimate_json_tokens_rough(self.schemas)
+        return estimate_schemas_tokens_rough(self.schemas)
 
     async def run(self, context: ToolContext) -> None:
         trigger = "turn_start_threshold"

@@ -21,9 +21,9 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from agent.messages import Message
 
@@ -96,10 +96,49 @@ def token_floor(messages: Iterable[Message]) -> int:
     return total
 
 
+class MessageSize(NamedTuple):
+    """What the window arithmetic needs of one message, from the rough estimate."""
+
+    #: (chars of role + content + tool calls + 3) // 4, plus :data:`IMAGE_TOKENS` an image.
+    rough: int
+    #: ``rough`` plus what it leaves out but a request carries (a tool call's id, a name).
+    wire: int
+    #: Image parts (their tokens are a flat guess, never measured).
+    images: int
+
+
+#: Messages whose size is remembered (docs/design.md#memory-footprint): enough for the
+#: conversations a few turns at once are measuring; when full it starts again empty.
+SIZE_MEMO_ENTRIES = 4096
+# id(message) -> (message, its content, its tool calls, its size). Holding the message
+# keeps its id from being reused; content and calls are compared by identity, so a message
+# given new ones is measured again (stored rows are read-only: gateway/store/active_rows.py).
+_sizes: dict[int, tuple[Message, Any, Any, MessageSize]] = {}
+
+
+def message_size(message: Message) -> MessageSize:
+    """The rough size of ``message``. Every gate measures the whole conversation each
+    turn, so each message is measured once and remembered."""
+    content, calls = message.get("content"), message.get("tool_calls")
+    held = _sizes.get(id(message))
+    if held is not None and held[0] is message and held[1] is content and held[2] is calls:
+        return held[3]
+    chars, images = _message_chars_and_images(message)
+    rough = (chars + 3) // 4 + images * IMAGE_TOKENS
+    call_id, name = message.get("tool_call_id"), message.get("name")
+    carried = str(call_id or "") + str(name or "") if call_id or name else ""
+    size = MessageSize(
+        rough, rough + estimate_text_tokens_rough(carried) if carried else rough, images
+    )
+    if len(_sizes) >= SIZE_MEMO_ENTRIES:
+        _sizes.clear()
+    _sizes[id(message)] = (message, content, calls, size)
+    return size
+
+
 def count_images(message: Message) -> int:
     """Image parts of one message (their tokens are a flat guess, never measured)."""
-    content = message.get("content")
-    return _content_chars_and_images(content)[1] if isinstance(content, list) else 0
+    return message_size(message).images
 
 
 def estimate_message_tokens_rough(message: Message) -> int:
@@ -107,8 +146,7 @@ def estimate_message_tokens_rough(message: Message) -> int:
 
     Image parts count :data:`IMAGE_TOKENS` each, never their base64 length.
     """
-    chars, images = _message_chars_and_images(message)
-    return (chars + 3) // 4 + images * IMAGE_TOKENS
+    return message_size(message).rough
 
 
 def estimate_text_tokens_rough(text: str) -> int:
@@ -119,6 +157,24 @@ def estimate_text_tokens_rough(text: str) -> int:
 def estimate_json_tokens_rough(value: object) -> int:
     """Rough tokens of ``value`` as JSON, as tool schemas travel beside the messages."""
     return estimate_text_tokens_rough(json.dumps(value)) if value else 0
+
+
+#: Lists of tool schemas whose size is remembered: a few per model and tool set.
+SCHEMA_MEMO_ENTRIES = 64
+# The schemas' ids -> (the schemas, held so the ids stay theirs; their estimate).
+_schema_sizes: dict[tuple[int, ...], tuple[tuple[object, ...], int]] = {}
+
+
+def estimate_schemas_tokens_rough(schemas: Sequence[object]) -> int:
+    """:func:`estimate_json_tokens_rough` of a list of tool schemas, remembered: a turn
+    measures them several times and they never change (each is built once, at start)."""
+    key = tuple(map(id, schemas))
+    held = _schema_sizes.get(key)
+    if held is None:
+        if len(_schema_sizes) >= SCHEMA_MEMO_ENTRIES:
+            _schema_sizes.clear()
+        held = _schema_sizes[key] = (tuple(schemas), estimate_json_tokens_rough(list(schemas)))
+    return held[1]
 
 
 def estimate_messages_tokens_rough(messages: Iterable[Message]) -> int:

@@ -45,15 +45,19 @@ class Tool:
     parameters: JSON
     handler: Handler
 
-    def schema(self) -> ToolSchema:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
+    #: Built once: every request offers it and a turn measures it (read-only, shared).
+    _schema: ToolSchema = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        function = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
         }
+        object.__setattr__(self, "_schema", {"type": "function", "function": function})
+
+    def schema(self) -> ToolSchema:
+        return self._schema
 
 
 class ToolSource(Protocol):

@@ -31,9 +31,9 @@ from agent.compression.settings import TINY_WINDOW_LIMIT, summary_token_cap
 from agent.messages import Message
 from agent.tokens import (
     IMAGE_TOKENS,
-    count_images,
     estimate_message_tokens_rough,
     estimate_text_tokens_rough,
+    message_size,
 )
 
 #: The output reserve is at most the window over this: 1,024 tokens of a 4K window.
@@ -167,10 +167,11 @@ def represented_tokens(
     rough estimate is taken. This is what every gate and threshold compares: a row that
     will only ever be shown as an excerpt counts as the excerpt.
     """
-    counts = tokens if tokens is not None else [estimate_message_tokens_rough(m) for m in messages]
-    return window.real(
-        sum(min(count, cap) for count, cap in zip(counts, row_caps(messages, window), strict=True))
-    )
+    counts = tokens if tokens is not None else [message_size(m).rough for m in messages]
+    caps = row_caps(messages, window)
+    if len(counts) != len(caps):
+        raise ValueError(f"{len(counts)} counts for {len(caps)} rows")
+    return window.real(sum(map(min, counts, caps)))
 
 
 # -- excerpts ------------------------------------------------------------------------------
@@ -276,19 +277,19 @@ def fit_request(
     """
     scale = max(1.0, window.scale)
     budget = max(1, int(window.input_budget / scale) - overhead_tokens)
-    # One estimate per row: most turns take none of the three cuts below.
+    # One size per row (remembered between turns): most turns take none of the cuts below.
     shown: list[Message] = []
     tokens: list[int] = []
-    excerpted = 0
+    images = excerpted = 0
     for message, cap in zip(messages, row_caps(messages, window), strict=True):
-        rough = estimate_message_tokens_rough(message)
-        if rough <= cap:
-            shown.append(message)
-            tokens.append(_wire_tokens(message, rough))
-        else:
-            shown.append(represent(message, cap))
-            tokens.append(_wire_tokens(shown[-1]))
-            excerpted += shown[-1] is not message
+        size = message_size(message)
+        if size.rough > cap:
+            excerpt = represent(message, cap)
+            excerpted += excerpt is not message
+            message, size = excerpt, message_size(excerpt)
+        shown.append(message)
+        tokens.append(size.wire)
+        images += size.images
     total = sum(tokens)
     newest = newest_user_index(shown)
     left_out = 0
@@ -305,28 +306,23 @@ def fit_request(
     if cut:  # rows were cut to fit: count the excerpts again
         originals = {id(m) for m in messages}
         excerpted = sum(1 for m in shown if id(m) not in originals)
+        images = sum(message_size(m).images for m in shown)
     prompt = window.real(total + overhead_tokens)
     return FittedRequest(
-        messages=[m if isinstance(m, dict) else dict(m) for m in shown],
+        messages=shown,
         prompt_tokens=prompt,
         max_tokens=window.max_tokens_for(prompt),
         estimate=total + overhead_tokens,
-        images=sum(count_images(m) for m in shown),
+        images=images,
         cut=cut,
         excerpted=excerpted,
         left_out=left_out,
     )
 
 
-def _wire_tokens(message: Message, rough: int | None = None) -> int:
-    """The rough estimate (``rough`` when already taken) plus what it leaves out but a
-    request carries (ids, tool names)."""
-    if rough is None:
-        rough = estimate_message_tokens_rough(message)
-    call_id, name = message.get("tool_call_id"), message.get("name")
-    if not call_id and not name:
-        return rough
-    return rough + estimate_text_tokens_rough(str(call_id or "") + str(name or ""))
+def _wire_tokens(message: Message) -> int:
+    """The rough estimate plus what it leaves out but a request carries (ids, tool names)."""
+    return message_size(message).wire
 
 
 def _total(messages: Sequence[Message]) -> int:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from agent.compression.markers import is_summary_message, text_of
 from agent.memory import MemoryBlock
 from agent.next_request import next_request_tokens
-from agent.tokens import estimate_json_tokens_rough, estimate_message_tokens_rough
+from agent.tokens import estimate_message_tokens_rough, estimate_schemas_tokens_rough
 from agent.window import row_caps
 from gateway.conversation.transcript import SessionTranscript
 from gateway.memory.scopes import ChatMemory, Memories
@@ -60,7 +60,7 @@ def measure_fullness(
     window = agent.window
     messages = transcript.messages
     schemas = agent.tool_offer(memory=memory is not None).offered(window)
-    tools = estimate_json_tokens_rough(schemas)
+    tools = estimate_schemas_tokens_rough(schemas)
     block = memory.tokens if memory is not None else 0
     size = next_request_tokens(
         messages,

@@ -85,22 +85,32 @@ class SessionTranscript:
         self.messages: list[Message] = [row.message for row in history]
         self.messages += [entry.message for entry in waiting]
         # What we know of each message object (its stored count, its platform id), so
-        # rows carried unchanged into a compacted list are not re-tokenized. The object
-        # is kept in the value: an id() is only unique while its object lives.
-        self._known: dict[int, tuple[Message, int, str | None]] = {
-            id(row.message): (row.message, row.token_count, row.platform_message_id)
-            for row in history
+        # rows carried unchanged into a compressed list are not counted again. The object
+        # is kept in the value: an id() is only unique while its object lives. The
+        # waiting messages' at once; the history's when first asked for (most turns never
+        # ask: the usage anchor sizes the context, and a turn's new rows are not history).
+        self._fresh: dict[int, tuple[Message, int, str | None]] = {
+            id(entry.message): (entry.message, entry.token_count, entry.platform_message_id)
+            for entry in waiting
         }
-        for entry in waiting:
-            self._known[id(entry.message)] = (
-                entry.message,
-                entry.token_count,
-                entry.platform_message_id,
-            )
+        self._history = history
+        self._known_rows: dict[int, tuple[Message, int, str | None]] | None = None
         self._row_ids: list[int] = [row.id for row in history]
         self._persisted = len(history)
         # Every entry is owed its turn; all leave the inbox when the turn is stored.
         self._inbox_ids = [entry.id for entry in entries]
+
+    @property
+    def _known(self) -> dict[int, tuple[Message, int, str | None]]:
+        """Every message known, history included (see ``_fresh``)."""
+        if self._known_rows is None:
+            self._known_rows = {
+                id(row.message): (row.message, row.token_count, row.platform_message_id)
+                for row in self._history
+            }
+            self._known_rows.update(self._fresh)
+            self._fresh = self._known_rows  # one map from now on
+        return self._known_rows
 
     # -- agent.transcript.Transcript --------------------------------------------------------
 
@@ -168,7 +178,7 @@ class SessionTranscript:
         ]
         for item in active:
             if isinstance(item, NewMessage):  # counted once, not again on every later turn
-                self._known[id(item.message)] = (
+                self._fresh[id(item.message)] = (
                     item.message,
                     item.token_count,
                     item.platform_message_id,
@@ -236,9 +246,12 @@ class SessionTranscript:
         known = self._known.get(id(message))
         return known[1] if known is not None else self.counter.count(message)
 
-    def row(self, message: Message, *, pending_delivery: bool = False) -> NewMessage:
-        """``message`` as a row to store, with its known count and platform id."""
-        known = self._known.get(id(message))
+    def row(
+        self, message: Message, *, pending_delivery: bool = False, new: bool = False
+    ) -> NewMessage:
+        """``message`` as a row to store, with its known count and platform id; ``new``:
+        it is not a history row (one of this turn's)."""
+        known = (self._fresh if new else self._known).get(id(message))
         if known is None:
             return NewMessage(message, self.counter.count(message), None, pending_delivery)
         return NewMessage(message, known[1], known[2], pending_delivery)
@@ -316,9 +329,9 @@ class SessionTranscript:
         """Store the turn's rows, take its inbox entries, move the anchor: one transaction."""
         self.messages = result.messages
         new = result.messages[self._persisted :]
-        rows = [self.row(m) for m in new]
+        rows = [self.row(m, new=True) for m in new]  # after the rows stored: this turn's
         if reply_pending and rows and rows[-1].message.get("role") == "assistant":
-            rows[-1] = self.row(rows[-1].message, pending_delivery=True)
+            rows[-1] = self.row(rows[-1].message, pending_delivery=True, new=True)
         anchor = self._anchor_record(result.anchor, len(new))
         ids = await self.store.commit_turn(
             self.session_id,
