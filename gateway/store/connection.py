@@ -204,11 +204,12 @@ class Connection(Opened):
                 raise
             await asyncio.shield(db.execute("COMMIT"))
 
-    async def atomically(self, body: Body[T]) -> T:
+    async def atomically(self, body: Body[T], *, synced: bool = True) -> T:
         """``body(handle)`` in one write transaction, in one trip to SQLite's thread,
-        with the writes that arrive meanwhile (gateway/store/trip.py)."""
+        with the writes that arrive meanwhile (gateway/store/trip.py); ``synced=False``:
+        no fsync of its own (kept across a crash of this process, not a power cut)."""
         async with self.errors():
-            return await self._writes().run(body)
+            return await self._writes().run(body, synced=synced)
 
     async def snapshot(self, body: Body[T]) -> T:
         """``body(handle)``'s reads, in one trip, all seeing the same moment."""

@@ -57,8 +57,10 @@ class SqlCosts:
         self.connection = connection
 
     async def record(self, entry: CostRecord) -> None:
-        # One trip to SQLite's thread, sharing its commit and fsync with the writes that
-        # arrive beside it (gateway/store/trip.py): a call's row costs a turn little.
+        # One trip to SQLite's thread, sharing its commit with the writes that arrive
+        # beside it (gateway/store/trip.py), and no fsync of its own: a crash of the
+        # process keeps it; a power cut before the next synced commit (the turn's, a
+        # moment later) may lose one call's row (docs/cost.md#what-is-stored).
         async def write(db: Handle) -> None:
             await db.execute(
                 f"INSERT INTO costs({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -82,7 +84,7 @@ class SqlCosts:
                     (utc_day_of(entry.at), to_pico(entry.cost)),
                 )
 
-        await self.connection.atomically(write)
+        await self.connection.atomically(write, synced=False)
 
     async def spent(self, person: str | None, chat: str | None, now: float) -> Spent:
         """Three reads that stay cheap on a long month (migration 13): the person's and

@@ -126,8 +126,9 @@ class Database(Protocol):
 
     def read(self) -> AbstractAsyncContextManager[Handle]: ...
 
-    async def atomically(self, body: Body[T]) -> T:
-        """``body(handle)`` in one write transaction."""
+    async def atomically(self, body: Body[T], *, synced: bool = True) -> T:
+        """``body(handle)`` in one write transaction; ``synced=False``: one that need not
+        wait for the disk, as :meth:`write_unsynced`."""
 
     async def snapshot(self, body: Body[T]) -> T:
         """``body(handle)``'s reads (one snapshot on SQLite; on PostgreSQL each statement

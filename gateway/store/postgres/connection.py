@@ -109,8 +109,10 @@ class PgConnection(Opened):
             async with self._acquire() as connection, connection.transaction():
                 yield PgHandle(connection)
 
-    async def atomically(self, body: Body[T]) -> T:
+    async def atomically(self, body: Body[T], *, synced: bool = True) -> T:
         async with self.transaction() as db:
+            if not synced:  # the commit does not wait for PostgreSQL's WAL flush
+                await db.execute("SET LOCAL synchronous_commit = off")
             return await body(db)
 
     async def snapshot(self, body: Body[T]) -> T:
