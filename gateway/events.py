@@ -173,6 +173,8 @@ class Subscription:
     handler: Handler
     name: str
     timeout: float = 5.0
+    #: Called at once in the emitter's turn (the gateway's own quick observers).
+    inline: bool = False
 
 
 class EventBus:
@@ -181,19 +183,36 @@ class EventBus:
         self._running: set[asyncio.Task[None]] = set()
 
     def subscribe(
-        self, events: Iterable[str], handler: Handler, *, name: str = "", timeout: float = 5.0
+        self,
+        events: Iterable[str],
+        handler: Handler,
+        *,
+        name: str = "",
+        timeout: float = 5.0,
+        inline: bool = False,
     ) -> None:
+        """``handler(event, payload)`` for each of ``events`` (``"*"``: all), in a task of
+        its own bounded by ``timeout``; ``inline``: a plain function of the gateway's own
+        that returns at once, called in the emitter's turn without a task (a model call's
+        event would otherwise cost a task per observer)."""
         wanted = frozenset(events)
         unknown = wanted - EVENTS - {"*"}
         if unknown:
             raise ValueError(f"unknown event(s): {', '.join(sorted(unknown))}")
         label = name or getattr(handler, "__qualname__", repr(handler))
-        self._subscriptions.append(Subscription(wanted, handler, label, timeout))
+        self._subscriptions.append(Subscription(wanted, handler, label, timeout, inline))
 
     def emit(self, event: Event) -> None:
         """Hand ``event`` to every subscriber of its name; returns at once."""
         for subscription in self._subscriptions:
-            if event.name in subscription.events or "*" in subscription.events:
+            if event.name not in subscription.events and "*" not in subscription.events:
+                continue
+            if subscription.inline:
+                try:
+                    subscription.handler(event.name, event.payload())
+                except Exception:  # an observer's bug never breaks the emitter
+                    log.exception("observer %s for %s raised", subscription.name, event.name)
+            else:
                 task = asyncio.get_running_loop().create_task(
                     self._deliver(subscription, event.name, event.payload())
                 )

@@ -77,8 +77,10 @@ class Operations:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def subscribe(self, events: Iterable[str], handler: Handler, *, name: str) -> None:
-        self._events.subscribe(events, handler, name=name)
+    def subscribe(
+        self, events: Iterable[str], handler: Handler, *, name: str, inline: bool = False
+    ) -> None:
+        self._events.subscribe(events, handler, name=name, inline=inline)
 
     @property
     def platforms(self) -> Mapping[str, Adapter]:

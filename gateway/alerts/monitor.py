@@ -103,7 +103,9 @@ class Alerts:
         self.sent: dict[str, int] = {}
         self.sender = AlertSender(settings, adapters)
         self._lock = asyncio.Lock()
-        events.subscribe(["llm:request", "budget:reached"], self.observe, name="alerts")
+        events.subscribe(
+            ["llm:request", "budget:reached"], self.observe, name="alerts", inline=True
+        )
         for entry in settings.to:
             if entry.partition(":")[0] not in adapters:
                 log.warning("alerts.to: %s is on a platform that is not enabled; not told", entry)

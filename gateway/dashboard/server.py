@@ -36,7 +36,7 @@ class Dashboard:
         self.settings = config.dashboard
         self.live = LiveState()
         self.metrics = Metrics()
-        operations.subscribe(OBSERVED_EVENTS, self._observe, name="dashboard")
+        operations.subscribe(OBSERVED_EVENTS, self._observe, name="dashboard", inline=True)
         self._runner: web.AppRunner | None = None
         self._reader: Store | None = None
         self._guard: Guard | None = None
