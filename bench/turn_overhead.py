@@ -4,6 +4,10 @@
 
 (a) a fresh session; (b) a session with 50,000 archived rows and 200 active rows.
 The archive must never be read on the hot path, so (b) should stay within ~1.2x of (a).
+CPU per turn counts every thread (the event loop's and SQLite's). Wall and CPU times
+move with whatever else the machine does; to compare two versions of the code, count
+instructions instead: ``valgrind --tool=callgrind python bench/turn_overhead.py --turns
+N`` for two values of N, the difference divided by the turns between them.
 Everything is real (router, inbox, lane, SQLite store in WAL mode, hygiene, the agent
 loop, the compressor's gates) except the LLM, which answers in-process with no I/O.
 """
@@ -71,6 +75,11 @@ async def prepare_archive(data_dir: Path, archived: int, active: int) -> None:
         await store.conversation.archive_and_compress(session.id, CompressionCommit(keep))
 
 
+#: CPU seconds of the last :func:`measure` (every thread of this process: the event loop
+#: and SQLite's), for the CPU per turn the report prints beside the wall time.
+cpu_used: list[float] = []
+
+
 async def measure(data_dir: Path, turns: int) -> list[float]:
     config = parse_config(
         {"data_dir": str(data_dir), "model": {"name": "bench-model", "context_length": 1_000_000}},
@@ -80,6 +89,7 @@ async def measure(data_dir: Path, turns: int) -> list[float]:
     gateway = Gateway(config, [adapter], providers=Providers(InstantProvider()))
     await gateway.start()
     timings = []
+    cpu = time.process_time()
     try:
         for i in range(turns):
             adapter.replied.clear()
@@ -97,6 +107,7 @@ async def measure(data_dir: Path, turns: int) -> list[float]:
             await gateway.lanes.wait_idle()
             timings.append(time.perf_counter() - started)
     finally:
+        cpu_used[:] = [time.process_time() - cpu]
         await gateway.stop()
     return timings
 
@@ -105,7 +116,11 @@ def report(label: str, timings: list[float]) -> float:
     ms = sorted(t * 1000 for t in timings)
     median = statistics.median(ms)
     p99 = percentile(ms, 0.99)
-    print(f"{label:<44} median {median:6.2f} ms   p99 {p99:6.2f} ms   ({len(ms)} turns)")
+    cpu = cpu_used[0] / len(ms) * 1000
+    print(
+        f"{label:<40} median {median:5.2f} ms   p99 {p99:5.2f} ms   CPU {cpu:4.2f} ms/turn"
+        f"   ({len(ms)} turns)"
+    )
     return median
 
 
