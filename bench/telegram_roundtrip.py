@@ -27,7 +27,8 @@ With C chats talking at once the gateway is busy all the time, so a message wait
 the turns ahead of it: latency ~ C / (turns per second). ``--chats 1`` shows the
 unloaded latency of one turn (target: median < 30 ms).
 
-``--mode floor``: bench/floor_raw.py (aiohttp, no SDKs, no storage: the limit),
+Every child loads nightowl from bytecode, as an installed nightowl does (bench/support.py:
+``bytecode_as_installed``). ``--mode floor``: bench/floor_raw.py (aiohttp, no SDKs, no storage: the limit),
 bench/floor_bot.py (python-telegram-bot + the openai SDK) and nightowl back to back on
 fresh fakes under three loads — one chat, 50 chats x 20, ``--big-chats`` (1,000) x 3 —
 each figure the median of ``--rounds``; ratios to both floors. Issue 31's targets:
@@ -559,6 +560,9 @@ def main() -> None:
         help="gateway mode: the top allocations (tracemalloc) at the load's end, to FILE",
     )
     args = parser.parse_args()
+    from support import bytecode_as_installed  # bench/support.py
+
+    bytecode_as_installed()  # the children load nightowl as installed, like the libraries
     logging.basicConfig(level=logging.WARNING)
     # A turn that ends while its typing request is still being sent drops that request;
     # the fake's server then logs "Connection lost" for it, which is expected here.
