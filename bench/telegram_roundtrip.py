@@ -27,8 +27,10 @@ With C chats talking at once the gateway is busy all the time, so a message wait
 the turns ahead of it: latency ~ C / (turns per second). ``--chats 1`` shows the
 unloaded latency of one turn (target: median < 30 ms).
 
-Every child loads nightowl from bytecode, as an installed nightowl does (bench/support.py:
-``bytecode_as_installed``). ``--mode floor``: bench/floor_raw.py (aiohttp, no SDKs, no storage: the limit),
+Every child loads nightowl from bytecode, as an installed nightowl does
+(bench/support.py: ``bytecode_as_installed``).
+
+``--mode floor``: bench/floor_raw.py (aiohttp, no SDKs, no storage: the limit),
 bench/floor_bot.py (python-telegram-bot + the openai SDK) and nightowl back to back on
 fresh fakes under three loads — one chat, 50 chats x 20, ``--big-chats`` (1,000) x 3 —
 each figure the median of ``--rounds``; ratios to both floors. Issue 31's targets:
