@@ -108,17 +108,26 @@ class MessageSize(NamedTuple):
 
 
 #: Messages whose size is remembered (docs/design.md#memory-footprint): enough for the
-#: conversations a few turns at once are measuring; when full it starts again empty.
+#: conversations a few turns at once are measuring. The memo holds the messages it knows
+#: (an id is only a message's own while the message lives), so it is also bounded by their
+#: characters; when either bound is reached it starts again empty. Messages with images
+#: (megabytes of base64 each) and single rows past ``SIZE_MEMO_LARGEST`` characters are
+#: measured every time instead: holding them could keep megabytes alive that the chat no
+#: longer needs.
 SIZE_MEMO_ENTRIES = 4096
-# id(message) -> (message, its content, its tool calls, its size). Holding the message
-# keeps its id from being reused; content and calls are compared by identity, so a message
-# given new ones is measured again (stored rows are read-only: gateway/store/active_rows.py).
+SIZE_MEMO_CHARS = 1_000_000
+SIZE_MEMO_LARGEST = 20_000
+# id(message) -> (message, its content, its tool calls, its size). Content and calls are
+# compared by identity, so a message given new ones is measured again (stored rows are
+# read-only: gateway/store/active_rows.py).
 _sizes: dict[int, tuple[Message, Any, Any, MessageSize]] = {}
+_held_chars = 0
 
 
 def message_size(message: Message) -> MessageSize:
     """The rough size of ``message``. Every gate measures the whole conversation each
-    turn, so each message is measured once and remembered."""
+    turn, so a message is measured once and remembered (see ``SIZE_MEMO_ENTRIES``)."""
+    global _held_chars
     content, calls = message.get("content"), message.get("tool_calls")
     held = _sizes.get(id(message))
     if held is not None and held[0] is message and held[1] is content and held[2] is calls:
@@ -130,9 +139,13 @@ def message_size(message: Message) -> MessageSize:
     size = MessageSize(
         rough, rough + estimate_text_tokens_rough(carried) if carried else rough, images
     )
-    if len(_sizes) >= SIZE_MEMO_ENTRIES:
+    if images or chars > SIZE_MEMO_LARGEST:
+        return size
+    if len(_sizes) >= SIZE_MEMO_ENTRIES or _held_chars + chars > SIZE_MEMO_CHARS:
         _sizes.clear()
+        _held_chars = 0
     _sizes[id(message)] = (message, content, calls, size)
+    _held_chars += chars
     return size
 
 

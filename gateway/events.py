@@ -195,6 +195,8 @@ class EventBus:
         its own bounded by ``timeout``; ``inline``: a plain function of the gateway's own
         that returns at once, called in the emitter's turn without a task (a model call's
         event would otherwise cost a task per observer)."""
+        if inline and inspect.iscoroutinefunction(handler):
+            raise ValueError(f"an inline observer must be a plain function: {handler!r}")
         wanted = frozenset(events)
         unknown = wanted - EVENTS - {"*"}
         if unknown:

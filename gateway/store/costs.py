@@ -59,8 +59,8 @@ class SqlCosts:
     async def record(self, entry: CostRecord) -> None:
         # One trip to SQLite's thread, sharing its commit with the writes that arrive
         # beside it (gateway/store/trip.py), and no fsync of its own: a crash of the
-        # process keeps it; a power cut before the next synced commit (the turn's, a
-        # moment later) may lose one call's row (docs/cost.md#what-is-stored).
+        # process keeps it; a power cut before the next synced commit may lose it
+        # (docs/cost.md#what-is-stored).
         async def write(db: Handle) -> None:
             await db.execute(
                 f"INSERT INTO costs({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -11,6 +11,8 @@ it, one trip per statement; gateway/store/trip.py runs a whole transaction in on
 from __future__ import annotations
 
 import asyncio
+import atexit
+import logging
 import queue
 import sqlite3
 import threading
@@ -20,6 +22,9 @@ from typing import Any, Self, TypeVar
 from gateway.store.dialect import Outcome, Params, Row
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+#: How long a process exiting with its store still open waits for the trips given.
+EXIT_WAIT_SECONDS = 10.0
 #: What SQLite and the file under it raise.
 DRIVER_ERRORS = (sqlite3.Error, OSError)
 
@@ -35,12 +40,16 @@ class _Worker:
 
     def __init__(self, name: str) -> None:
         self._trips: queue.SimpleQueue[_Trip | None] = queue.SimpleQueue()
-        # A daemon: a process that exits without closing the store must not hang on it.
-        # A transaction it cuts short is rolled back by SQLite at the next open.
+        self._stopped = False
+        # A daemon, so that a process whose store was never closed can still exit; the
+        # exit waits for the trips already given all the same (``_finish``).
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
+        atexit.register(self._finish)
 
     def submit(self, work: Callable[[Any], T], argument: Any) -> asyncio.Future[T]:
+        if self._stopped:  # what sqlite3 says of a closed connection (a store error)
+            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._trips.put((loop, future, work, argument))
@@ -48,7 +57,16 @@ class _Worker:
 
     def stop(self) -> None:
         """No more trips; those already given are done first."""
-        self._trips.put(None)
+        if not self._stopped:
+            self._stopped = True
+            self._trips.put(None)
+            atexit.unregister(self._finish)
+
+    def _finish(self) -> None:
+        """At exit with the store still open: the trips given (a commit, a delivered
+        mark) end before the process does (bounded: a hung disk does not hang the exit)."""
+        self.stop()
+        self._thread.join(timeout=EXIT_WAIT_SECONDS)
 
     def _serve(self) -> None:
         while (trip := self._trips.get()) is not None:
@@ -60,11 +78,14 @@ class _Worker:
             try:
                 loop.call_soon_threadsafe(_settle, future, ok, answer)
             except RuntimeError:  # the loop is closed: nobody waits for this answer
-                pass
+                if not ok:
+                    log.warning("a store trip failed after its event loop closed: %r", answer)
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, answer: Any) -> None:
     if future.cancelled():  # its caller was cancelled; the work was done all the same
+        if not ok:
+            log.warning("a store trip whose caller was cancelled failed: %r", answer)
         return
     if ok:
         future.set_result(answer)

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from agent import tokens
 from agent.tokens import (
     IMAGE_TOKENS,
     TokenCounter,
@@ -50,6 +51,30 @@ def test_image_part_counts_flat_not_its_base64_length():
 
 def test_none_content_is_zero_chars():
     assert estimate_message_tokens_rough({"role": "assistant", "content": None}) == (9 + 3) // 4
+
+
+def test_a_remembered_size_follows_new_content_and_tool_calls():
+    message = {"role": "user", "content": "x" * 40}
+    assert estimate_message_tokens_rough(message) == (4 + 40 + 3) // 4
+    message["content"] = "x" * 400  # a new object: measured again, not the memo's
+    assert estimate_message_tokens_rough(message) == (4 + 400 + 3) // 4
+    message["tool_calls"] = [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]
+    assert estimate_message_tokens_rough(message) > (4 + 400 + 3) // 4
+
+
+def test_the_size_memo_holds_no_images_and_a_bounded_number_of_characters():
+    tokens._sizes.clear()
+    photo = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x" * 10**6}}]}
+    assert estimate_message_tokens_rough(photo) == (4 + 3) // 4 + IMAGE_TOKENS
+    assert id(photo) not in tokens._sizes  # megabytes of base64 are not kept alive
+    paste = {"role": "user", "content": "y" * (tokens.SIZE_MEMO_LARGEST + 1)}
+    estimate_message_tokens_rough(paste)
+    assert id(paste) not in tokens._sizes
+    rows = [{"role": "user", "content": "z" * 10_000} for _ in range(200)]
+    for row in rows:
+        estimate_message_tokens_rough(row)
+    assert 0 < tokens._held_chars <= tokens.SIZE_MEMO_CHARS
+    assert len(tokens._sizes) < len(rows)  # 2,000,000 characters: it started again
 
 
 @pytest.mark.parametrize(

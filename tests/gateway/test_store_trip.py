@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -210,3 +211,16 @@ async def test_closing_waits_for_the_writes_already_taken(tmp_path: Path) -> Non
     assert await queued == "queued"
     async with SQLiteStore(tmp_path / "state.db") as again:
         assert await keys(again) == ["held", "mark", "queued"]
+
+
+async def test_a_trip_after_the_connection_closed_fails_at_once(tmp_path: Path) -> None:
+    # A read that took the connection just before a close must not wait for ever: the
+    # thread that would have answered it is gone.
+    from gateway.store.sqlite_thread import SQLiteThread
+
+    thread = await SQLiteThread.connect(str(tmp_path / "state.db"))
+    assert await thread.run(lambda connection: connection.execute("SELECT 1").fetchone()[0]) == 1
+    await thread.close()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        async with asyncio.timeout(CEILING):
+            await thread.run(lambda connection: connection.execute("SELECT 1"))
