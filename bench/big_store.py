@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
-import resource
 import statistics
 import sys
 import tempfile
@@ -61,6 +60,7 @@ async def _turns(gateway: Any, adapter: Any, chat: str, count: int) -> list[floa
 
 
 async def _measure(data_dir: str, turns: int) -> dict[str, float]:
+    from rss import peak_rss_mb  # bench/rss.py
     from support import SignalAdapter  # bench/support.py
     from turn_overhead import InstantProvider  # bench/turn_overhead.py
 
@@ -76,11 +76,7 @@ async def _measure(data_dir: str, turns: int) -> dict[str, float]:
     gateway = Gateway(config, [adapter], providers=Providers(InstantProvider()))
     await gateway.start()
     start_s = time.perf_counter() - began
-    after_start = resource.getrusage(resource.RUSAGE_SELF)
-    result: dict[str, float] = {
-        "start s": start_s,
-        "RSS after start MB": after_start.ru_maxrss / 1024,
-    }
+    result: dict[str, float] = {"start s": start_s, "RSS after start MB": peak_rss_mb()}
     try:
         await _turns(gateway, adapter, "warmup", 20)
         cpu = time.process_time()
@@ -102,7 +98,7 @@ async def _measure(data_dir: str, turns: int) -> dict[str, float]:
         result["delivery retry pass ms"] = (time.perf_counter() - began) * 1000
     finally:
         await gateway.stop()
-    result["peak RSS MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["peak RSS MB"] = peak_rss_mb()
     return result
 
 

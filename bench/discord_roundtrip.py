@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rss import peak_rss_mb  # bench/rss.py (the script's own folder)
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from support import percentile  # bench/support.py (the script's own folder)
@@ -111,7 +113,7 @@ async def _serve_gateway(raw_config: dict[str, Any], ready: Any, stop: Any, repo
     config = parse_config(raw_config, {})
     gateway = Gateway(config, [discord_adapter(config)])
     await gateway.start()
-    at_start = resource.getrusage(resource.RUSAGE_SELF)
+    at_start, rss_at_start = resource.getrusage(resource.RUSAGE_SELF), peak_rss_mb()
     ready.set()
     try:
         await asyncio.get_running_loop().run_in_executor(None, stop.wait)
@@ -121,7 +123,7 @@ async def _serve_gateway(raw_config: dict[str, Any], ready: Any, stop: Any, repo
         cpu = usage.ru_utime + usage.ru_stime
         start_cpu = at_start.ru_utime + at_start.ru_stime
         # A plain tuple: the child's classes live in __mp_main__, which the parent lacks.
-        report.put((cpu - start_cpu, start_cpu, usage.ru_maxrss / 1024, at_start.ru_maxrss / 1024))
+        report.put((cpu - start_cpu, start_cpu, peak_rss_mb(), rss_at_start))
 
 
 class ReplyClock:

@@ -53,6 +53,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rss import peak_rss_mb  # bench/rss.py (the script's own folder)
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # Nothing heavy at the top: each bot's child process (spawned) imports this module again,
@@ -144,7 +146,7 @@ async def _serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> 
     config = parse_config(raw_config, {})
     gateway = Gateway(config, [telegram_adapter(config)])
     await gateway.start()
-    started = resource.getrusage(resource.RUSAGE_SELF)
+    started, rss_at_start = resource.getrusage(resource.RUSAGE_SELF), peak_rss_mb()
     profiler = _start_profiler() if profile else None
     if cprofile:
         import cProfile
@@ -167,9 +169,9 @@ async def _serve_gateway(raw_config: dict[str, Any], stop: Any, report: Any) -> 
         report.put(
             (
                 usage.ru_utime + usage.ru_stime,
-                usage.ru_maxrss / 1024,
+                peak_rss_mb(),
                 started.ru_utime + started.ru_stime,
-                started.ru_maxrss / 1024,
+                rss_at_start,
             )
         )
 
@@ -289,19 +291,19 @@ def serve_floor(urls: tuple[str, str, str], stop: Any, report: Any, raw: bool = 
         from floor_bot import serve  # bench/floor_bot.py
 
     logging.basicConfig(level=logging.WARNING)
-    started: list[resource.struct_rusage] = []
+    started: list[tuple[resource.struct_rusage, float]] = []
 
     def polling() -> None:  # up, as nightowl is after ``gateway.start()``
-        started.append(resource.getrusage(resource.RUSAGE_SELF))
+        started.append((resource.getrusage(resource.RUSAGE_SELF), peak_rss_mb()))
 
     asyncio.run(serve(*urls, stop=stop, polling=polling))
-    usage, first = resource.getrusage(resource.RUSAGE_SELF), started[0]
+    usage, (first, rss_at_start) = resource.getrusage(resource.RUSAGE_SELF), started[0]
     report.put(
         (
             usage.ru_utime + usage.ru_stime,
-            usage.ru_maxrss / 1024,
+            peak_rss_mb(),
             first.ru_utime + first.ru_stime,
-            first.ru_maxrss / 1024,
+            rss_at_start,
         )
     )
 
