@@ -10,7 +10,10 @@ time, the turns' cost (median/p99: a turn in one of the stored sessions and in a
 chat), the periodic passes over all sessions (idle compression scan, delivery retry),
 the process's CPU per turn and its RSS after start and at the end. The same on an empty
 store beside it; ratios big/empty. Nothing here may grow with the store: target <= 1.2x
-for start, turns and RSS (the archive is never read on the hot path).
+for start, turns and RSS (the archive is never read on the hot path). One thing does,
+by design: the ``PRAGMA quick_check`` of the whole file that runs beside every start (a
+file damaged in its middle opens fine); it is timed on its own (about a second of one
+core for 400 MB here), and the turns are measured after it.
 """
 
 from __future__ import annotations
@@ -77,6 +80,12 @@ async def _measure(data_dir: str, turns: int) -> dict[str, float]:
     await gateway.start()
     start_s = time.perf_counter() - began
     result: dict[str, float] = {"start s": start_s, "RSS after start MB": peak_rss_mb()}
+    # The whole file's quick_check runs beside every start (gateway/app.py): it grows with
+    # the store, by design, so it is timed on its own and the turns after it.
+    cpu = time.process_time()
+    await gateway.database_checked
+    result["integrity check beside the start s"] = time.perf_counter() - began - start_s
+    result["integrity check CPU s"] = time.process_time() - cpu
     try:
         await _turns(gateway, adapter, "warmup", 20)
         cpu = time.process_time()
@@ -140,8 +149,9 @@ def main() -> None:
         large = measure(big, args.turns)
     print(f"{'':40} {'empty':>9} {'big':>9} {'ratio':>7}  target")
     for name, value in small.items():
-        target = "" if "scan" in name or "retry" in name else "<= 1.2"
-        print(f"{name:40} {value:9.2f} {large[name]:9.2f} {large[name] / value:6.2f}x  {target}")
+        target = "" if any(k in name for k in ("scan", "retry", "integrity")) else "<= 1.2"
+        ratio = f"{large[name] / value:6.2f}x" if value else "      -"
+        print(f"{name:40} {value:9.2f} {large[name]:9.2f} {ratio}  {target}")
 
 
 if __name__ == "__main__":
