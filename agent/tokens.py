@@ -117,10 +117,10 @@ class MessageSize(NamedTuple):
 SIZE_MEMO_ENTRIES = 4096
 SIZE_MEMO_CHARS = 1_000_000
 SIZE_MEMO_LARGEST = 20_000
-# id(message) -> (message, its content, its tool calls, its size). Content and calls are
-# compared by identity, so a message given new ones is measured again (stored rows are
-# read-only: gateway/store/active_rows.py).
-_sizes: dict[int, tuple[Message, Any, Any, MessageSize]] = {}
+# id(message) -> (message, its content, its tool calls, its size, its characters). Content
+# and calls are compared by identity, so a message given new ones is measured again
+# (stored rows are read-only: gateway/store/active_rows.py).
+_sizes: dict[int, tuple[Message, Any, Any, MessageSize, int]] = {}
 _held_chars = 0
 
 
@@ -130,23 +130,34 @@ def message_size(message: Message) -> MessageSize:
     global _held_chars
     content, calls = message.get("content"), message.get("tool_calls")
     held = _sizes.get(id(message))
-    if held is not None and held[0] is message and held[1] is content and held[2] is calls:
-        return held[3]
-    chars, images = _message_chars_and_images(message)
-    rough = (chars + 3) // 4 + images * IMAGE_TOKENS
-    call_id, name = message.get("tool_call_id"), message.get("name")
-    carried = str(call_id or "") + str(name or "") if call_id or name else ""
-    size = MessageSize(
-        rough, rough + estimate_text_tokens_rough(carried) if carried else rough, images
-    )
-    if images or chars > SIZE_MEMO_LARGEST:
+    if held is not None:
+        if held[0] is message and held[1] is content and held[2] is calls:
+            return held[3]
+        del _sizes[id(message)]  # changed since, or another message at a reused id
+        _held_chars -= held[4]
+    size, chars = _measured(message)
+    if size.images or chars > SIZE_MEMO_LARGEST:
         return size
     if len(_sizes) >= SIZE_MEMO_ENTRIES or _held_chars + chars > SIZE_MEMO_CHARS:
         _sizes.clear()
         _held_chars = 0
-    _sizes[id(message)] = (message, content, calls, size)
+    _sizes[id(message)] = (message, content, calls, size, chars)
     _held_chars += chars
     return size
+
+
+def measure_message(message: Message) -> MessageSize:
+    """:func:`message_size` of a message made for one request (an excerpt), not kept."""
+    return _measured(message)[0]
+
+
+def _measured(message: Message) -> tuple[MessageSize, int]:
+    chars, images = _message_chars_and_images(message)
+    rough = (chars + 3) // 4 + images * IMAGE_TOKENS
+    call_id, name = message.get("tool_call_id"), message.get("name")
+    carried = str(call_id or "") + str(name or "") if call_id or name else ""
+    wire = rough + estimate_text_tokens_rough(carried) if carried else rough
+    return MessageSize(rough, wire, images), chars
 
 
 def count_images(message: Message) -> int:

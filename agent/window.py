@@ -34,6 +34,7 @@ from agent.tokens import (
     estimate_message_tokens_rough,
     estimate_messages_tokens_rough,
     estimate_text_tokens_rough,
+    measure_message,
     message_size,
 )
 
@@ -287,7 +288,7 @@ def fit_request(
         if size.rough > cap:
             excerpt = represent(message, cap)
             excerpted += excerpt is not message
-            message, size = excerpt, message_size(excerpt)
+            message, size = excerpt, measure_message(excerpt)  # made for this request
         shown.append(message)
         tokens.append(size.wire)
         images += size.images

@@ -13,7 +13,7 @@
    fake model in this process. C guild channels talk at once; in each, M messages that
    @mention the bot follow one another (the next after the reply, as people do).
    Reported: MESSAGE_CREATE -> reply POST latency median/p99/max, turns per second, and
-   the gateway process's CPU seconds and peak RSS (``resource.getrusage`` in the child,
+   the gateway process's CPU seconds and peak RSS (``resource.getrusage`` and bench/rss.py in the child,
    so the fakes and this driver are not counted).
 3. Split: a 10,000-character reply with a code fence, split for Discord (no network).
 

@@ -3,7 +3,7 @@
     python bench/documents.py
 
 1. Extraction of a 300-page PDF and of a 20 MB text file, each in a child process of
-   its own: wall time, and peak RSS before and after (ru_maxrss), so the extraction's
+   its own: wall time, and peak RSS before and after (bench/rss.py), so the extraction's
    own memory shows apart from the interpreter's and the file's.
 2. Prompt tokens per turn for a session that receives ten such documents (five PDFs,
    five text files, all different) through the real gateway, router and store, against
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fakes, bench.support
+
+from rss import peak_rss_mb  # bench/rss.py (the script's own folder)
 
 PAGES = 300
 TEXT_BYTES = 20_000_000
@@ -57,11 +58,11 @@ def child(kind: str) -> None:
 
     data = pdf_bytes() if kind == "pdf" else text_bytes()
     name, mime = ("big.pdf", "application/pdf") if kind == "pdf" else ("big.log", "text/plain")
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = peak_rss_mb()
     started = time.perf_counter()
     text = asyncio.run(extract_document(data, name, mime))
     seconds = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after = peak_rss_mb()
     print(
         json.dumps(
             {
@@ -70,8 +71,8 @@ def child(kind: str) -> None:
                 "chars": text.chars,
                 "parts": len(text.parts),
                 "seconds": round(seconds, 2),
-                "rss_before_mb": round(before / 1024, 1),
-                "rss_peak_mb": round(after / 1024, 1),
+                "rss_before_mb": round(before, 1),
+                "rss_peak_mb": round(after, 1),
             }
         )
     )

@@ -14,8 +14,8 @@
    OpenAI-compatible fake model in this process. C private chats talk at once, each
    sending M messages one after another (the next after the reply, as people do).
    Reported: update-to-sendMessage latency median/p99/max, turns per second, and the
-   gateway process's CPU seconds and peak RSS (``resource.getrusage`` in the child, so
-   the fakes and this driver are not counted).
+   gateway process's CPU seconds (``resource.getrusage`` in the child, so the fakes and
+   this driver are not counted) and peak RSS (bench/rss.py).
    ``--tracemalloc FILE``: the child's largest allocations by line and by file once
    every chat is answered (the load's peak), and the packages it imported.
 3. Split + format: a 10,000-character Markdown reply with a code fence is split for

@@ -88,6 +88,7 @@ async def measure(data_dir: Path, turns: int) -> list[float]:
     adapter = SignalAdapter()
     gateway = Gateway(config, [adapter], providers=Providers(InstantProvider()))
     await gateway.start()
+    await gateway.database_checked  # the file's quick_check beside the start: not a turn's
     timings = []
     cpu = time.process_time()
     try:

@@ -1,7 +1,8 @@
 """An in-process event bus and the user hooks subscribed to it (docs/design.md#events, #hooks).
 
-Emitting never blocks a turn: every handler runs in its own task, bounded by a timeout,
-and a handler that raises or hangs is logged and forgotten.
+Emitting never blocks a turn: every hook runs in its own task, bounded by a timeout,
+and a hook that raises or hangs is logged and forgotten. The gateway's own observers,
+plain functions that return at once, are called in the emitter's turn (``inline``).
 """
 
 from __future__ import annotations
@@ -211,9 +212,13 @@ class EventBus:
                 continue
             if subscription.inline:
                 try:
-                    subscription.handler(event.name, event.payload())
+                    outcome = subscription.handler(event.name, event.payload())
                 except Exception:  # an observer's bug never breaks the emitter
                     log.exception("observer %s for %s raised", subscription.name, event.name)
+                    continue
+                if inspect.iscoroutine(outcome):  # not awaited here: a bug, said once
+                    outcome.close()
+                    log.error("inline observer %s returned a coroutine", subscription.name)
             else:
                 task = asyncio.get_running_loop().create_task(
                     self._deliver(subscription, event.name, event.payload())

@@ -16,6 +16,7 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from typing import Any, Self, TypeVar
 
@@ -42,10 +43,10 @@ class _Worker:
         self._trips: queue.SimpleQueue[_Trip | None] = queue.SimpleQueue()
         self._stopped = False
         # A daemon, so that a process whose store was never closed can still exit; the
-        # exit waits for the trips already given all the same (``_finish``).
+        # exit waits for the trips already given all the same (``_finish_all``).
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
-        atexit.register(self._finish)
+        _running.add(self)
 
     def submit(self, work: Callable[[Any], T], argument: Any) -> asyncio.Future[T]:
         if self._stopped:  # what sqlite3 says of a closed connection (a store error)
@@ -60,13 +61,7 @@ class _Worker:
         if not self._stopped:
             self._stopped = True
             self._trips.put(None)
-            atexit.unregister(self._finish)
-
-    def _finish(self) -> None:
-        """At exit with the store still open: the trips given (a commit, a delivered
-        mark) end before the process does (bounded: a hung disk does not hang the exit)."""
-        self.stop()
-        self._thread.join(timeout=EXIT_WAIT_SECONDS)
+            _running.discard(self)
 
     def _serve(self) -> None:
         while (trip := self._trips.get()) is not None:
@@ -80,6 +75,23 @@ class _Worker:
             except RuntimeError:  # the loop is closed: nobody waits for this answer
                 if not ok:
                     log.warning("a store trip failed after its event loop closed: %r", answer)
+
+
+#: Workers not stopped yet: at exit, the trips they were given end before the process.
+_running: set[_Worker] = set()
+
+
+@atexit.register
+def _finish_all() -> None:
+    """A process exiting with a store still open (a path that never closed it) lets the
+    trips already given — a commit, a delivered mark — end first, all within one bound:
+    a hung disk does not hang the exit."""
+    workers = list(_running)
+    for worker in workers:
+        worker.stop()
+    deadline = time.monotonic() + EXIT_WAIT_SECONDS
+    for worker in workers:
+        worker._thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, answer: Any) -> None:

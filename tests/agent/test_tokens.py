@@ -62,8 +62,23 @@ def test_a_remembered_size_follows_new_content_and_tool_calls():
     assert estimate_message_tokens_rough(message) > (4 + 400 + 3) // 4
 
 
-def test_the_size_memo_holds_no_images_and_a_bounded_number_of_characters():
-    tokens._sizes.clear()
+@pytest.fixture
+def empty_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "_sizes", {})
+    monkeypatch.setattr(tokens, "_held_chars", 0)
+
+
+def test_a_remembered_message_measured_anew_gives_its_characters_back(empty_memo: None):
+    message = {"role": "user", "content": "x" * 1000}
+    estimate_message_tokens_rough(message)
+    assert tokens._held_chars == 1004
+    message["content"] = "y" * (tokens.SIZE_MEMO_LARGEST + 1)  # now too long to keep
+    estimate_message_tokens_rough(message)
+    assert tokens._held_chars == 0
+    assert id(message) not in tokens._sizes
+
+
+def test_the_size_memo_holds_no_images_and_a_bounded_number_of_characters(empty_memo: None):
     photo = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x" * 10**6}}]}
     assert estimate_message_tokens_rough(photo) == (4 + 3) // 4 + IMAGE_TOKENS
     assert id(photo) not in tokens._sizes  # megabytes of base64 are not kept alive

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -224,3 +226,34 @@ async def test_a_trip_after_the_connection_closed_fails_at_once(tmp_path: Path) 
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         async with asyncio.timeout(CEILING):
             await thread.run(lambda connection: connection.execute("SELECT 1"))
+
+
+def test_a_process_exiting_with_its_store_open_lets_the_trip_in_flight_end(
+    tmp_path: Path,
+) -> None:
+    # The trip waits on a gate that only the exit opens (atexit runs the last registered
+    # first): without the wait at exit, the daemon thread dies with the trip undone.
+    path = tmp_path / "state.db"
+    child = f"""
+import asyncio, atexit, threading
+from gateway.store.sqlite_thread import SQLiteThread
+gate = threading.Event()
+atexit.register(gate.set)
+
+def insert(connection):
+    gate.wait()
+    connection.execute("CREATE TABLE t(x)")
+    connection.execute("INSERT INTO t VALUES (1)")
+
+async def main():
+    thread = await SQLiteThread.connect({str(path)!r})
+    thread._worker.submit(insert, thread._connection)  # never awaited, never closed
+
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, timeout=CEILING
+    )
+    assert done.returncode == 0, done.stderr
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        assert connection.execute("SELECT x FROM t").fetchall() == [(1,)]
