@@ -125,6 +125,13 @@ async def ask_served_window(
             answer = await ask(asker, root, base_url.rstrip("/"), model)
             if answer is not None:
                 return answer
+    if not asker.answered and asker.failure:  # not one response: nothing listens there
+        log.warning(
+            "the model server at %s does not answer (%s): replies fail until it does"
+            " (is it running, and is that its address?)",
+            base_url,
+            asker.failure,
+        )
     return None
 
 
@@ -135,6 +142,9 @@ class _Http:
         self.client = client
         #: How long a model may take to load; None: never ask for it.
         self.load_timeout = load_timeout
+        #: Whether any request got an HTTP response (of any status), and why one did not.
+        self.answered = False
+        self.failure: str | None = None
 
     async def json(
         self, method: str, url: str, body: Any = None, timeout: float | None = None
@@ -148,7 +158,9 @@ class _Http:
             )
         except Exception as exc:  # asking is best effort: a bad URL, a reset, a timeout...
             log.debug("window probe %s %s: %s", method, url, type(exc).__name__)
+            self.failure = self.failure or type(exc).__name__
             return None
+        self.answered = True
         if response.status_code != 200:
             return None
         try:

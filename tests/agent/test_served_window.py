@@ -3,7 +3,10 @@ Ollama, llama.cpp and vLLM that answer as the real ones do (tests/fakes/local_se
 
 from __future__ import annotations
 
+import logging
+
 import httpx2
+import pytest
 from aiohttp import web
 
 from agent.providers import ProviderSettings, make_provider
@@ -70,15 +73,25 @@ async def test_lm_studio_says_the_loaded_context_length() -> None:
     assert served == ServedWindow("lmstudio", 4_096, declared=131_072)
 
 
-async def test_a_server_that_says_nothing_of_windows_gives_no_answer() -> None:
+async def test_a_server_that_says_nothing_of_windows_gives_no_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async with FakeLLM() as server:  # /v1/models lists ids only, as OpenAI's does
         assert await ask_served_window(server.openai_base_url, "fake-model") is None
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # it is up
 
 
-async def test_an_unreachable_server_gives_no_answer_quickly() -> None:
+async def test_an_unreachable_server_gives_no_answer_quickly_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async with FakeLLM() as server:
         url = server.openai_base_url
     assert await ask_served_window(url, "m", timeout=2.0) is None
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [
+        f"the model server at {url} does not answer (ConnectError): replies fail until it"
+        " does (is it running, and is that its address?)"
+    ]
 
 
 async def test_the_openai_provider_asks_only_self_hosted_servers() -> None:
