@@ -177,8 +177,9 @@ class Commands:
 
     async def status(self, key: str) -> str:
         runtime = await self.sessions.existing(key)
-        if runtime is None:
-            return "No conversation yet. Say something!"
+        if runtime is None:  # what a first message will talk to, before there is one
+            model = f"\nModel: {await self.models.current(key)}" if self.models else ""
+            return f"No conversation yet. Say something!{model}"
         transcript, fullness = await self.fullness(runtime)
         engine = runtime.engine
         provider = runtime.agent.provider

@@ -189,6 +189,10 @@ class ModelCommand:
         lines.append("Switch with /model NAME.")
         return "\n".join(lines)
 
+    async def current(self, key: str) -> str:
+        """The model the chat ``key`` uses and its window, as ``/model`` says it."""
+        return self.choices.describe(self.choices.get(await self.store.chat_model(key)))
+
     async def switch(self, key: str, name: str) -> str:
         """Switch the chat to ``name``, in its lane; what to tell the user."""
         choice = self.choices.find(name)

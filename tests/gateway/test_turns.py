@@ -183,6 +183,17 @@ async def test_commands_answer_at_once_even_during_a_turn(
     assert adapter.texts()[2] == "finally"
 
 
+async def test_status_before_the_first_message_names_the_model_and_its_window(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    adapter = RecordingAdapter()
+    async with running_gateway(make_config(tmp_path, fake_llm), adapter):
+        await adapter.say("/status")
+        (status,) = await adapter.wait_sent(1)
+    assert status.startswith("No conversation yet. Say something!\nModel: fake-model via openai, ")
+    assert status.endswith(" tokens")
+
+
 async def test_new_starts_fresh_and_keeps_the_old_rows(tmp_path: Path, fake_llm: FakeLLM) -> None:
     adapter = RecordingAdapter()
     async with running_gateway(make_config(tmp_path, fake_llm), adapter):
