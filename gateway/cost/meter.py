@@ -266,20 +266,17 @@ class CostMeter:
         the caller's: the answer matters more than its bill."""
         ttl: CacheTTL = "1h" if cache_ttl == "1h" else "5m"
         cost = cost_of(usage, self.price(provider), ttl)
-        payer = current()
-        entry = CostRecord(
-            at=self.clock(),
-            session_key=payer.chat,
-            person=payer.person if kind not in HOUSEKEEPING else None,
-            kind=kind,
-            model=provider.model,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-            cache_read_tokens=usage.cache_read_tokens if usage else 0,
-            cache_write_tokens=usage.cache_write_tokens if usage else 0,
-            cost=cost,
+        await self.keep(
+            self._entry(
+                kind,
+                provider,
+                cost,
+                prompt_tokens=usage.prompt_tokens if usage else 0,
+                completion_tokens=usage.completion_tokens if usage else 0,
+                cache_read_tokens=usage.cache_read_tokens if usage else 0,
+                cache_write_tokens=usage.cache_write_tokens if usage else 0,
+            )
         )
-        await self.keep(entry)
         return cost
 
     async def failed(
@@ -294,18 +291,25 @@ class CostMeter:
         bill it, docs/cost.md#what-is-stored): its cost unknown (a free model's $0), its
         tokens estimated: the prompt's, and what streamed before it ended."""
         price = self.price(provider)
-        payer = current()
-        entry = CostRecord(
-            at=self.clock(),
-            session_key=payer.chat,
-            person=payer.person if kind not in HOUSEKEEPING else None,
-            kind=kind,
-            model=provider.model,
-            prompt_tokens=rough_tokens(messages, tools),
-            completion_tokens=(streamed_chars + 3) // 4,
-            cost=Decimal(0) if price is not None and price.free else None,
+        await self.keep(
+            self._entry(
+                kind,
+                provider,
+                Decimal(0) if price is not None and price.free else None,
+                prompt_tokens=rough_tokens(messages, tools),
+                completion_tokens=(streamed_chars + 3) // 4,
+            )
         )
-        await self.keep(entry)
+
+    def _entry(
+        self, kind: str, provider: Provider, cost: Decimal | None, **tokens: int
+    ) -> CostRecord:
+        """A call's row, now, paid by whoever the turn is for (housekeeping: the chat)."""
+        payer = current()
+        person = payer.person if kind not in HOUSEKEEPING else None
+        return CostRecord(
+            self.clock(), payer.chat, person, kind, provider.model, cost=cost, **tokens
+        )
 
     async def allow_transcription(
         self, model: str, base_url: str | None, seconds: float, chat: str, person: str | None

@@ -20,15 +20,12 @@ from gateway.ops.usage_cli import run_usage_command
 from tests.child_process import Spawn, clean_env, nightowl, write_config
 from tests.dashboard.support import client_of, dashboard_config, log_in
 from tests.dashboard.test_metrics import samples
+from tests.e2e.priced import PRICE, SYSTEM, user_texts
 from tests.fakes.caching_llm import CachingLLM
 from tests.harness import RecordingAdapter, make_config, running_gateway, turns_done
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-#: USD per million tokens: dear, so a few calls pass a cent.
-INPUT, CACHED, OUTPUT = Decimal(100), Decimal(50), Decimal(200)
-PRICE = {"input": 100, "cached_input": 50, "output": 200}
-#: A system prompt past 1,024 tokens, so the fake's prefix cache serves later turns.
-SYSTEM = "You are a patient assistant. " * 200
+INPUT, CACHED, OUTPUT = (Decimal(PRICE[k]) for k in ("input", "cached_input", "output"))
 
 
 @pytest.fixture
@@ -52,15 +49,6 @@ def priced(tmp_path: Path, llm: CachingLLM, **sections: Any) -> Config:
 def implied(llm: CachingLLM) -> Decimal:
     """What the fake's usage reports cost, exactly, at :data:`PRICE`."""
     return sum((r.cost(INPUT, CACHED, OUTPUT) for r in llm.reports), Decimal(0))
-
-
-def user_texts(llm: CachingLLM) -> list[str]:
-    return [
-        str(m.get("content"))
-        for request in llm.requests
-        for m in request.messages
-        if m.get("role") == "user"
-    ]
 
 
 async def test_usage_status_and_metrics_match_the_fake_s_cost_to_the_cent(

@@ -17,6 +17,7 @@ from gateway.app import Gateway
 from gateway.config.schema import Config
 from gateway.store import CostRecord
 from tests import db
+from tests.e2e.priced import PRICE, SYSTEM, user_texts
 from tests.fakes.caching_llm import CachingLLM
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.harness import (
@@ -28,9 +29,6 @@ from tests.harness import (
     turns_done,
 )
 
-#: USD per million tokens: dear, so a few calls pass a cent (as tests/e2e/test_cost.py).
-PRICE = {"input": 100, "cached_input": 50, "output": 200}
-SYSTEM = "You are a patient assistant. " * 200
 MODEL = {"price": PRICE, "system_prompt": SYSTEM, "max_output_tokens": 256}
 GROUP = {"chat_id": "g", "chat_type": "group"}
 CHAT = "console:g"
@@ -50,15 +48,6 @@ async def spend(gateway: Gateway, usd: str, *, chat: str = CHAT, person: str | N
     """A call already made today (another turn's, stored as any call's row is)."""
     entry = CostRecord(time.time(), chat, person, "chat", "fake-model", cost=Decimal(usd))
     await gateway.store.costs.record(entry)
-
-
-def user_texts(llm: CachingLLM) -> list[str]:
-    return [
-        str(m.get("content"))
-        for request in llm.requests
-        for m in request.messages
-        if m.get("role") == "user"
-    ]
 
 
 async def chatter(adapter: RecordingAdapter, gateway: Gateway, count: int) -> None:
