@@ -160,11 +160,6 @@ def _measured(message: Message) -> tuple[MessageSize, int]:
     return MessageSize(rough, wire, images), chars
 
 
-def count_images(message: Message) -> int:
-    """Image parts of one message (their tokens are a flat guess, never measured)."""
-    return message_size(message).images
-
-
 def estimate_message_tokens_rough(message: Message) -> int:
     """Rough tokens of one message: (chars of role + content + tool calls + 3) // 4.
 

@@ -323,8 +323,10 @@ def fit_request(
 
 
 def _wire_tokens(message: Message) -> int:
-    """The rough estimate plus what it leaves out but a request carries (ids, tool names)."""
-    return message_size(message).wire
+    """The rough estimate plus what it leaves out but a request carries (ids, tool names).
+    Only a request that must be cut asks, of rows and of the excerpts made for it: measured
+    without the memo, which keeps what lasts beyond one request."""
+    return measure_message(message).wire
 
 
 def _total(messages: Sequence[Message]) -> int:
