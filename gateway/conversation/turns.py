@@ -26,7 +26,7 @@ from gateway.conversation.transcript import SessionTranscript, report_failed_com
 from gateway.cost.meter import BudgetRefused, CostMeter
 from gateway.cost.payer import paying, person_of
 from gateway.events import EventBus, MessageSent, TurnEnded, TurnFailed
-from gateway.memory.scopes import Memories
+from gateway.memory.scopes import ChatMemory, Memories
 from gateway.provider_events import ReportedProvider
 from gateway.runtime import SessionRuntime
 from gateway.store import (
@@ -38,6 +38,8 @@ from gateway.store import (
 )
 
 log = logging.getLogger(__name__)
+#: A turn's memory and the block its first request carries (None: too small a window).
+TurnMemory = tuple[ChatMemory, MemoryBlock | None]
 
 #: Runs before the agent with the loaded transcript; may compact it (docs/design.md#hygiene).
 HygieneStep = Callable[
@@ -105,33 +107,41 @@ class TurnRunner:
         (docs/cost.md#a-batch-of-several-people). The turn's model calls are the chat's,
         and the person's when one person addressed the bot."""
         with paying(runtime.key):  # the chat's, until the people are judged
-            entries = await self._refuse_over_budget(runtime, transcript, entries)
+            entries, memory = await self._refuse_over_budget(runtime, transcript, entries)
         addressed = [e for e in entries if e.addressed]
         if not addressed:
             return TurnResult(messages=transcript.messages)
         people = {person_of(e.platform, e.user_id) for e in addressed}
         person = people.pop() if len(people) == 1 else None
         with paying(runtime.key, person):
-            return await self._turn(runtime, transcript, entries, addressed[-1])
+            return await self._turn(runtime, transcript, entries, addressed[-1], memory)
+
+    async def _memory(
+        self, runtime: SessionRuntime, entries: list[InboxEntry]
+    ) -> TurnMemory | None:
+        """The turn's memory and the block its first request carries (None: memory off)."""
+        if self.memories is None:
+            return None
+        memory = self.memories.for_turn(runtime.key, entries, runtime.id)
+        return memory, await memory.block(runtime.agent.window)
 
     async def _refuse_over_budget(
         self, runtime: SessionRuntime, transcript: SessionTranscript, entries: list[InboxEntry]
-    ) -> list[InboxEntry]:
+    ) -> tuple[list[InboxEntry], TurnMemory | None]:
         """Before hygiene, its flush or any call: each person's budgets (theirs, the
         chat's, the bot's) against what is spent and the first call's estimate. A refused
         person's addressed messages are kept refused, each answered with the sentence;
-        the entries left to answer (observed ones included) are returned. When no one is
-        left, what remains is stored as observed rows (docs/cost.md#budgets)."""
+        the entries left to answer (observed ones included) are returned, with the turn's
+        memory when it still holds (no one was refused, so "me" is unchanged). When no one
+        is left, what remains is stored as observed rows (docs/cost.md#budgets)."""
         meter, costs = self.meter, self.costs
         if meter is None or costs is None or meter.budgets == Budgets():
-            return entries
+            return entries, None
         agent = runtime.agent
         provider = agent.provider
         addressed = [e for e in entries if e.addressed]
-        block = None
-        if self.memories is not None:  # the block the first request would carry
-            memory = self.memories.for_turn(runtime.key, entries, runtime.id)
-            block = await memory.block(agent.window)
+        memory = await self._memory(runtime, entries)  # the block the first request carries
+        block = memory[1] if memory is not None else None
         window = agent.window
         estimate = meter.estimate(
             "chat",
@@ -152,7 +162,7 @@ class TurnRunner:
             except BudgetRefused as refused:
                 refusals[person] = refused
         if not refusals:
-            return entries
+            return entries, memory
         gone = [e for e in addressed if whose[e.id] in refusals]
         await transcript.commit_refused(costs.keep_refused, gone)
         for entry in gone:
@@ -163,7 +173,7 @@ class TurnRunner:
             if transcript.waiting:
                 await transcript.store_observed()
             self.events.emit(TurnEnded(runtime.id, runtime.key, 0, 0.0))
-        return left
+        return left, None
 
     async def _turn(
         self,
@@ -171,20 +181,20 @@ class TurnRunner:
         transcript: SessionTranscript,
         entries: list[InboxEntry],
         target: InboxEntry,
+        read: TurnMemory | None = None,
     ) -> TurnResult:
+        """``read``: the turn's memory as the budget check read it, if it did."""
         started = time.perf_counter()
         compressed = False
         adapter = self.adapters.get(target.platform)
         anchor = transcript.restore_anchor()
         notices: list[str] = []
-        memory, block = None, None
-        if self.memories is not None:  # before hygiene: the block counts in the window
-            memory = self.memories.for_turn(runtime.key, entries, runtime.id)
-            block = await memory.block(runtime.agent.window)
-            if block is None:  # a window too small to afford memory (docs/design.md#memory-block)
-                memory = None
-            else:
-                transcript.memory, transcript.memory_tokens = memory, block.tokens
+        # Before hygiene: the block counts in the window.
+        memory, block = read or await self._memory(runtime, entries) or (None, None)
+        if block is None:  # memory off, or a window too small for it (docs/design.md#memory-block)
+            memory = None
+        elif memory is not None:
+            transcript.memory, transcript.memory_tokens = memory, block.tokens
         # The window the server really serves, before hygiene sizes a summary for it.
         await runtime.agent.prepare()
         self.sessions.follow_window(runtime)  # what the server just said applies now
@@ -200,13 +210,7 @@ class TurnRunner:
         context = ToolContext(
             transcript=transcript, source=target.platform, timezone=self.timezone, memory=memory
         )
-        outbound = OutboundMessage(
-            platform=target.platform,
-            chat_id=target.chat_id,
-            thread_id=target.thread_id,
-            text="",
-            reply_to_message_id=target.platform_message_id,
-        )
+        outbound = _reply_to(target)
         stream = adapter.open_stream(outbound) if adapter else None
         typing = adapter.typing(target.chat_id, target.thread_id) if adapter else nullcontext()
         try:
