@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from agent.context_engine import ContextEngine
 from agent.memory import TOOL_NAMES as MEMORY_TOOL_NAMES
 from agent.messages import JSON, ToolSchema
-from agent.tokens import estimate_schemas_tokens_rough
+from agent.tokens import estimate_json_tokens_rough, estimate_schemas_tokens_rough
 from agent.tools import ToolBox, ToolContext, ToolOutput
 from agent.window import Window
 
@@ -118,7 +118,7 @@ class ToolOffer:
         first = [by_name[name] for name in names if name in by_name]
         picked: list[ToolSchema] = []
         for schema in first + [s for s in self.schemas if s not in first]:
-            cost = window.real(estimate_schemas_tokens_rough([schema]))
+            cost = window.real(estimate_json_tokens_rough([schema]))  # once per window
             if used + cost <= room:
                 picked.append(schema)
                 used += cost

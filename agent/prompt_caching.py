@@ -15,7 +15,7 @@ from agent.messages import Message
 CacheTTL = str  # "5m" | "1h"
 
 VALID_TTLS = ("5m", "1h")
-#: Sources where a person types between turns: minutes pass, so the 1h cache pays off.
+#: Breakpoints on the newest messages, beside the system prompt's (Anthropic allows four).
 TRAILING_BREAKPOINTS = 3
 
 

@@ -32,7 +32,6 @@ from agent.messages import Message
 from agent.tokens import (
     IMAGE_TOKENS,
     estimate_message_tokens_rough,
-    estimate_messages_tokens_rough,
     estimate_text_tokens_rough,
     measure_message,
     message_size,
@@ -206,7 +205,7 @@ def represent(message: Message, cap: int) -> Message:
     copy = message.copy()
     if copy.get("tool_calls"):
         copy["tool_calls"] = [_short_arguments(call, cap) for call in copy["tool_calls"]]
-    rest = estimate_messages_tokens_rough([copy | {"content": None}])  # a throwaway: not memoized
+    rest = measure_message(copy | {"content": None}).rough  # a throwaway: not memoized
     room_chars = max(0, (cap - rest) * 4 - 4)
     content = copy.get("content")
     if isinstance(content, str):

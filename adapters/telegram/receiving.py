@@ -280,7 +280,7 @@ class UpdatePoller:
 
     def _log_poll_error(self, error: Exception, errors: int) -> float:
         delay = self._backoff(errors)
-        reason = self._failure_reason(error)
+        reason = self.failure  # _failure_reason(error), just taken
         log_level = logging.WARNING if isinstance(error, TelegramCallFailed) else logging.ERROR
         log.log(log_level, "Telegram getUpdates failed: %s; retrying in %.1f s", reason, delay)
         return delay

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from adapters.base import InboundMessage
+from adapters.base import PRIVATE_CHAT_TYPES, InboundMessage
 from agent.cost.budget import Budgets
 from agent.messages import JSON
 from gateway.conversation.background import BackgroundTasks
@@ -236,7 +236,7 @@ class Commands:
                 key,
                 message.platform if message else "",
                 message.user_id if message else "",
-                group=message is not None and message.chat_type in ("group", "channel", "thread"),
+                group=message is not None and message.chat_type not in PRIVATE_CHAT_TYPES,
                 conversation_since=record.created_at if record is not None else None,
                 budgets=self.budgets,
             )

@@ -311,7 +311,7 @@ class SessionTranscript:
         messages stay waiting: the turn answers them, or :meth:`store_observed` keeps them."""
         refused = {id(entry.message) for entry in entries if not entry.in_history}
         waiting = self.messages[self._persisted :]
-        rows = [self.row(m) for m in waiting if id(m) in refused]
+        rows = [self.row(m, new=True) for m in waiting if id(m) in refused]
         taken = {entry.id for entry in entries}
         ids = await keep(self.session_id, rows, [i for i in self._inbox_ids if i in taken])
         self._inbox_ids = [i for i in self._inbox_ids if i not in taken]
