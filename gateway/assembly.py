@@ -233,7 +233,6 @@ class Assembly:
             window=self.current_window,
             budgets=self.meter.budgets,
             alerts=self.alerts.current,
-            alerts_sent=lambda: dict(self.alerts.sent),
         )
         self.dashboard: Dashboard | None = None
         if config.dashboard.enabled:

@@ -59,7 +59,6 @@ class Operations:
         window: Callable[[], int],
         budgets: Budgets | None = None,
         alerts: Callable[[], list[ActiveAlert]] = list,
-        alerts_sent: Callable[[], dict[str, int]] = dict,
     ) -> None:
         self.store = store
         self._events = events
@@ -73,7 +72,6 @@ class Operations:
         #: The budgets the config sets (docs/cost.md#budgets), for the overview.
         self.budgets = budgets or Budgets()
         self._alerts = alerts
-        self._alerts_sent = alerts_sent
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -119,10 +117,6 @@ class Operations:
     def alerts(self) -> list[ActiveAlert]:
         """The alert conditions holding now (docs/operations.md#alerts), oldest first."""
         return self._alerts()
-
-    def alerts_sent(self) -> dict[str, int]:
-        """How many alert messages (started and cleared) were told, by condition."""
-        return self._alerts_sent()
 
     async def pending_pairings(self) -> list[PairingRequest]:
         return await self._pairing.pending()

@@ -99,8 +99,6 @@ class Alerts:
         #: When the operator was last told of each condition.
         self._told_at: dict[str, float] = {}
         self._restarted_at: dict[str, float] = {}
-        #: Messages handed to chats and the webhook, by condition (for /metrics).
-        self.sent: dict[str, int] = {}
         self.sender = AlertSender(settings, adapters)
         self._lock = asyncio.Lock()
         events.subscribe(
@@ -186,7 +184,6 @@ class Alerts:
         self._told_at[alert.condition] = now
         log.warning("alert %s %s: %s", alert.condition, state, text.replace("\n", " "))
         self.events.emit(AlertChanged(alert.condition, state, alert.since, text))
-        self.sent[alert.condition] = self.sent.get(alert.condition, 0) + 1
         await self.sender.send(alert.condition, state, alert.since, text)
 
     async def _restart(self, platform: str, now: float) -> None:

@@ -32,6 +32,7 @@ class Pricing:
         self.budgets = limits or Budgets()
         #: ``media.transcription.price_per_minute`` (None: the table, free when local).
         self.transcription = transcription
+        self._prices: dict[Route, Price | None] = {}
 
     @classmethod
     def of(cls, config: Config) -> Pricing:
@@ -56,9 +57,12 @@ class Pricing:
         ]
 
     def price(self, provider: str, model: str, base_url: str | None) -> Price | None:
-        """The price of a call to ``model`` on ``provider`` at ``base_url``; None: unknown."""
-        settings = self.configured.get((provider, model, base_url))
-        return model_price(provider, model, base_url, settings)
+        """The price of a call to ``model`` on ``provider`` at ``base_url``; None: unknown.
+        Worked out once per route: every model call asks, and the config does not change."""
+        key = (provider, model, base_url)
+        if key not in self._prices:
+            self._prices[key] = model_price(provider, model, base_url, self.configured.get(key))
+        return self._prices[key]
 
     @staticmethod
     def per_minute(model: str, base_url: str | None, configured: float | None) -> Decimal | None:

@@ -253,13 +253,8 @@ def _info(name: str, size: int, mtime: float) -> tarfile.TarInfo:
 
 
 def _hash(path: Path) -> dict[str, Any]:
-    digest = hashlib.sha256()
-    size = 0
     with path.open("rb") as file:
-        while chunk := file.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    return {"sha256": digest.hexdigest(), "bytes": size}
+        return {"sha256": hashlib.file_digest(file, "sha256").hexdigest(), "bytes": file.tell()}
 
 
 def _report(

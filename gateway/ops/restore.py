@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import io
 import json
 import os
 import re
@@ -24,7 +25,7 @@ import tarfile
 import tempfile
 import zlib
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, Any, TextIO, cast
 
 from gateway.ops.backup import (
     DATA_DIRS,
@@ -79,7 +80,8 @@ def verify(file: Path) -> dict[str, Any]:
                 elif destination(member.name) is None:
                     raise BackupError(f"{file} holds {member.name}, which no backup holds")
                 else:
-                    seen[member.name] = _sha256(stream)
+                    reader = cast(io.BufferedReader, stream)  # what extractfile gives
+                    seen[member.name] = hashlib.file_digest(reader, "sha256").hexdigest()
     except (tarfile.TarError, OSError, EOFError, zlib.error, ValueError) as exc:
         raise BackupError(f"{file} is not a readable nightowl backup ({exc})") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -113,13 +115,6 @@ def verify(file: Path) -> dict[str, Any]:
             f" v{version}; this one knows v{SCHEMA_VERSION}): upgrade nightowl first"
         )
     return manifest
-
-
-def _sha256(stream: IO[bytes]) -> str:
-    digest = hashlib.sha256()
-    while chunk := stream.read(1 << 20):
-        digest.update(chunk)
-    return digest.hexdigest()
 
 
 def restore(

@@ -16,9 +16,9 @@ from typing import Any, TextIO
 
 from gateway.config.schema import Config
 from gateway.cost.report import as_csv, table, utc_day
+from gateway.ops.store_command import no_database, with_store
+from gateway.store.backend import Store
 from gateway.store.costs import day_start, month_start
-from gateway.store.errors import StoreError
-from gateway.store.opening import missing_database, open_store
 
 GROUPINGS = ("day", "chat", "person", "model", "kind")
 
@@ -58,18 +58,13 @@ async def run_usage_command(
         return 1
     if args.today:
         since = day_start(now)
-    missing = missing_database(config)
+    missing = no_database(config, out, err, hint=" (start the gateway once)")
     if missing is not None:
-        print(f"nightowl: no database at {missing} (start the gateway once)", file=err)
-        return 1
-    store = open_store(config)
-    try:
-        await store.open("read")
+        return missing
+
+    async def report(store: Store) -> int:
         lines = await store.costs.totals(args.by, since, until, chat=args.chat, person=args.person)
-    except StoreError as exc:
-        print(f"nightowl: {exc}", file=err)
-        return 1
-    finally:
-        await store.close()
-    out.write(as_csv(lines, args.by) if args.csv else table(lines, args.by) + "\n")
-    return 0
+        out.write(as_csv(lines, args.by) if args.csv else table(lines, args.by) + "\n")
+        return 0
+
+    return await with_store(config, "read", err, report)

@@ -27,6 +27,7 @@ from gateway.store.errors import StoreError
 from gateway.store.postgres import PostgresStore
 from gateway.store.postgres.connection import display, mapped_errors
 from gateway.store.sqlite import SQLiteStore
+from gateway.store.sqlite_files import read_only_uri
 
 #: The database part's name inside a backup.
 SQLITE_PART = "state.db"
@@ -85,7 +86,7 @@ async def count_sqlite_file(path: Path) -> tuple[int, dict[str, int]]:
     nor a full-text index and its shadow tables), read-only."""
 
     def count() -> tuple[int, dict[str, int]]:
-        uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
+        uri = read_only_uri(path)
         try:
             connection = sqlite3.connect(uri, uri=True)
         except sqlite3.Error as exc:
