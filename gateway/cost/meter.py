@@ -26,7 +26,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -61,23 +61,34 @@ class BudgetRefused(ProviderError):
 def rough_tokens(messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> int:
     """The prompt's size for the estimate: 4 characters a token, an image
     :data:`IMAGE_TOKENS` (docs/cost.md#the-pre-flight-estimate)."""
-    chars, images = 0, 0
-    for message in messages:
-        chars += len(str(message.get("role", ""))) + 4
-        content = message.get("content")
-        if isinstance(content, list):
-            for part in content:
-                if part.get("type") == "image_url":
-                    images += 1
-                else:
-                    chars += len(str(part.get("text", "")))
-        elif content:
-            chars += len(str(content))
-        if message.get("tool_calls"):
-            chars += len(json.dumps(message["tool_calls"]))
-        chars += len(str(message.get("tool_call_id") or ""))
-    if tools:
-        chars += len(json.dumps(list(tools)))
+    return _tokens(map(_chars_and_images, messages), _tools_chars(tools))
+
+
+def _chars_and_images(message: Message) -> tuple[int, int]:
+    chars, images = len(str(message.get("role", ""))) + 4, 0
+    content = message.get("content")
+    if isinstance(content, list):
+        for part in content:
+            if part.get("type") == "image_url":
+                images += 1
+            else:
+                chars += len(str(part.get("text", "")))
+    elif content:
+        chars += len(str(content))
+    if message.get("tool_calls"):
+        chars += len(json.dumps(message["tool_calls"]))
+    return chars + len(str(message.get("tool_call_id") or "")), images
+
+
+def _tools_chars(tools: Sequence[ToolSchema] | None) -> int:
+    return len(json.dumps(list(tools))) if tools else 0
+
+
+def _tokens(sizes: Iterable[tuple[int, int]], extra_chars: int) -> int:
+    chars, images = extra_chars, 0
+    for message_chars, message_images in sizes:
+        chars += message_chars
+        images += message_images
     return (chars + 3) // 4 + images * IMAGE_TOKENS
 
 
@@ -163,11 +174,13 @@ class CostMeter:
         (a window); ``extra_prompt_tokens``: what the request adds (a memory block)."""
         if kind in HOUSEKEEPING:
             return None
-        prompt = rough_tokens(messages, tools) + extra_prompt_tokens
+        # Each message and the tools measured once, for the prompt and its cached prefix.
+        sizes, tools_chars = [_chars_and_images(m) for m in messages], _tools_chars(tools)
+        prompt = _tokens(sizes, tools_chars) + extra_prompt_tokens
         if most_prompt_tokens is not None:
             prompt = min(prompt, most_prompt_tokens)
         prefix = shared_prefix(previous, messages)
-        cached = rough_tokens(prefix, tools) if prefix else 0
+        cached = _tokens(sizes[: len(prefix)], tools_chars) if prefix else 0
         ttl: CacheTTL = "1h" if cache_ttl == "1h" else "5m"
         return estimate_call(prompt, cached, max_tokens, self.price(provider), ttl)
 
