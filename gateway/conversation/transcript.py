@@ -89,28 +89,24 @@ class SessionTranscript:
         # is kept in the value: an id() is only unique while its object lives. The
         # waiting messages' at once; the history's when first asked for (most turns never
         # ask: the usage anchor sizes the context, and a turn's new rows are not history).
-        self._fresh: dict[int, tuple[Message, int, str | None]] = {
+        self._known: dict[int, tuple[Message, int, str | None]] = {
             id(entry.message): (entry.message, entry.token_count, entry.platform_message_id)
             for entry in waiting
         }
-        self._history = history
-        self._known_rows: dict[int, tuple[Message, int, str | None]] | None = None
+        self._history_unknown: list[StoredMessage] | None = history  # not in _known yet
         self._row_ids: list[int] = [row.id for row in history]
         self._persisted = len(history)
         # Every entry is owed its turn; all leave the inbox when the turn is stored.
         self._inbox_ids = [entry.id for entry in entries]
 
-    @property
-    def _known(self) -> dict[int, tuple[Message, int, str | None]]:
-        """Every message known, history included (see ``_fresh``)."""
-        if self._known_rows is None:
-            self._known_rows = {
-                id(row.message): (row.message, row.token_count, row.platform_message_id)
-                for row in self._history
-            }
-            self._known_rows.update(self._fresh)
-            self._fresh = self._known_rows  # one map from now on
-        return self._known_rows
+    def _all_known(self) -> dict[int, tuple[Message, int, str | None]]:
+        """``_known`` with the history's rows in it too (what is already there wins)."""
+        if self._history_unknown is not None:
+            for row in self._history_unknown:
+                entry = (row.message, row.token_count, row.platform_message_id)
+                self._known.setdefault(id(row.message), entry)
+            self._history_unknown = None
+        return self._known
 
     # -- agent.transcript.Transcript --------------------------------------------------------
 
@@ -178,7 +174,7 @@ class SessionTranscript:
         ]
         for item in active:
             if isinstance(item, NewMessage):  # counted once, not again on every later turn
-                self._fresh[id(item.message)] = (
+                self._known[id(item.message)] = (
                     item.message,
                     item.token_count,
                     item.platform_message_id,
@@ -198,7 +194,8 @@ class SessionTranscript:
         message id among them (where a note they give was learned)."""
         kept = {p for p in kept_positions(original, compacted) if p is not None}
         span = [m for p, m in enumerate(original) if p not in kept]
-        ids = [known[2] for m in span if (known := self._known.get(id(m))) and known[2]]
+        known = self._all_known()
+        ids = [entry[2] for m in span if (entry := known.get(id(m))) and entry[2]]
         return span, ids[-1] if ids else None
 
     async def save_engine_state(self, state: JSON) -> None:
@@ -243,7 +240,7 @@ class SessionTranscript:
     # -- the gateway's side -----------------------------------------------------------------
 
     def count(self, message: Message) -> int:
-        known = self._known.get(id(message))
+        known = self._all_known().get(id(message))
         return known[1] if known is not None else self.counter.count(message)
 
     def row(
@@ -251,7 +248,7 @@ class SessionTranscript:
     ) -> NewMessage:
         """``message`` as a row to store, with its known count and platform id; ``new``:
         it is not a history row (one of this turn's)."""
-        known = (self._fresh if new else self._known).get(id(message))
+        known = (self._known if new else self._all_known()).get(id(message))
         if known is None:
             return NewMessage(message, self.counter.count(message), None, pending_delivery)
         return NewMessage(message, known[1], known[2], pending_delivery)
