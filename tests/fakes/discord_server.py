@@ -578,7 +578,10 @@ class FakeDiscord:
 
     async def cut_gateway(self) -> None:
         """Drop every gateway connection and refuse new ones (as when the network to
-        Discord is down) until :meth:`restore_gateway`; REST calls still work."""
+        Discord is down) until :meth:`restore_gateway`; REST calls still work. Each is
+        closed with 4000, "Unknown error", the close code Discord documents as one to
+        reconnect after (docs.discord.com/developers/topics/opcodes-and-status-codes,
+        "Gateway Close Event Codes"), so the client keeps trying, as it would."""
         self.gateway_down = True
         for session in self._shards.values():
             if session.ws is not None:

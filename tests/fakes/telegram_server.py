@@ -111,7 +111,11 @@ class FakeTelegram:
         self.requests: list[ApiRequest] = []
         self.get_updates_paused = False
         #: getUpdates answers with no updates (after its long poll) while they stay
-        #: pending: Telegram's side stuck, as getWebhookInfo's pending_update_count shows.
+        #: pending: Telegram's side stuck, as getWebhookInfo's pending_update_count shows
+        #: (core.telegram.org/bots/api#getwebhookinfo: the count of updates awaiting
+        #: delivery, reported for a bot that polls too). Operators report updates piling
+        #: up there unanswered (github.com/tdlib/telegram-bot-api/issues/422 for a
+        #: webhook); for getUpdates this is a failure we stage, not one read in a report.
         self.get_updates_empty = False
         #: What getWebhookInfo reports as the last error delivering to the webhook.
         self.webhook_error: str | None = None
