@@ -25,6 +25,7 @@ from gateway.config.schema import (
 )
 from gateway.logs import setup_logging
 from gateway.ops.backup_cli import add_backup_parsers
+from gateway.ops.backup_units import DEFAULT_KEEP
 from gateway.ops.init_cli import add_init_parser
 from gateway.ops.memory_cli import add_memory_parser
 from gateway.ops.migrate import add_migrate_parser
@@ -220,7 +221,11 @@ def add_service_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="also a systemd timer running `nightowl backup --keep N` once a day",
     )
     service.add_argument(
-        "--keep", type=int, default=7, metavar="N", help="backups the timer keeps (default 7)"
+        "--keep",
+        type=int,
+        default=DEFAULT_KEEP,
+        metavar="N",
+        help=f"backups the timer keeps (default {DEFAULT_KEEP})",
     )
     service.set_defaults(handler=cmd_install_service)
 

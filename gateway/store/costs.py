@@ -135,7 +135,7 @@ class SqlCosts:
         if by == "day":  # a UTC day from epoch seconds is not said alike by both databases
             lines: dict[str, CostLine] = {}
             for record in await self.calls(since, until, chat=chat, person=person):
-                group = group_of(record, by)
+                group = datetime.fromtimestamp(record.at, UTC).strftime("%Y-%m-%d")
                 lines.setdefault(group, CostLine(group)).add(record)
             return sorted(lines.values(), key=lambda line: line.group)
         column = _GROUP_COLUMNS[by]
@@ -201,18 +201,6 @@ def utc_day_of(at: float) -> int:
 _GROUP_COLUMNS = {"chat": "session_key", "person": "person", "model": "model", "kind": "kind"}
 #: What a group of NULLs is called.
 _GROUP_NAMES = {"chat": "(no chat)", "person": "(housekeeping)", "model": "", "kind": ""}
-
-
-def group_of(record: CostRecord, by: Grouping) -> str:
-    if by == "day":
-        return datetime.fromtimestamp(record.at, UTC).strftime("%Y-%m-%d")
-    if by == "chat":
-        return record.session_key or _GROUP_NAMES["chat"]
-    if by == "person":
-        return record.person or _GROUP_NAMES["person"]
-    if by == "model":
-        return record.model
-    return record.kind
 
 
 def _between(
