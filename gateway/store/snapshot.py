@@ -25,7 +25,7 @@ import asyncpg
 from gateway.store.backend import Store
 from gateway.store.errors import StoreError
 from gateway.store.postgres import PostgresStore
-from gateway.store.postgres.connection import display, mapped_errors
+from gateway.store.postgres.connection import display, mapped_errors, stored_version
 from gateway.store.sqlite import SQLiteStore
 from gateway.store.sqlite_files import read_only_uri
 
@@ -192,7 +192,7 @@ async def restore_dump(dump: Path, dsn: str) -> tuple[int, dict[str, int]]:
     with mapped_errors(where):
         connection = await asyncpg.connect(dsn)
         try:
-            if await connection.fetchval("SELECT to_regclass('nightowl_schema')") is not None:
+            if await stored_version(connection) is not None:
                 raise StoreError(
                     f"{where} holds nightowl tables already: restore into an empty database"
                 )

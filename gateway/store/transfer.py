@@ -14,7 +14,7 @@ import asyncpg
 from gateway.store.backend import Store
 from gateway.store.errors import StoreError
 from gateway.store.postgres import PostgresStore
-from gateway.store.postgres.connection import display, mapped_errors
+from gateway.store.postgres.connection import display, mapped_errors, stored_version
 from gateway.store.postgres.handle import storable
 from gateway.store.postgres.schema import SCHEMA_VERSION as POSTGRES_VERSION
 from gateway.store.schema import SCHEMA_VERSION as SQLITE_VERSION
@@ -84,7 +84,7 @@ async def refuse_non_empty(dsn: str) -> None:
         raise StoreError(f"cannot reach {where}: {exc}") from exc
     try:
         with mapped_errors(where):
-            if await connection.fetchval("SELECT to_regclass('nightowl_schema')") is None:
+            if await stored_version(connection) is None:
                 return
             held = [
                 t for t in TABLES if await connection.fetchval(f"SELECT EXISTS (SELECT 1 FROM {t})")

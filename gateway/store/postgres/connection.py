@@ -171,9 +171,8 @@ class PgConnection(Opened):
 
     async def _require_current_schema(self) -> None:
         async with self._acquire() as connection:
-            exists = await connection.fetchval("SELECT to_regclass('nightowl_schema')")
-            version = await _version(connection) if exists else 0
-        if not exists:
+            version = await stored_version(connection)
+        if version is None:
             raise StoreError(
                 f"{self.path} holds no nightowl tables yet: start the gateway once", reason="empty"
             )
@@ -190,6 +189,13 @@ class PgConnection(Opened):
 async def _version(connection: asyncpg.Connection) -> int:
     value = await connection.fetchval("SELECT max(version) FROM nightowl_schema")
     return int(value or 0)
+
+
+async def stored_version(connection: asyncpg.Connection) -> int | None:
+    """The schema version nightowl's tables are at; None: the database holds none."""
+    if await connection.fetchval("SELECT to_regclass('nightowl_schema')") is None:
+        return None
+    return await _version(connection)
 
 
 def _refuse_newer(version: int, where: str) -> None:

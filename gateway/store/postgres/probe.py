@@ -9,7 +9,7 @@ import time
 import asyncpg
 
 from gateway.store.errors import StoreError
-from gateway.store.postgres.connection import DRIVER_ERRORS, display, mapped_errors
+from gateway.store.postgres.connection import DRIVER_ERRORS, display, mapped_errors, stored_version
 from gateway.store.postgres.schema import SCHEMA_VERSION
 from gateway.store.records import DatabaseProbe
 
@@ -28,7 +28,7 @@ async def probe(dsn: str, timeout: float) -> DatabaseProbe:
         with mapped_errors(where):
             second = await asyncpg.connect(dsn, timeout=timeout)
             try:
-                version = await _schema_version(first)
+                version = await stored_version(first)
                 taken, shared = await _locks(first, second)
                 before = time.time()
                 database = await first.fetchval("SELECT extract(epoch FROM clock_timestamp())")
@@ -46,12 +46,6 @@ async def probe(dsn: str, timeout: float) -> DatabaseProbe:
         float(database) - (before + after) / 2,
         (after - before) / 2,
     )
-
-
-async def _schema_version(connection: asyncpg.Connection) -> int | None:
-    if await connection.fetchval("SELECT to_regclass('nightowl_schema')") is None:
-        return None
-    return int(await connection.fetchval("SELECT max(version) FROM nightowl_schema") or 0)
 
 
 async def _locks(first: asyncpg.Connection, second: asyncpg.Connection) -> tuple[bool, bool]:
