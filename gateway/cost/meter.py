@@ -92,6 +92,16 @@ def _tokens(sizes: Iterable[tuple[int, int]], extra_chars: int) -> int:
     return (chars + 3) // 4 + images * IMAGE_TOKENS
 
 
+def _ttl(cache_ttl: str | None) -> CacheTTL:
+    return "1h" if cache_ttl == "1h" else "5m"
+
+
+def _paying(kind: str) -> tuple[str | None, str | None]:
+    """(chat, person) a call of ``kind`` is for: housekeeping is the chat's alone."""
+    payer = current()
+    return payer.chat, payer.person if kind not in HOUSEKEEPING else None
+
+
 def shared_prefix(before: Sequence[Message], now: Sequence[Message]) -> list[Message]:
     """The messages ``now`` starts with that the previous request also started with."""
     same: list[Message] = []
@@ -181,7 +191,7 @@ class CostMeter:
             prompt = min(prompt, most_prompt_tokens)
         prefix = shared_prefix(previous, messages)
         cached = _tokens(sizes[: len(prefix)], tools_chars) if prefix else 0
-        ttl: CacheTTL = "1h" if cache_ttl == "1h" else "5m"
+        ttl = _ttl(cache_ttl)
         return estimate_call(prompt, cached, max_tokens, self.price(provider), ttl)
 
     async def allow(
@@ -194,9 +204,8 @@ class CostMeter:
         if self.budgets == Budgets():
             return None
         estimate = self.estimate(kind, provider, messages, **request)
-        payer = current()
-        person = payer.person if kind not in HOUSEKEEPING else None
-        return await self.judge(person, payer.chat, estimate, housekeeping=kind in HOUSEKEEPING)
+        chat, person = _paying(kind)
+        return await self.judge(person, chat, estimate, housekeeping=kind in HOUSEKEEPING)
 
     async def judge(
         self,
@@ -277,7 +286,7 @@ class CostMeter:
     ) -> Decimal | None:
         """Keep what the call cost (None: unknown). A store failure is logged, never
         the caller's: the answer matters more than its bill."""
-        ttl: CacheTTL = "1h" if cache_ttl == "1h" else "5m"
+        ttl = _ttl(cache_ttl)
         cost = cost_of(usage, self.price(provider), ttl)
         await self.keep(
             self._entry(
@@ -318,11 +327,8 @@ class CostMeter:
         self, kind: str, provider: Provider, cost: Decimal | None, **tokens: int
     ) -> CostRecord:
         """A call's row, now, paid by whoever the turn is for (housekeeping: the chat)."""
-        payer = current()
-        person = payer.person if kind not in HOUSEKEEPING else None
-        return CostRecord(
-            self.clock(), payer.chat, person, kind, provider.model, cost=cost, **tokens
-        )
+        chat, person = _paying(kind)
+        return CostRecord(self.clock(), chat, person, kind, provider.model, cost=cost, **tokens)
 
     async def allow_transcription(
         self, model: str, base_url: str | None, seconds: float, chat: str, person: str | None
