@@ -321,6 +321,8 @@ class Run:
     usage: GatewayUsage
     start_to_poll: float  # seconds from spawning the process to its first getUpdates
     late_typing: int
+    pushes: dict[int, list[float]]  # per chat: when each message was pushed (monotonic s)
+    replies: dict[int, list[float]]  # per chat: when each reply reached the fake
 
     @property
     def cpu_per_turn_ms(self) -> float:
@@ -401,7 +403,7 @@ async def run_bot(
     pushes = dict(zip(chat_ids, (chat.pushes for chat in results), strict=True))
     late = late_typing(server, counter, pushes)
     return Run(bot, chats, per_chat, llm.request_count, elapsed, latencies, usage,
-               start_to_poll, late)  # fmt: skip
+               start_to_poll, late, pushes, counter.per_chat)  # fmt: skip
 
 
 async def gateway_round_trip(
