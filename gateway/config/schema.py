@@ -26,7 +26,7 @@ from gateway.config.models import AlternativeModelConfig, check_models
 from gateway.config.platforms import DiscordConfig as DiscordConfig
 from gateway.config.platforms import PlatformsConfig, check_platforms
 from gateway.config.platforms import TelegramConfig as TelegramConfig
-from gateway.config.routes import KEY_VARIABLES, ModelRoute, same_endpoint
+from gateway.config.routes import KEY_VARIABLES, ModelRoute, is_providers_own_api, same_endpoint
 from gateway.config.routes import NO_KEY_NEEDED as NO_KEY_NEEDED
 from gateway.config.routes import resolve_api_key as resolve_api_key
 from gateway.config.store import StoreConfig, store_problems
@@ -68,7 +68,7 @@ class ModelConfig:
     provider: Literal["openai", "anthropic"] = "openai"
     name: str = "gpt-4o-mini"
     base_url: str | None = None
-    #: None means: take OPENAI_API_KEY / ANTHROPIC_API_KEY from the environment.
+    #: None means: take OPENAI_API_KEY / ANTHROPIC_API_KEY from the environment (or .env).
     api_key: str | None = None
     context_length: int | None = field(default=None, metadata=_min(512))
     max_output_tokens: int = field(default=4096, metadata=_min(16))
@@ -218,8 +218,8 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
         return replace(config, data_dir=config.data_dir.expanduser())
     source = Path(path).expanduser()
     text = read_text(source)
-    for key, value in read_dotenv(source.parent / ".env").items():
-        env.setdefault(key, value)
+    dotenv = {k: v for k, v in read_dotenv(source.parent / ".env").items() if k not in env}
+    env |= dotenv
     raw, lines = read_yaml(text, source)
     if raw is None:
         raw = {}
@@ -228,10 +228,62 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
     config, problems = _parse(raw, env)
     if problems:
         raise ConfigError(locate(problems, lines, source))
+    config = _null_keys_from(config, env, dotenv)
     data_dir = config.data_dir.expanduser()
     if not data_dir.is_absolute():
         data_dir = (source.parent / data_dir).resolve()
     return replace(config, data_dir=data_dir, source=source)
+
+
+def _null_keys_from(config: Config, env: dict[str, str], dotenv: dict[str, str]) -> Config:
+    """``api_key: null`` means the provider's own variable (OPENAI_API_KEY...), and the
+    ``.env`` beside the config sets it as well as the environment does
+    (docs/operations.md#by-hand). The environment is read when a key is used; what only
+    ``dotenv`` holds is filled in here, where the file is read, for each model that goes
+    to its provider's own API (a custom endpoint still gets none, gateway/config/routes.py).
+    """
+
+    def own(provider: str, api_key: str | None, base_url: str | None) -> str | None:
+        if api_key or not is_providers_own_api(provider, base_url, env):
+            return api_key
+        return dotenv.get(KEY_VARIABLES[provider]) or None
+
+    model, aux = config.model, config.auxiliary.compression
+    listening = config.media.transcription
+    return replace(
+        config,
+        models={
+            key: replace(
+                choice,
+                api_key=own(
+                    choice.provider or model.provider,
+                    choice.api_key,
+                    choice.base_url
+                    or (model.base_url if choice.provider in (None, model.provider) else None),
+                ),
+            )
+            for key, choice in config.models.items()
+        },
+        model=replace(model, api_key=own(model.provider, model.api_key, model.base_url)),
+        auxiliary=replace(
+            config.auxiliary,
+            compression=replace(
+                aux,
+                api_key=own(aux.provider or model.provider, aux.api_key, aux.base_url)
+                if aux.model or aux.provider or aux.base_url
+                else aux.api_key,
+            ),
+        ),
+        media=replace(
+            config.media,
+            transcription=replace(
+                listening,
+                api_key=own("openai", listening.api_key, listening.base_url)
+                if listening.base_url
+                else listening.api_key,
+            ),
+        ),
+    )
 
 
 def parse_config(raw: dict[str, Any], environ: dict[str, str] | None = None) -> Config:

@@ -158,6 +158,28 @@ def test_dotenv_beside_the_config(tmp_path: Path) -> None:
     )
 
 
+def test_a_null_key_finds_the_providers_variable_in_dotenv(tmp_path: Path) -> None:
+    """The hand-made setup (docs/operations.md#by-hand): config.yaml.example's
+    ``api_key: null`` and OPENAI_API_KEY in the .env beside it. A custom endpoint still
+    gets no key from it."""
+    (tmp_path / "config.yaml").write_text(
+        "model:\n  api_key: null\n"
+        "models:\n  claude: {name: claude-x, provider: anthropic}\n"
+        "  local: {name: qwen, base_url: 'http://127.0.0.1:8080/v1'}\n"
+    )
+    (tmp_path / ".env").write_text("OPENAI_API_KEY=sk-from-dotenv\nANTHROPIC_API_KEY=sk-ant\n")
+    config = load_config(tmp_path / "config.yaml", environ={})
+    assert resolve_api_key("openai", config.model.api_key, None, {}) == "sk-from-dotenv"
+    assert config.models["claude"].api_key == "sk-ant"
+    assert config.models["local"].api_key is None  # a local server is sent no key
+    # The real environment wins over .env, as for ${VAR} (it is read when the key is used).
+    env = {"OPENAI_API_KEY": "sk-env"}
+    config = load_config(tmp_path / "config.yaml", environ=env)
+    assert resolve_api_key("openai", config.model.api_key, None, env) == "sk-env"
+    (tmp_path / "config.yaml").write_text("model:\n  base_url: http://127.0.0.1:9/v1\n")
+    assert load_config(tmp_path / "config.yaml", environ={}).model.api_key is None
+
+
 def test_bad_yaml_and_unreadable_files(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text("model: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
