@@ -148,6 +148,12 @@ class DeliveryError(NightowlError):
         self.chat_id = chat_id
 
 
+class StartError(DeliveryError):
+    """A platform refused the bot or could not be reached at start (a bad token, no
+    network, a setting the platform requires): one sentence for the operator, no secret
+    in it; ``nightowl run`` prints it and exits instead of a traceback."""
+
+
 @dataclass(frozen=True)
 class ChatMoved:
     """Not a message: a chat continues under another id (a Telegram group upgraded to a

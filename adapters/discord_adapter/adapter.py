@@ -87,8 +87,8 @@ class DiscordAdapter(Adapter):
     async def start(self, sink: InboundSink) -> None:
         """Log in, register slash commands, connect; returns once Discord sent READY.
 
-        Raises discord.py's ``LoginFailure`` for a bad token, ``PrivilegedIntentsRequired``
-        when the Message Content intent is off, ``TimeoutError`` when READY never comes.
+        Raises :class:`DiscordStartError` (its cause discord.py's or aiohttp's error) for
+        a bad token, the Message Content intent off, no network, or no READY in time.
         """
         if self._client is not None:
             raise RuntimeError("the Discord adapter is already running")
@@ -104,6 +104,9 @@ class DiscordAdapter(Adapter):
             self._connection = asyncio.create_task(client.connect(reconnect=True))
             self._connection.add_done_callback(self._log_connection_end)
             await self._wait_until_ready(self._connection)
+        except outbound.START_ERRORS as error:
+            await self._close_client()
+            raise outbound.start_failure(error) from error
         except BaseException:
             await self._close_client()
             raise

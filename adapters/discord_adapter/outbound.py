@@ -27,7 +27,7 @@ from typing import Any, Literal
 import aiohttp
 import discord
 
-from adapters.base import DeliveryError, OutboundMessage
+from adapters.base import DeliveryError, OutboundMessage, StartError
 from adapters.chunking import find_code_fences, split_message
 
 log = logging.getLogger(__name__)
@@ -212,6 +212,32 @@ def _plain_links_outside_code(text: str) -> str:
         return "\\" + match.group(0)
 
     return _CODE_OR_LINK.sub(plain, text)
+
+
+class DiscordStartError(StartError):
+    """Discord refused the bot or could not be reached at start."""
+
+
+#: What a failed start raises: discord.py's and the network's errors, a closed gateway.
+START_ERRORS = (*DISCORD_ERRORS, ConnectionError)
+
+
+def start_failure(error: BaseException) -> DiscordStartError:
+    """One sentence for the operator on why the start failed (never the token)."""
+    if isinstance(error, discord.LoginFailure):
+        why = "Discord refused the bot token — check platforms.discord.token"
+    elif isinstance(error, discord.PrivilegedIntentsRequired):
+        why = (
+            "the bot needs the Message Content intent — turn it on in Discord's developer"
+            " portal (Bot, Privileged Gateway Intents)"
+        )
+    elif isinstance(error, TimeoutError) and str(error):  # ours: no READY in time
+        why = str(error)
+    elif isinstance(error, (*NETWORK_ERRORS, ConnectionError)):
+        why = f"Discord cannot be reached ({type(error).__name__}: {error})"
+    else:
+        why = failure_reason(error)
+    return DiscordStartError(f"Discord adapter could not start: {why}", platform=PLATFORM)
 
 
 def failure_reason(error: BaseException) -> str:

@@ -22,6 +22,7 @@ from adapters.base import (
     OutboundMessage,
     PlatformTraits,
     ReplyStream,
+    StartError,
 )
 from adapters.telegram.calls import ApiCaller, http_request, redact, telegram_errors
 from adapters.telegram.delivery import Sender
@@ -46,7 +47,7 @@ _SEND_KEPT = 8
 _SEND_LIMITS = httpx.Limits(max_connections=SEND_CONNECTIONS, max_keepalive_connections=_SEND_KEPT)
 
 
-class TelegramStartError(DeliveryError):
+class TelegramStartError(StartError):
     """The adapter could not connect (bad token, unreachable API); message is redacted."""
 
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from adapters.base import Adapter
+from adapters.base import Adapter, StartError
 from adapters.console import ConsoleAdapter
 from gateway.app import Gateway
 from gateway.build import platform_adapters
@@ -38,6 +38,8 @@ log = logging.getLogger("nightowl")
 EXIT_CONFIG = 2
 #: The database cannot be used (in use by another process, unreadable, damaged...).
 EXIT_STORE = 1
+#: A platform refused the bot or could not be reached at start.
+EXIT_START = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:  # the database cannot be used: one line, never a traceback
         print(f"nightowl: {exc}", file=sys.stderr)
         return EXIT_STORE
+    except StartError as exc:  # a bad token, no network: as doctor says it, one line
+        print(f"nightowl: {exc}", file=sys.stderr)
+        return EXIT_START
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@ import pytest
 
 from adapters.base import OutboundMessage
 from adapters.discord_adapter import DiscordAdapter
+from adapters.discord_adapter.outbound import DiscordStartError
 from gateway.conversation.command_registry import MENU
 from tests.adapters.discord_fixtures import fake_and_adapter, settings
 from tests.fakes.discord_server import running_fake_discord
@@ -141,21 +142,24 @@ async def test_a_rejected_token_fails_start_without_logging_it() -> None:
     async with running_fake_discord() as fake:
         fake.reject_token = True
         adapter = DiscordAdapter(settings())
-        with pytest.raises(discord.LoginFailure):
+        with pytest.raises(DiscordStartError, match="refused the bot token") as raised:
             await adapter.start(RecordingSink())
         await adapter.stop()
 
     assert fake.identify_payloads == []
     assert "test-token" not in repr(adapter.settings)
+    assert isinstance(raised.value.__cause__, discord.LoginFailure)
+    assert "test-token" not in str(raised.value)
 
 
 async def test_a_missing_message_content_intent_fails_start_clearly() -> None:
     async with running_fake_discord() as fake:
         fake.close_on_identify = 4014
         adapter = DiscordAdapter(settings())
-        with pytest.raises(discord.PrivilegedIntentsRequired):
+        with pytest.raises(DiscordStartError, match="Message Content intent") as raised:
             await adapter.start(RecordingSink())
         await adapter.stop()
+    assert isinstance(raised.value.__cause__, discord.PrivilegedIntentsRequired)
 
     assert len(fake.identify_payloads) == 1
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gateway.store import NewMessage, SessionOrigin, SQLiteStore
 from tests.child_process import (
@@ -25,6 +26,7 @@ from tests.child_process import (
     write_config,
 )
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
+from tests.fakes.telegram_server import FakeTelegram
 from tests.harness import HeldAnswers
 
 
@@ -56,6 +58,25 @@ async def test_run_without_an_llm_key_says_what_to_set(tmp_path: Path) -> None:
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "OPENAI_API_KEY" in lines[0]
+
+
+async def test_run_with_a_refused_bot_token_says_so_in_one_line(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    """As doctor says it, not as a traceback: the fake answers 401 to a token it does
+    not know, as the Bot API does."""
+    config = write_config(tmp_path, fake_llm)
+    raw = yaml.safe_load(config.read_text())
+    raw["platforms"] = {
+        "telegram": {"enabled": True, "token": "999:WRONG", "base_url": telegram.base_url}
+    }
+    config.write_text(yaml.safe_dump(raw))
+    code, _, err = await nightowl("run", "-c", str(config), cwd=tmp_path)
+    assert code == 1
+    assert "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.startswith("nightowl: ")]
+    assert "Telegram adapter could not start" in line and "rejected" in line
+    assert "999:WRONG" not in err
 
 
 async def test_an_invalid_config_is_refused_with_the_key_path(tmp_path: Path) -> None:
