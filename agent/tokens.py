@@ -36,6 +36,11 @@ MESSAGE_OVERHEAD_TOKENS = 3
 
 _IMAGE_PART_TYPES = frozenset({"image_url", "image", "input_image"})
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+#: Said when tiktoken's files could not be fetched and none are installed.
+OFFLINE_HINT = (
+    " (a machine with no internet: pip install 'nightowl[offline]', or '.[offline]' from a"
+    " checkout, installs the tokenizer's files)"
+)
 #: How long the network loader may take before counting settles for the rough estimate.
 DOWNLOAD_TIMEOUT_SECONDS = 10.0
 
@@ -338,7 +343,11 @@ def load_encoding(name: str) -> Any:
         try:
             encoding = _get_encoding_bounded(name, DOWNLOAD_TIMEOUT_SECONDS)
         except RuntimeError as exc:
-            log.warning("exact token counts unavailable, using the rough estimate: %s", exc)
+            log.warning(
+                "exact token counts unavailable, using the rough estimate: %s%s",
+                str(exc).splitlines()[0][:300],
+                "" if importlib.util.find_spec("bpe_openai") else OFFLINE_HINT,
+            )
             _failed.add(name)
             return None
         _encodings[name] = encoding

@@ -387,6 +387,7 @@ def summary_model_route(config: Config) -> ModelRoute | None:
 def missing_llm_key_message(config: Config) -> str:
     variable = KEY_VARIABLES.get(config.model.provider, "OPENAI_API_KEY")
     return (
-        f"No LLM key configured: set {variable} in the environment (or model.api_key in "
-        f"config.yaml, or model.base_url for a local OpenAI-compatible server)."
+        f"No LLM key configured: set {variable} in the environment or the .env beside "
+        f"config.yaml (or model.api_key in config.yaml, or model.base_url for a local "
+        f"OpenAI-compatible server)."
     )

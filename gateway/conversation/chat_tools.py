@@ -9,6 +9,7 @@ a key they cannot place is a group's (:meth:`Platforms.is_private_chat`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -73,6 +74,10 @@ def _names(names: Iterable[str]) -> str:
     return ", ".join(listed) if listed else "no tools listed yet"
 
 
+#: A sentence ends at a full stop before a capital or a digit, not at "e.g." nor "i.e.".
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.\s+(?=[A-Z0-9])")
+
+
 def _first_sentence(text: str, limit: int = 90) -> str:
-    sentence = text.strip().split(". ", 1)[0].rstrip(".")
+    sentence = _SENTENCE_END.split(text.strip(), maxsplit=1)[0].rstrip(".")
     return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"

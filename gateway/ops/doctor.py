@@ -83,7 +83,7 @@ async def run_doctor(
     try:
         config = load_config(config_path)
     except ConfigError as exc:
-        report.add(Check("config", False, str(exc), "fix that key (see config.yaml.example)"))
+        report.add(Check("config", False, str(exc), _config_hint(config_path, exc)))
         return 1
     setup_logging(config, fmt=log_format)
     report.secrets = configured_secrets(config)
@@ -108,10 +108,19 @@ async def run_doctor(
 # -- config and secrets --------------------------------------------------------------------
 
 
+def _config_hint(path: str | Path | None, error: ConfigError) -> str:
+    if path is not None and not Path(path).expanduser().is_file():
+        return "check the path, or run `nightowl init` to write one"
+    several = len(str(error).splitlines()) > 1
+    return f"fix {'the keys above' if several else 'that key'} (see config.yaml.example)"
+
+
 def describe_config(config: Config) -> Check:
     if config.source is None:
         looked = ", ".join(str(p) for p in default_config_paths())
-        where = f"no config file ({looked} not found): built-in defaults"
+        where = (
+            f"no config file ({looked} not found): built-in defaults; `nightowl init` writes one"
+        )
     else:
         where = str(config.source.absolute())
     platforms = [
@@ -135,7 +144,7 @@ def check_secrets(config: Config) -> Check:
     model = config.model
     key = resolve_api_key(model.provider, model.api_key, model.base_url)
     if key is None:
-        return Check("secrets", False, "no LLM key", missing_llm_key_message(config))
+        return Check("secrets", False, missing_llm_key_message(config).rstrip("."))
     found = ["LLM key found" if key != NO_KEY_NEEDED else "no LLM key needed (local server)"]
     for name in ("telegram", "discord"):
         if getattr(config.platforms, name).enabled:

@@ -257,8 +257,8 @@ def install_service(config: Config, args: Any) -> int:
     """``nightowl install-service``: write the unit, print what to run next."""
     if config.source is None:
         print(
-            "nightowl: install-service needs a config file (-c PATH); start from "
-            "config.yaml.example and keep secrets in a .env beside it",
+            "nightowl: install-service needs a config file (-c PATH): `nightowl init` writes"
+            " one (or start from config.yaml.example, with secrets in a .env beside it)",
             file=sys.stderr,
         )
         return 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 
@@ -174,3 +175,22 @@ def test_bundled_encoding_data_seeds_tiktokens_cache_with_the_verified_file(tmp_
         == "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
     )
     assert list(tmp_path.iterdir()) == [cached]  # no temp file left behind
+
+
+def test_a_tokenizer_that_cannot_load_says_how_to_install_its_files_offline(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """tiktoken refuses an encoding it does not know with no network involved; with
+    bpe-openai absent, the warning names the offline extra."""
+    real_find_spec = importlib.util.find_spec
+
+    def without_bpe_openai(name: str, *args: object) -> object:
+        return None if name == "bpe_openai" else real_find_spec(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_bpe_openai)
+    with caplog.at_level(logging.WARNING, logger="agent.tokens"):
+        assert tokens.load_encoding("no_such_encoding") is None
+    [record] = caplog.records
+    assert "rough estimate" in record.getMessage()
+    assert "pip install 'nightowl[offline]'" in record.getMessage()
+    tokens._failed.discard("no_such_encoding")

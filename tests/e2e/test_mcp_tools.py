@@ -140,6 +140,8 @@ async def test_tools_reach_groups_only_when_configured(tmp_path: Path) -> None:
         assert not any(name.startswith(("mine__", "one__")) for name in in_group)
         assert "team (up): team__echo" in listing and "mine" not in listing
         assert "session_search" in listing
+        # A description's first sentence, not cut at its "e.g.".
+        assert "schedule_message — Send a message to this chat later, e.g. a reminder" in listing
 
 
 async def test_a_streamable_http_server_with_images_and_resources(tmp_path: Path) -> None:

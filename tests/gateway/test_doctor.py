@@ -113,6 +113,10 @@ def test_a_broken_config_is_reported_with_exit_1(
         f'✗ config: {config}:2: compression.threshold: expected a number between 0 and 1, got "high"'
         " — fix that key (see config.yaml.example)"
     ]
+    assert main(["doctor", "-c", str(tmp_path / "nope.yaml")]) == 1
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.startswith("✗ config: ") and "cannot read the file" in line
+    assert line.endswith(" — check the path, or run `nightowl init` to write one")
 
 
 async def test_an_unreachable_provider_is_reported(tmp_path: Path) -> None:
