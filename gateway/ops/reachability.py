@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.providers import ProviderError, ProviderSettings, make_provider
-from gateway.config.routes import KEY_VARIABLES, NO_KEY_NEEDED, OFFICIAL_HOSTS, ModelRoute
+from agent.window_table import DEFAULT_CONTEXT_LENGTH, static_context_length
+from gateway.config.routes import (
+    KEY_VARIABLES,
+    NO_KEY_NEEDED,
+    OFFICIAL_HOSTS,
+    ModelRoute,
+    is_providers_own_api,
+)
 from gateway.config.schema import Config, main_model_route, resolve_api_key, summary_model_route
 
 
@@ -52,9 +59,27 @@ async def check_providers(config: Config, timeout: float) -> list[Check]:
     return checks
 
 
+def _unsaid_window(route: ModelRoute, configured: int | None) -> Check | None:
+    """A self-hosted server that does not say its window, for a model the table does not
+    know and no ``model.context_length``: the window is a guess, said here, not only in
+    /status (a guess larger than what the server serves is cut silently by some)."""
+    if configured or is_providers_own_api(route.provider, route.base_url):
+        return None
+    if static_context_length(route.name) is not None:
+        return None
+    return Check(
+        "window",
+        True,
+        f"the server does not say what window it serves {route.name} with: nightowl assumes"
+        f" {DEFAULT_CONTEXT_LENGTH:,} tokens (a cautious guess) until an overflow says"
+        " otherwise; set model.context_length to what it serves",
+    )
+
+
 async def check_window(route: ModelRoute, configured: int | None, timeout: float) -> Check | None:
     """What the server says it serves the model with (docs/design.md#served-window),
-    against ``model.context_length``; None when it does not say (a hosted API)."""
+    against ``model.context_length``; None when a hosted API does not say, or the window
+    is configured or known."""
     key = resolve_api_key(route.provider, route.api_key, route.base_url)
     provider = make_provider(
         ProviderSettings(route.provider, route.name, api_key=key, base_url=route.base_url)
@@ -67,7 +92,7 @@ async def check_window(route: ModelRoute, configured: int | None, timeout: float
     finally:
         await provider.aclose()
     if served is None:
-        return None
+        return _unsaid_window(route, configured)
     if served.tokens is None:
         declared = f" (it declares {served.declared:,})" if served.declared else ""
         return Check(

@@ -91,12 +91,16 @@ async def test_all_good_against_the_fakes_exits_0(tmp_path: Path, fake_llm: Fake
         "config",
         "secrets",
         "provider",
+        "window",
         "telegram",
         "discord",
         "database",
         "permissions",
     ]
     assert "fake-model at http" in line(lines, "provider")
+    # The fake does not say its window and the table does not know "fake-model".
+    assert "nightowl assumes 32,768 tokens (a cautious guess)" in line(lines, "window")
+    assert "set model.context_length" in line(lines, "window")
     assert "@NightowlBot" in line(lines, "telegram")
     assert "integrity ok, schema v" in line(lines, "database")
     assert fake_llm.requests[-1].max_tokens == 1  # the check costs a handful of tokens
