@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"nightowl: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    setup_logging(config, fmt=args.log_format, chat=args.command == "chat")
+    setup_logging(config, fmt=args.log_format, chat=_chats_in_this_terminal(args, config))
     try:
         return int(args.handler(config, args) or 0)
     except StoreError as exc:  # the database cannot be used: one line, never a traceback
@@ -69,6 +69,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StartError as exc:  # a bad token, no network: as doctor says it, one line
         print(f"nightowl: {exc}", file=sys.stderr)
         return EXIT_START
+
+
+def _chats_in_this_terminal(args: argparse.Namespace, config: Config) -> bool:
+    """``chat``, or ``run`` with only the console in a terminal: the conversation has the
+    terminal, and the logs go to chat.log (gateway/logs.py). Under systemd, or with a
+    platform beside the console, ``run`` logs to stderr."""
+    if args.command == "chat":
+        return True
+    alone = not (config.platforms.telegram.enabled or config.platforms.discord.enabled)
+    return args.command == "run" and alone and config.console_enabled and sys.stdin.isatty()
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -396,3 +396,19 @@ async def test_chat_keeps_log_lines_out_of_the_conversation(
     assert err == "", "no INFO telemetry or SDK retry lines between chat lines"
     log = (tmp_path / "data" / "chat.log").read_text()
     assert "Retrying request" in log and "model fake-model via" in log
+
+
+async def test_run_with_only_the_console_in_a_terminal_logs_to_chat_log(
+    tmp_path: Path, fake_llm: FakeLLM, spawn: Spawn
+) -> None:
+    """`nightowl run` with no platform is the same conversation as `nightowl chat`: its
+    INFO lines go to chat.log, not between the prompts."""
+    config = str(write_config(tmp_path, fake_llm))
+    fake_llm.script(Reply("hello there"))
+    chat = await spawn("run", "-c", config, cwd=tmp_path, terminal=True)
+    await chat.out.expect("you › ")
+    await chat.say("hi")
+    await chat.out.expect("owl › hello there")
+    assert await chat.end() == 0
+    assert "INFO" not in chat.err.text and "INFO" not in chat.out.text
+    assert "model fake-model via" in (tmp_path / "data" / "chat.log").read_text()
