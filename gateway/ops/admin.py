@@ -82,7 +82,12 @@ async def run_sessions_command(
 
 async def _read_only_action(store: Store, args: Any, out: TextIO, err: TextIO) -> int:
     if args.action == "list":
-        print_table(await store.operator.list_sessions(), out)
+        sessions = await store.operator.list_sessions()
+        ended = await store.operator.ended_sessions() if not sessions else 0
+        if ended:
+            print(f"No current sessions; {ended} ended {EXPORT_HINT}.", file=out)
+        else:
+            print_table(sessions, out)
         return 0
     if args.action == "show":
         return await show_session(store, args.key, out, err, full=args.full)
@@ -94,6 +99,9 @@ async def _read_only_action(store: Store, args: Any, out: TextIO, err: TextIO) -
 
 
 # -- list ----------------------------------------------------------------------------------
+
+#: Where an ended session's messages are (a chat's /new or /reset ends its session).
+EXPORT_HINT = "by /new, /reset or a compression: `nightowl sessions export KEY` writes them out"
 
 
 def print_table(sessions: list[SessionSummary], out: TextIO) -> None:
@@ -134,7 +142,9 @@ async def show_session(
 ) -> int:
     record = await store.conversation.current_session(key)
     if record is None:
-        print(f"nightowl: no current session {key!r} (see: nightowl sessions list)", file=err)
+        ended = await store.operator.ended_sessions(key)
+        why = f"{ended} ended {EXPORT_HINT}" if ended else "see: nightowl sessions list"
+        print(f"nightowl: no current session {key!r} ({why})", file=err)
         return 1
     rows = await store.conversation.load_active(record.id)
     sessions = await store.operator.list_sessions()

@@ -41,6 +41,17 @@ class SqlOperator:
             for row in rows
         ]
 
+    async def ended_sessions(self, session_key: str | None = None) -> int:
+        """How many sessions have ended (by /new or /reset), of ``session_key``
+        or of every chat: their messages stay, for ``sessions export``."""
+        where = "ended_at IS NOT NULL" + (" AND session_key = ?" if session_key else "")
+        async with self.connection.read() as db:
+            rows = await db.fetch_all(
+                f"SELECT COUNT(*) AS n FROM sessions WHERE {where}",
+                (session_key,) if session_key else (),
+            )
+        return int(rows[0]["n"])
+
     async def export_rows(self, session_key: str) -> list[tuple[str, StoredMessage]]:
         async with self.connection.read() as db:
             rows = await db.fetch_all(

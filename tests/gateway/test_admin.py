@@ -272,3 +272,23 @@ def test_show_prints_control_characters_visibly_and_export_keeps_them(
     ) in out
     code, out, _ = sessions(capsys, config, "export", "console:x")
     assert json.loads(out.splitlines()[-1])["content"] == hostile  # the export is exact
+
+
+def test_after_new_the_ended_sessions_are_named_with_how_to_export_them(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def end_both() -> None:
+        async with SQLiteStore(tmp_path / "data" / "state.db") as store:
+            for key in ("telegram:100", "discord:200"):
+                record = await store.conversation.current_session(key)
+                assert record is not None
+                await store.conversation.end_session(record.id, "new")
+
+    asyncio.run(end_both())
+    code, out, _ = sessions(capsys, config, "list")
+    assert code == 0 and out.startswith("No current sessions; 2 ended by /new")
+    assert "nightowl sessions export KEY" in out
+    code, _, err = sessions(capsys, config, "show", "telegram:100")
+    assert code == 1 and "no current session 'telegram:100' (1 ended by /new" in err
+    code, out, _ = sessions(capsys, config, "export", "telegram:100")
+    assert code == 0 and "X1234567" in out  # still there to export
