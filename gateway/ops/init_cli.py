@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from adapters.base import DeliveryError
 from agent.providers import ProviderError
-from gateway.config.routes import KEY_VARIABLES, NO_KEY_NEEDED, ModelRoute
+from gateway.config.routes import KEY_VARIABLES, NO_KEY_NEEDED, OFFICIAL_HOSTS, ModelRoute
 from gateway.config.schema import load_config, parse_config
 from gateway.conversation.pairing import printable
 from gateway.ops.init_files import Answers, Model, Platform, write_files
@@ -303,7 +303,7 @@ class Interview:
         try:
             models = listed_models(provider, key, None, self.timeout)
         except ProviderError as exc:
-            show(Check("model", False, str(exc)))
+            show(Check("model", False, f"{OFFICIAL_HOSTS[provider]}: {exc}"))
             return None
         name = self.model_name(models, DEFAULT_MODELS.get(provider))
         return Model(provider, name, key_variable=variable, key=key)

@@ -87,8 +87,8 @@ def render_config(answers: Answers) -> str:
     today = datetime.date.today().isoformat()
     head = (
         f"# Written by `nightowl init` on {today}; every key, with its default, is in\n"
-        "# config.yaml.example. data_dir '.' is this file's directory. Secrets are in the\n"
-        "# .env beside this file and named here as ${VARIABLES}.\n"
+        "# nightowl's config.yaml.example. A relative data_dir is taken from this file's\n"
+        "# directory. Secrets are in the .env beside this file, named here as ${VARIABLES}.\n"
     )
     return head + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
 
