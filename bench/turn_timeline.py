@@ -8,7 +8,10 @@ instant fake model), each message pushed once the previous reply arrived. The ch
 records when each trip to SQLite's thread and each HTTP request started and ended
 (``time.monotonic``: one clock for every process on Linux); the driver knows when each
 message was pushed and when its reply reached the fake. Printed, per bot: each step of a
-turn in order, the median of when it started after the push and how long it took.
+turn in order, the median of when it started after the push and how long it took. A
+streamed request's time is until its headers; its body is read after (the model's
+reply, a few chunks from the instant fake). Steps are matched by their place in the
+turn: one that comes only sometimes (a checkpoint, an extra poll) is left out.
 
 This explains the one-chat rows of ``telegram_roundtrip.py --mode floor``
 (docs/design.md#against-a-bare-bot). The instruments are patched into the child here,

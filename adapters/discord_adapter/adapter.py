@@ -124,7 +124,10 @@ class DiscordAdapter(Adapter):
             return
         ready.cancel()
         if connection not in done:
-            raise TimeoutError(f"Discord sent no READY within {timeout:g} s")
+            raise outbound.DiscordStartError(
+                f"Discord adapter could not start: no READY within {timeout:g} s",
+                platform=outbound.PLATFORM,
+            )
         error = connection.exception()
         raise error or ConnectionError("Discord closed the connection before READY")
 

@@ -231,8 +231,6 @@ def start_failure(error: BaseException) -> DiscordStartError:
             "the bot needs the Message Content intent — turn it on in Discord's developer"
             " portal (Bot, Privileged Gateway Intents)"
         )
-    elif isinstance(error, TimeoutError) and str(error):  # ours: no READY in time
-        why = str(error)
     elif isinstance(error, (*NETWORK_ERRORS, ConnectionError)):
         why = f"Discord cannot be reached ({type(error).__name__}: {error})"
     else:

@@ -20,9 +20,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from gateway.config.alerts import AlertsConfig, check_alerts
 from gateway.config.cost import BudgetsConfig, PriceConfig
 from gateway.config.dashboard import DashboardConfig
-from gateway.config.media import MediaConfig
+from gateway.config.media import MediaConfig, transcription_route
 from gateway.config.memory import MemoryConfig
-from gateway.config.models import AlternativeModelConfig, check_models
+from gateway.config.models import AlternativeModelConfig, check_models, model_choices
 from gateway.config.platforms import DiscordConfig as DiscordConfig
 from gateway.config.platforms import PlatformsConfig, check_platforms
 from gateway.config.platforms import TelegramConfig as TelegramConfig
@@ -239,50 +239,37 @@ def _null_keys_from(config: Config, env: dict[str, str], dotenv: dict[str, str])
     """``api_key: null`` means the provider's own variable (OPENAI_API_KEY...), and the
     ``.env`` beside the config sets it as well as the environment does
     (docs/operations.md#by-hand). The environment is read when a key is used; what only
-    ``dotenv`` holds is filled in here, where the file is read, for each model that goes
-    to its provider's own API (a custom endpoint still gets none, gateway/config/routes.py).
-    """
+    ``dotenv`` holds is filled in here, where the file is read. Each model's route is
+    worked out as it will be used (its endpoint and the key it inherits), and only a
+    route to its provider's own API that still has no key gets the variable: a custom
+    endpoint never does (gateway/config/routes.py)."""
 
-    def own(provider: str, api_key: str | None, base_url: str | None) -> str | None:
-        if api_key or not is_providers_own_api(provider, base_url, env):
-            return api_key
-        return dotenv.get(KEY_VARIABLES[provider]) or None
+    def key_for(route: ModelRoute | None) -> str | None:
+        if (
+            route is None
+            or route.api_key
+            or not is_providers_own_api(route.provider, route.base_url, env)
+        ):
+            return None
+        return dotenv.get(KEY_VARIABLES.get(route.provider, "")) or None
 
-    model, aux = config.model, config.auxiliary.compression
+    if main_key := key_for(main_model_route(config)):
+        config = replace(config, model=replace(config.model, api_key=main_key))
+    main = main_model_route(config)
+    if summary_key := key_for(summary_model_route(config)):
+        compression = replace(config.auxiliary.compression, api_key=summary_key)
+        config = replace(config, auxiliary=replace(config.auxiliary, compression=compression))
+    choices = model_choices(config.model, config.models)
+    models = {
+        key: replace(choice, api_key=key_for(choices[key].route) or choice.api_key)
+        for key, choice in config.models.items()
+    }
     listening = config.media.transcription
+    heard = key_for(transcription_route(listening, main)) or listening.api_key
     return replace(
         config,
-        models={
-            key: replace(
-                choice,
-                api_key=own(
-                    choice.provider or model.provider,
-                    choice.api_key,
-                    choice.base_url
-                    or (model.base_url if choice.provider in (None, model.provider) else None),
-                ),
-            )
-            for key, choice in config.models.items()
-        },
-        model=replace(model, api_key=own(model.provider, model.api_key, model.base_url)),
-        auxiliary=replace(
-            config.auxiliary,
-            compression=replace(
-                aux,
-                api_key=own(aux.provider or model.provider, aux.api_key, aux.base_url)
-                if aux.model or aux.provider or aux.base_url
-                else aux.api_key,
-            ),
-        ),
-        media=replace(
-            config.media,
-            transcription=replace(
-                listening,
-                api_key=own("openai", listening.api_key, listening.base_url)
-                if listening.base_url
-                else listening.api_key,
-            ),
-        ),
+        models=models,
+        media=replace(config.media, transcription=replace(listening, api_key=heard)),
     )
 
 

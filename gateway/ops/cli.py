@@ -78,7 +78,14 @@ def _chats_in_this_terminal(args: argparse.Namespace, config: Config) -> bool:
     if args.command == "chat":
         return True
     alone = not (config.platforms.telegram.enabled or config.platforms.discord.enabled)
-    return args.command == "run" and alone and config.console_enabled and sys.stdin.isatty()
+    return args.command == "run" and alone and config.console_enabled and _in_a_terminal()
+
+
+def _in_a_terminal() -> bool:
+    try:  # stdin may be closed (``<&-``) or None
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (OSError, ValueError):
+        return False
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -71,8 +71,8 @@ def _unsaid_window(route: ModelRoute, configured: int | None) -> Check | None:
         "window",
         True,
         f"the server does not say what window it serves {route.name} with: nightowl assumes"
-        f" {DEFAULT_CONTEXT_LENGTH:,} tokens (a cautious guess) until an overflow says"
-        " otherwise; set model.context_length to what it serves",
+        f" {DEFAULT_CONTEXT_LENGTH:,} tokens (a cautious guess) unless an overflow already"
+        " taught it the real one; set model.context_length to what it serves",
     )
 
 

@@ -7,17 +7,22 @@ import typing
 from pathlib import Path
 
 import pytest
+import yaml
 
 from adapters.discord_adapter.settings import DiscordSettings
 from adapters.telegram.settings import TelegramSettings
+from gateway.config.media import transcription_route
+from gateway.config.models import model_choices
 from gateway.config.platforms import DiscordConfig, TelegramConfig
 from gateway.config.schema import (
     Config,
     ConfigError,
     load_config,
+    main_model_route,
     missing_llm_key_message,
     parse_config,
     resolve_api_key,
+    summary_model_route,
 )
 
 
@@ -178,6 +183,51 @@ def test_a_null_key_finds_the_providers_variable_in_dotenv(tmp_path: Path) -> No
     assert resolve_api_key("openai", config.model.api_key, None, env) == "sk-env"
     (tmp_path / "config.yaml").write_text("model:\n  base_url: http://127.0.0.1:9/v1\n")
     assert load_config(tmp_path / "config.yaml", environ={}).model.api_key is None
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        # A proxy with its own key: the summary model inherits that key, not OpenAI's.
+        {"base_url": "https://openrouter.ai/api/v1", "api_key": "${OPENROUTER_API_KEY}"},
+        # A local server: neither it nor a summary model on it is sent OpenAI's key.
+        {"base_url": "http://127.0.0.1:11434/v1"},
+    ],
+)
+def test_a_dotenv_key_never_goes_to_a_custom_endpoint(tmp_path: Path, model: dict) -> None:
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"name": "m"} | model,
+                "auxiliary": {"compression": {"model": "cheap-model"}},
+                "models": {"other": {"name": "o"}},
+                "media": {"transcription": {"enabled": True}},
+            }
+        )
+    )
+    (tmp_path / ".env").write_text("OPENAI_API_KEY=sk-openai\nOPENROUTER_API_KEY=sk-or\n")
+    config = load_config(config_file, environ={})
+    routes = [main_model_route(config), summary_model_route(config)]
+    routes += [choice.route for choice in model_choices(config.model, config.models).values()]
+    routes.append(transcription_route(config.media.transcription, routes[0]))
+    for route in routes:
+        assert route is not None and route.base_url == model["base_url"]
+        assert route.api_key in ("sk-or" if "openrouter" in model["base_url"] else None,)
+
+
+def test_transcription_beside_an_anthropic_model_finds_the_dotenv_openai_key(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "config.yaml").write_text(
+        "model: {provider: anthropic, name: claude-x}\n"
+        "media: {transcription: {enabled: true}}\n"  # OpenAI's own API: no base_url
+    )
+    (tmp_path / ".env").write_text("OPENAI_API_KEY=sk-openai\nANTHROPIC_API_KEY=sk-ant\n")
+    config = load_config(tmp_path / "config.yaml", environ={})
+    assert config.model.api_key == "sk-ant"
+    route = transcription_route(config.media.transcription, main_model_route(config))
+    assert route is not None and route.api_key == "sk-openai"
 
 
 def test_bad_yaml_and_unreadable_files(tmp_path: Path) -> None:

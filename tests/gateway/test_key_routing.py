@@ -190,6 +190,7 @@ async def test_doctor_says_how_to_send_a_withheld_key_to_a_custom_endpoint(
             "api_key": "${OPENAI_API_KEY}",
         }
         config = parse_config({"model": written}, {"OPENAI_API_KEY": ENV_KEY})
-        [check] = await check_providers(config, timeout=CEILING)
+        [check, window] = await check_providers(config, timeout=CEILING)
         assert check.ok, check
+        assert window.name == "window" and "cautious guess" in window.detail
         assert keys(proxy) == {NO_KEY_NEEDED, ENV_KEY}
