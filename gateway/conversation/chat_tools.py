@@ -75,7 +75,7 @@ def _names(names: Iterable[str]) -> str:
 
 
 #: A sentence ends at a full stop before a capital or a digit, not at "e.g." nor "i.e.".
-_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.\s+(?=[A-Z0-9])")
+_SENTENCE_END = re.compile(r"(?<!\b[eE]\.g)(?<!\b[iI]\.e)\.\s+(?=[A-Z0-9])")
 
 
 def _first_sentence(text: str, limit: int = 90) -> str:
