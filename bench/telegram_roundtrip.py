@@ -31,9 +31,11 @@ Every child loads nightowl from bytecode, as an installed nightowl does
 (bench/support.py: ``bytecode_as_installed``).
 
 ``--mode floor``: bench/floor_raw.py (aiohttp, no SDKs, no storage: the limit),
-bench/floor_bot.py (python-telegram-bot + the openai SDK) and nightowl back to back on
-fresh fakes under three loads — one chat, 50 chats x 20, ``--big-chats`` (1,000) x 3 —
-each figure the median of ``--rounds``; ratios to both floors. Issue 31's targets:
+bench/floor_bot.py (python-telegram-bot + the openai SDK), the same bot storing and
+syncing each message and answer ("stored": what losing nothing costs a bare bot) and
+nightowl back to back on fresh fakes under three loads — one chat, 50 chats x 20,
+``--big-chats`` (1,000) x 3 — each figure the median of ``--rounds``; ratios to each
+floor. Issue 31's targets:
 peak RSS <= 1.0x the floor at 50 and 1,000 chats; 50 chats: turns/s >= 0.95x, p99
 <= 1.0x; 1,000 chats: turns/s >= 1.3x; one chat: p50 and CPU per turn <= 1.0x.
 """
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import multiprocessing
 import resource
@@ -282,13 +285,18 @@ def late_typing(server: FakeTelegram, counter: SentCounter, pushes: dict[int, li
     return late
 
 
-def serve_floor(urls: tuple[str, str, str], stop: Any, report: Any, raw: bool = False) -> None:
-    """Child process: bench/floor_bot.py (``raw``: bench/floor_raw.py), reporting its usage
-    as ``serve_gateway`` does."""
-    if raw:
+def serve_floor(
+    urls: tuple[str, str, str], stop: Any, report: Any, bot: str, data_dir: str
+) -> None:
+    """Child process: bench/floor_bot.py (``stored``: with its database in ``data_dir``;
+    ``raw``: bench/floor_raw.py), reporting its usage as ``serve_gateway`` does."""
+    if bot == "raw":
         from floor_raw import serve  # bench/floor_raw.py
     else:
         from floor_bot import serve  # bench/floor_bot.py
+
+        if bot == "stored":
+            serve = functools.partial(serve, database=str(Path(data_dir) / "floor.db"))
 
     logging.basicConfig(level=logging.WARNING)
     started: list[tuple[resource.struct_rusage, float]] = []
@@ -374,9 +382,9 @@ async def run_bot(
                 raw["turns_at_once"] = turns_at_once
             if dashboard:  # idle: nobody looks at it while the chats talk
                 raw["dashboard"] = {"enabled": True, "port": 0, "token": "bench-token-0123456789"}
-            if bot in ("floor", "raw"):
+            if bot in FLOORS:
                 urls = (server.token, server.base_url, llm.openai_base_url)
-                floor_args = (urls, stop, report, bot == "raw")
+                floor_args = (urls, stop, report, bot, data_dir)
                 child = context.Process(target=serve_floor, args=floor_args)
             else:
                 child = context.Process(target=serve_gateway, args=(raw, stop, report))
@@ -434,14 +442,16 @@ async def gateway_round_trip(
 
 
 Loads = dict[str, tuple[int, int]]
-BOTS = ("raw", "floor", "nightowl")
+FLOORS = ("raw", "floor", "stored")
+BOTS = (*FLOORS, "nightowl")
 
 
 async def against_the_floor(loads: Loads, rounds: int) -> None:
-    """The raw floor, the python-telegram-bot floor and nightowl back to back on fresh
-    fakes under each load, ``rounds`` times in turn; each figure the median of the rounds
-    (one run varies by 10-20%). Ratios: nightowl to the floor (the targets of issues 18
-    and 31), and nightowl to the raw floor (the limit)."""
+    """The floors (raw, python-telegram-bot, and that bot storing each message) and
+    nightowl back to back on fresh fakes under each load, ``rounds`` times in turn; each
+    figure the median of the rounds (one run varies by 10-20%). Ratios: nightowl to the
+    floor (the targets of issues 18 and 31), to the stored floor, and to the raw floor
+    (the limit)."""
     tables = []
     for _ in range(rounds):
         runs: dict[tuple[str, str], Run] = {}
@@ -450,20 +460,22 @@ async def against_the_floor(loads: Loads, rounds: int) -> None:
                 runs[bot, load] = await run_bot(bot, c, m)
         tables.append(_floor_table(runs, loads))
     print(f"median of {rounds} round(s)")
-    print(f"{'':40} {'raw':>8} {'floor':>8} {'nightowl':>8} {'/floor':>7} {'/raw':>7}  target")
+    print(
+        f"{'':40} {'raw':>8} {'floor':>8} {'stored':>8} {'nightowl':>8}"
+        f" {'/floor':>7} {'/stored':>7} {'/raw':>7}  target"
+    )
     for cells in zip(*tables, strict=True):
-        name, target = cells[0][0], cells[0][4]
-        raw, floor, night = (statistics.median(cell[i] for cell in cells) for i in (1, 2, 3))
+        name, target = cells[0][0], cells[0][-1]
+        raw, floor, stored, night = (
+            statistics.median(cell[i] for cell in cells) for i in (1, 2, 3, 4)
+        )
+        figures = f"{raw:8.2f} {floor:8.2f} {stored:8.2f} {night:8.2f}"
         if name.startswith("start"):
-            print(
-                f"{name:40} {raw:8.2f} {floor:8.2f} {night:8.2f} {night - floor:+6.2f}s "
-                f"{night - raw:+6.2f}s  {target}"
-            )
+            ratios = f"{night - floor:+6.2f}s {night - stored:+6.2f}s {night - raw:+6.2f}s"
         else:
-            print(
-                f"{name:40} {raw:8.1f} {floor:8.1f} {night:8.1f} {night / floor:6.2f}x "
-                f"{night / raw:6.2f}x  {target}"
-            )
+            figures = f"{raw:8.1f} {floor:8.1f} {stored:8.1f} {night:8.1f}"
+            ratios = f"{night / floor:6.2f}x {night / stored:6.2f}x {night / raw:6.2f}x"
+        print(f"{name:40} {figures} {ratios}  {target}")
 
 
 def _floor_table(runs: dict[tuple[str, str], Run], loads: Loads) -> list[tuple[Any, ...]]:
