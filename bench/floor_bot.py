@@ -15,7 +15,7 @@ no reads, no costs.
 ``bench/telegram_roundtrip.py --mode floor`` runs this and nightowl back to back on the
 same fakes and prints the ratios. Run alone, it serves a real or fake Bot API:
 
-    python bench/floor_bot.py --token T --bot-api URL --model-url URL [--model NAME]
+    python bench/floor_bot.py --token T --bot-api URL --model-url URL [--database FILE]
 """
 
 from __future__ import annotations
@@ -123,9 +123,10 @@ def main() -> None:
     parser.add_argument("--token", required=True)
     parser.add_argument("--bot-api", required=True, help="e.g. https://api.telegram.org/bot")
     parser.add_argument("--model-url", required=True, help="e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--database", help="keep each message and answer in this SQLite file")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(serve(args.token, args.bot_api, args.model_url))
+    asyncio.run(serve(args.token, args.bot_api, args.model_url, database=args.database))
 
 
 if __name__ == "__main__":
