@@ -24,6 +24,12 @@ MEMORY_OFF = "Memory is turned off for this bot (memory.enabled in its config)."
 NOTHING = "I don't remember anything here yet."
 #: A /forget all waits this long for its /forget all yes.
 CONFIRM_SECONDS = 300.0
+#: The /memory lists remembered (one per chat and person) for /forget N to read.
+SHOWN_LISTS_KEPT = 1024
+
+
+def _asker(memory: ChatMemory) -> tuple[str, str | None]:
+    return (memory.chat.owner, memory.person.owner if memory.person else None)
 
 
 class Sessions(Protocol):
@@ -48,6 +54,10 @@ class MemoryCommands:
         self.clock = clock
         #: (chat, person) -> when they asked to forget everything, awaiting "yes".
         self._asked: dict[tuple[str, str], float] = {}
+        #: (chat, person) -> the notes' ids in the order /memory last numbered them for
+        #: that person: /forget N means the N they saw, even after an earlier /forget
+        #: renumbered the list. At most SHOWN_LISTS_KEPT, the oldest dropped first.
+        self._shown: dict[tuple[str, str | None], list[int]] = {}
 
     def handles(self, name: str) -> bool:
         return name in self.NAMES
@@ -57,7 +67,9 @@ class MemoryCommands:
             return MEMORY_OFF
         memory = self.memories.for_message(message)
         if name == "memory":
-            listed = describe(await numbered(memory), private=memory.private)
+            entries = await numbered(memory)
+            self._remember_shown(memory, [entry.id for entry in entries])
+            listed = describe(entries, private=memory.private)
             carried = await self._carried(memory)
             return listed if carried is None else f"{listed}\n{carried}"
         words = argument.lower().split()
@@ -76,15 +88,26 @@ class MemoryCommands:
         block = await memory.block(runtime.agent.window)
         return carried_note(block, runtime.agent.window.context_length)
 
+    def _remember_shown(self, memory: ChatMemory, ids: list[int]) -> None:
+        shown = _asker(memory)
+        self._shown.pop(shown, None)
+        self._shown[shown] = ids
+        while len(self._shown) > SHOWN_LISTS_KEPT:
+            del self._shown[next(iter(self._shown))]
+
     async def forget_one(self, memory: ChatMemory, argument: str) -> str:
         listed = await numbered(memory)
         try:
             number = int(argument.strip().lstrip("#"))
         except ValueError:
             return "Say which one: /forget N, with N from the /memory list."
-        if not 1 <= number <= len(listed):
+        # The list as /memory showed it to this person (as it is now, if it never did).
+        ids = self._shown.get(_asker(memory)) or [entry.id for entry in listed]
+        if not 1 <= number <= len(ids):
             return f"There is no number {number}: /memory lists what I remember here."
-        entry = listed[number - 1]
+        entry = next((entry for entry in listed if entry.id == ids[number - 1]), None)
+        if entry is None:
+            return f"Number {number} is already forgotten: /memory shows the list as it is now."
         await memory.forget(entry.id)
         return f"Forgot: {entry.text}"
 

@@ -69,3 +69,25 @@ async def test_console_memory_and_forget(tmp_path: Path, fake_llm: FakeLLM) -> N
     code, out, err = await nightowl("chat", "-c", config, stdin="/forget 1\n", cwd=tmp_path)
     assert code == 0, err
     assert "Forgot: my editor is vim" in out
+
+
+async def test_forget_numbers_are_the_list_the_person_was_shown(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """/memory showed 1, 2, 3; /forget 1 then /forget 2 removes the second one shown, not
+    what the renumbered list has at 2 (deletion is for good)."""
+    fake_llm.responder = MemoryModel()
+    config = str(write_config(tmp_path, fake_llm))
+    for note in ("my server is owlbox", "I use vim", "I live in Lisbon"):  # a turn each
+        told = f"remember me: {note}\n"
+        code, _, err = await nightowl("chat", "-c", config, stdin=told, cwd=tmp_path)
+        assert code == 0, err
+    commands = "/memory\n/forget 1\n/forget 2\n/forget 1\n/memory\n"
+    code, out, err = await nightowl("chat", "-c", config, stdin=commands, cwd=tmp_path)
+    assert code == 0, err
+    assert "1. my server is owlbox\n2. I use vim\n3. I live in Lisbon" in out
+    assert "Forgot: my server is owlbox" in out and "Forgot: I use vim" in out
+    assert "Number 1 is already forgotten" in out
+    assert out.rstrip().endswith(
+        "1. I live in Lisbon\n\n/forget N removes one; /forget all removes everything about you."
+    )
