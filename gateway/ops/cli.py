@@ -43,6 +43,15 @@ EXIT_START = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `nightowl doctor | head -3`: the reader left, nothing broke
+        # Python's own advice: point stdout at /dev/null so the exit's flush is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     # Everything nightowl creates is its owner's alone: files whose mode no code of ours
     # sets (SQLite's journals, a rotated log, a library's temp file) are private too
     # (docs/design.md#private-files).

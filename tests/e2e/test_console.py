@@ -9,6 +9,7 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
 import termios
 from collections.abc import Iterator
 from pathlib import Path
@@ -412,3 +413,14 @@ async def test_run_with_only_the_console_in_a_terminal_logs_to_chat_log(
     assert await chat.end() == 0
     assert "INFO" not in chat.err.text and "INFO" not in chat.out.text
     assert "model fake-model via" in (tmp_path / "data" / "chat.log").read_text()
+
+
+def test_doctor_read_by_head_ends_without_a_traceback(tmp_path: Path) -> None:
+    """`nightowl doctor | head -1`: the reader leaves after one line."""
+    (tmp_path / "config.yaml").write_text(f"data_dir: {tmp_path / 'data'}\n")
+    command = f"{sys.executable} -m gateway doctor -c {tmp_path / 'config.yaml'} | head -1"
+    done = subprocess.run(
+        command, shell=True, capture_output=True, text=True, env=clean_env(), timeout=120
+    )
+    assert done.stdout.startswith("✓ config: ")
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr
