@@ -62,7 +62,11 @@ async def usage_lines(
         conversation = [record for record in month if record.at >= conversation_since]
         if conversation_since < month_start(now):
             conversation = await costs.calls(conversation_since, chat=chat)
-        lines.append(f"Cost of this conversation: {said(summed(conversation))}")
+        spent = summed(conversation)
+        lines.append(
+            f"Cost of this conversation: {said(spent)} over {spent.calls:,} model"
+            f" call{'s' if spent.calls != 1 else ''} (replies, summaries, memory notes)"
+        )
     lines.append(f"This chat: {said(summed(today))} today · {said(summed(month))} this month (UTC)")
     person = person_of(platform, user_id)
     if group and person is not None:

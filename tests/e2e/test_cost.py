@@ -71,7 +71,8 @@ async def test_usage_status_and_metrics_match_the_fake_s_cost_to_the_cent(
         await gateway.events.drain()
         scrape = samples(await (await client.get("/metrics")).text())
         stored = await gateway.store.costs.totals("kind", 0)
-    assert f"Cost of this conversation: {format_usd(cost)}" in usage
+    assert f"Cost of this conversation: {format_usd(cost)} over 3 model calls" in usage
+    assert "This conversation's replies: 3 model calls" in usage
     assert f"This chat: {format_usd(cost)} today" in usage
     assert f"Spent today: {format_usd(cost)} in this chat" in status
     assert [(line.group, line.calls, line.cost) for line in stored] == [("chat", 3, cost)]

@@ -126,7 +126,7 @@ async def test_context_and_usage_describe_the_session(tmp_path: Path, fake_llm: 
         )
         await adapter.say("/usage")
         usage = (await adapter.wait_sent(34))[-1]
-    assert usage.startswith("This conversation: 30 requests")
+    assert usage.startswith("This conversation's replies: 30 model calls")
 
 
 async def test_images_leave_the_database_with_their_rows_and_the_summary_names_them(
