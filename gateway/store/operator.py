@@ -23,7 +23,9 @@ class SqlOperator:
             rows = await db.fetch_all(
                 "SELECT s.session_key, s.id, s.platform, s.updated_at,"
                 " COALESCE(SUM(m.active), 0) AS active,"
-                " COALESCE(SUM(CASE WHEN m.active = 0 THEN 1 ELSE 0 END), 0) AS archived,"
+                # Archived: compressed away, not a message a budget refused (also inactive).
+                " COALESCE(SUM(CASE WHEN m.active = 0 AND m.refused = 0 THEN 1 ELSE 0 END), 0)"
+                " AS archived,"
                 " COALESCE(SUM(CASE WHEN m.active = 1 THEN m.token_count ELSE 0 END), 0) AS tokens"
                 " FROM sessions s LEFT JOIN messages m ON m.session_id = s.id"
                 " WHERE s.ended_at IS NULL GROUP BY s.id ORDER BY s.updated_at DESC"

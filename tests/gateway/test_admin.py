@@ -292,3 +292,18 @@ def test_after_new_the_ended_sessions_are_named_with_how_to_export_them(
     assert code == 1 and "no current session 'telegram:100' (1 ended by /new" in err
     code, out, _ = sessions(capsys, config, "export", "telegram:100")
     assert code == 0 and "X1234567" in out  # still there to export
+
+
+def test_a_refused_message_is_not_counted_as_archived(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def refuse_one() -> None:
+        async with SQLiteStore(tmp_path / "data" / "state.db") as store:
+            record = await store.conversation.current_session("discord:200")
+            assert record is not None
+            await store.costs.keep_refused(record.id, [row("user", "over budget")], [])
+
+    asyncio.run(refuse_one())
+    code, out, _ = sessions(capsys, config, "list")
+    by_key = {line.split()[0]: line.split()[1:5] for line in out.splitlines()[1:]}
+    assert by_key["discord:200"][:3] == ["discord", "3", "0"]  # kept, not archived
