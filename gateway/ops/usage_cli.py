@@ -58,6 +58,9 @@ async def run_usage_command(
         return 1
     if args.today:
         since = day_start(now)
+    if until is not None and until <= since:
+        print("nightowl: --until must be a day after --since (it is not included)", file=err)
+        return 1
     missing = no_database(config, out, err, hint=" (start the gateway once)")
     if missing is not None:
         return missing

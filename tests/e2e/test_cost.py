@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agent.cost.budget import format_usd
-from gateway.config.schema import Config
+from gateway.config.schema import Config, parse_config
 from gateway.ops.cli import _parser
 from gateway.ops.usage_cli import run_usage_command
 from tests.child_process import Spawn, clean_env, nightowl, write_config
@@ -238,3 +238,12 @@ async def test_the_cost_of_a_call_outlives_kill_9(
     rows = out.splitlines()
     assert [row.split(",")[:2] for row in rows[1:]] == [["chat", "1"]]
     assert Decimal(rows[1].split(",")[6]) == implied(llm) > 0
+
+
+async def test_usage_refuses_an_until_not_after_its_since(tmp_path: Path) -> None:
+    """Rather than a table of zeros for a range that holds no day."""
+    config = parse_config({"data_dir": str(tmp_path)}, {})
+    out, err = io.StringIO(), io.StringIO()
+    args = _parser().parse_args(["usage", "--since", "2026-12-10", "--until", "2026-12-01"])
+    assert await run_usage_command(config, args, out=out, err=err) == 1
+    assert "--until must be a day after --since" in err.getvalue() and out.getvalue() == ""

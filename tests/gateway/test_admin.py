@@ -305,5 +305,6 @@ def test_a_refused_message_is_not_counted_as_archived(
 
     asyncio.run(refuse_one())
     code, out, _ = sessions(capsys, config, "list")
+    assert code == 0
     by_key = {line.split()[0]: line.split()[1:5] for line in out.splitlines()[1:]}
     assert by_key["discord:200"][:3] == ["discord", "3", "0"]  # kept, not archived

@@ -54,7 +54,7 @@ def read_replay_file(path: str | Path) -> list[ReplayLine]:
         try:
             item = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"line {number}: not JSON ({exc.msg})") from exc
+            raise ValueError(f"line {number}: not JSON ({exc.msg}, column {exc.colno})") from exc
         if not isinstance(item, dict) or not isinstance(item.get("text"), str):
             raise ValueError(f'line {number}: expected an object with a "text" string')
         chat = item.get("chat", "private")
