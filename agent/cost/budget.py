@@ -127,6 +127,13 @@ _WHOSE = {
 }
 
 
+_NONE_ALLOWED = {
+    "user_daily": "This bot makes no paid model calls for you (your daily budget is $0).",
+    "chat_daily": "This bot makes no paid model calls in this chat (its daily budget is $0).",
+    "monthly": "This bot makes no paid model calls (its monthly budget is $0).",
+}
+
+
 def refusal(
     name: BudgetName,
     limit: Decimal,
@@ -136,6 +143,8 @@ def refusal(
     now: datetime,
 ) -> str:
     """The sentence for a refused call: which budget, how much, and when it resets."""
+    if limit == 0:  # not "used its daily $0.00": a budget of nothing allows no paid call
+        return _NONE_ALLOWED[name]
     month = _utc(now).strftime("%B")
     used_up, share = (text.format(limit=format_usd(limit), month=month) for text in _WHOSE[name])
     when = _reset_words(resets_at, now)

@@ -75,6 +75,14 @@ def test_a_chat_s_budget_speaks_of_the_chat() -> None:
     assert verdict.message == "This chat has used its daily $2.00; it resets at 00:00 UTC."
 
 
+def test_a_budget_of_nothing_says_it_allows_no_paid_call() -> None:
+    verdict = decide(Spent(), Budgets(per_chat_daily=usd("0")), usd("0.001"), NOW)
+    assert not verdict.allowed and verdict.budget == "chat_daily"
+    assert verdict.message == (
+        "This bot makes no paid model calls in this chat (its daily budget is $0)."
+    )
+
+
 def test_the_monthly_budget_resets_on_the_first_and_wins_over_a_daily_one() -> None:
     budgets = Budgets(per_user_daily=usd("1"), monthly=usd("12"))
     verdict = decide(Spent(user_today=usd("1"), month=usd("12")), budgets, usd("0.01"), NOW)
