@@ -178,7 +178,8 @@ class Commands:
     async def status(self, key: str) -> str:
         runtime = await self.sessions.existing(key)
         if runtime is None:  # what a first message will talk to, before there is one
-            model = f"\nModel: {await self.models.current(key)}" if self.models else ""
+            current = await self.models.current(key, with_source=True) if self.models else ""
+            model = f"\nModel: {current}" if current else ""
             return f"No conversation yet. Say something!{model}"
         transcript, fullness = await self.fullness(runtime)
         engine = runtime.engine

@@ -189,9 +189,14 @@ class ModelCommand:
         lines.append("Switch with /model NAME.")
         return "\n".join(lines)
 
-    async def current(self, key: str) -> str:
-        """The model the chat ``key`` uses and its window, as ``/model`` says it."""
-        return self.choices.describe(self.choices.get(await self.store.chat_model(key)))
+    async def current(self, key: str, *, with_source: bool = False) -> str:
+        """The model the chat ``key`` uses and its window, as ``/model`` says it;
+        ``with_source``: and where the window came from, as ``/status`` says it."""
+        choice = self.choices.get(await self.store.chat_model(key))
+        described = self.choices.describe(choice)
+        return (
+            f"{described} ({self.choices.window_note(choice).text})" if with_source else described
+        )
 
     async def switch(self, key: str, name: str) -> str:
         """Switch the chat to ``name``, in its lane; what to tell the user."""

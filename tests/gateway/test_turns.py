@@ -191,7 +191,8 @@ async def test_status_before_the_first_message_names_the_model_and_its_window(
         await adapter.say("/status")
         (status,) = await adapter.wait_sent(1)
     assert status.startswith("No conversation yet. Say something!\nModel: fake-model via openai, ")
-    assert status.endswith(" tokens")
+    # The fake does not say its window: the guess says so, and what to set.
+    assert status.endswith(" tokens (a cautious guess: set model.context_length)")
 
 
 async def test_new_starts_fresh_and_keeps_the_old_rows(tmp_path: Path, fake_llm: FakeLLM) -> None:
