@@ -24,12 +24,8 @@ MEMORY_OFF = "Memory is turned off for this bot (memory.enabled in its config)."
 NOTHING = "I don't remember anything here yet."
 #: A /forget all waits this long for its /forget all yes.
 CONFIRM_SECONDS = 300.0
-#: The /memory lists remembered (one per chat and person) for /forget N to read.
+#: The /memory lists remembered (the last one per chat) for /forget N to read.
 SHOWN_LISTS_KEPT = 1024
-
-
-def _asker(memory: ChatMemory) -> tuple[str, str | None]:
-    return (memory.chat.owner, memory.person.owner if memory.person else None)
 
 
 class Sessions(Protocol):
@@ -54,10 +50,11 @@ class MemoryCommands:
         self.clock = clock
         #: (chat, person) -> when they asked to forget everything, awaiting "yes".
         self._asked: dict[tuple[str, str], float] = {}
-        #: (chat, person) -> the notes' ids in the order /memory last numbered them for
-        #: that person: /forget N means the N they saw, even after an earlier /forget
-        #: renumbered the list. At most SHOWN_LISTS_KEPT, the oldest dropped first.
-        self._shown: dict[tuple[str, str | None], list[int]] = {}
+        #: chat -> the notes' ids in the order the last /memory posted there numbered
+        #: them: /forget N means the N people can read in the chat, even after a
+        #: /forget renumbered the notes (in a group, whoever posted the list). At most
+        #: SHOWN_LISTS_KEPT chats, the oldest dropped first.
+        self._shown: dict[str, list[int]] = {}
 
     def handles(self, name: str) -> bool:
         return name in self.NAMES
@@ -89,9 +86,9 @@ class MemoryCommands:
         return carried_note(block, runtime.agent.window.context_length)
 
     def _remember_shown(self, memory: ChatMemory, ids: list[int]) -> None:
-        shown = _asker(memory)
-        self._shown.pop(shown, None)
-        self._shown[shown] = ids
+        chat = memory.chat.owner
+        self._shown.pop(chat, None)
+        self._shown[chat] = ids
         while len(self._shown) > SHOWN_LISTS_KEPT:
             del self._shown[next(iter(self._shown))]
 
@@ -101,8 +98,8 @@ class MemoryCommands:
             number = int(argument.strip().lstrip("#"))
         except ValueError:
             return "Say which one: /forget N, with N from the /memory list."
-        # The list as /memory showed it to this person (as it is now, if it never did).
-        ids = self._shown.get(_asker(memory)) or [entry.id for entry in listed]
+        # The list as /memory last posted it here (as it is now, if it never did).
+        ids = self._shown.get(memory.chat.owner) or [entry.id for entry in listed]
         if not 1 <= number <= len(ids):
             return f"There is no number {number}: /memory lists what I remember here."
         entry = next((entry for entry in listed if entry.id == ids[number - 1]), None)

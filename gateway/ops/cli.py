@@ -44,8 +44,10 @@ EXIT_START = 1
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _main(argv)
-    except BrokenPipeError:  # `nightowl doctor | head -3`: the reader left, nothing broke
+        code = _main(argv)
+        sys.stdout.flush()  # here, where a reader that left is caught, not at exit
+        return code
+    except BrokenPipeError:  # `nightowl usage | head -3`: the reader left, nothing broke
         # Python's own advice: point stdout at /dev/null so the exit's flush is quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -59,7 +59,11 @@ async def run_usage_command(
     if args.today:
         since = day_start(now)
     if until is not None and until <= since:
-        print("nightowl: --until must be a day after --since (it is not included)", file=err)
+        print(
+            "nightowl: --until must be a day after the first one (--since, --today);"
+            " it is not included",
+            file=err,
+        )
         return 1
     missing = no_database(config, out, err, hint=" (start the gateway once)")
     if missing is not None:

@@ -345,3 +345,23 @@ async def test_memory_stays_on_down_to_2k_and_says_what_the_window_leaves_out(
         f"This model's window (2,048 tokens) carries only the {shown} notes used most "
         f"recently; the other {21 - shown} are kept, and I find them when I search."
     )
+
+
+async def test_forget_in_a_group_reads_the_last_list_posted_there(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Ann's /memory, then Bob's /forget 1 and /memory: the chat now reads "1. b 2. c",
+    and Ann's /forget 2 means c — not what her own older list had at 2."""
+    fake_llm.responder = MemoryModel()
+    adapter = RecordingAdapter("telegram")
+    two = {"telegram": {"allowed_chats": ["-7"], "allowed_users": ["u1", "u2"]}}
+    bob = {**GROUP, "user_id": "u2", "user_name": "Bob"}
+    async with running_gateway(make_config(tmp_path, fake_llm, platforms=two), adapter):
+        for note in ("a is first", "b is second", "c is third"):
+            await ask(adapter, f"remember chat: {note}", **GROUP)
+        assert "1. a is first\n2. b is second\n3. c is third" in await ask(
+            adapter, "/memory", **GROUP
+        )
+        assert await ask(adapter, "/forget 1", **bob) == "Forgot: a is first"
+        assert "1. b is second\n2. c is third" in await ask(adapter, "/memory", **bob)
+        assert await ask(adapter, "/forget 2", **GROUP) == "Forgot: c is third"
