@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 from agent.cost.budget import Budgets
 from agent.cost.prices import Price, Vendor, price_for, to_decimal, transcription_price
@@ -21,6 +21,9 @@ def _not_negative() -> dict[str, Any]:
 class PriceConfig:
     """USD per million tokens. ``input`` and ``output`` are required; a cache rate left
     out follows the provider's rule (docs/cost.md#how-a-call-is-priced). Zeros: free."""
+
+    #: Shown when a price is written as one number (gateway/config/typed_yaml.py).
+    EXAMPLE: ClassVar[str] = "{input: 0.15, output: 0.60}"
 
     input: float = field(metadata=_not_negative())
     output: float = field(metadata=_not_negative())

@@ -266,7 +266,10 @@ def build_partial(
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        return None, [Problem(path or "config", f"expected a mapping, got {describe(raw)}")]
+        # A section may show its shape (``EXAMPLE``): `price: 0.15` is a common first try.
+        example = getattr(cls, "EXAMPLE", None)
+        wanted = f"expected a mapping{f' such as {example}' if example else ''}"
+        return None, [Problem(path or "config", f"{wanted}, got {describe(raw)}")]
     problems: list[Problem] = []
     hints = typing.get_type_hints(cls)
     known = {f.name: f for f in fields(cls) if not f.metadata.get("internal")}

@@ -527,3 +527,9 @@ def test_discord_shards_default_to_one_unsharded_connection() -> None:
     assert every_shard.platforms.discord.shard_ids == ()  # all four, in this process
     mine = parse_config({"platforms": {"discord": {"shard_count": 4, "shard_ids": [3, 0]}}}, {})
     assert mine.platforms.discord.shard_ids == (3, 0)
+
+
+def test_a_price_written_as_one_number_is_shown_its_shape() -> None:
+    assert refusal({"model": {"price": 0.15}}) == (
+        "model.price: expected a mapping such as {input: 0.15, output: 0.60}, got 0.15"
+    )
