@@ -15,6 +15,7 @@ from agent.calibration import Calibration, Calibrations
 from agent.context_compressor import ContextCompressor
 from agent.context_engine import EngineChoice, resolve_context_engine
 from agent.document_tools import READ_DOCUMENT
+from agent.lean_tools import FIND_TOOLS, schema_name
 from agent.loop import Agent
 from agent.memory_tools import MEMORY_TOOLS
 from agent.model_metadata import ContextLengthResolver
@@ -311,14 +312,17 @@ class Assembly:
     async def describe_tools(self, key: str) -> str:
         """``/tools``: what the model can call in this chat (docs/design.md#mcp-tools)."""
         runtime = await self.sessions.existing(key)
+        lean = False
         if runtime is not None:
             schemas = runtime.agent.tool_schemas()
+            offered = runtime.agent.tool_offer(memory=True).offered(runtime.agent.window)
+            lean = any(schema_name(schema) == FIND_TOOLS for schema in offered)
         else:  # no conversation yet: what its first turn would be offered
             sources = self._mcp_tools(key, vision=self.config.model.supports_vision)
             schemas = ToolBox.of(self.toolbox.tools.values(), sources=sources).schemas()
         servers = offered_servers(self.config, key, self.platforms) if self.mcp is not None else []
         return describe_tools(
-            schemas, {name: self.mcp.connections[name] for name in servers if self.mcp}
+            schemas, {name: self.mcp.connections[name] for name in servers if self.mcp}, lean=lean
         )
 
     def _cache_ttl(self, source: str) -> str | None:

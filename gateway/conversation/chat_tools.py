@@ -44,11 +44,21 @@ def offered_servers(config: Config, session_key: str, platforms: Platforms) -> l
     return offered
 
 
+#: ``/tools`` when the window is too small for every schema (docs/design.md#lean-tools).
+LEAN_NOTE = (
+    "This model's window is small: it is offered find_tools and call_tool, and the few of"
+    " these that fit, and reaches the others through them."
+)
+
+
 def describe_tools(
     schemas: Sequence[Mapping[str, Any]],
     servers: Mapping[str, ServerStatus],
+    *,
+    lean: bool = False,
 ) -> str:
-    """``/tools``: the built-in tools, then each offered server with its state and tools."""
+    """``/tools``: the built-in tools, then each offered server with its state and tools;
+    ``lean``: the model reaches them through find_tools (a small window)."""
     own: list[str] = []
     by_server: dict[str, list[str]] = {name: [] for name in servers}
     for schema in schemas:
@@ -66,6 +76,8 @@ def describe_tools(
         if state != "up" and status.last_error:
             state += f": {status.last_error}"
         lines.append(f"• {server} ({state}): {_names(names)}")
+    if lean:
+        lines.append(LEAN_NOTE)
     return "\n".join(lines)
 
 

@@ -74,7 +74,10 @@ async def test_sixty_tools_on_an_8k_window_are_found_and_called(tmp_path: Path) 
         async with running_gateway(config, adapter, extra_tools=many_tools()):
             await adapter.say("what's the weather in Berlin?")
             [reply] = await adapter.wait_sent(1)
+            await adapter.say("/tools")
+            listing = (await adapter.wait_sent(2))[-1]
     assert reply == "It is sunny, 21°C."
+    assert listing.endswith("reaches the others through them.")  # says how it sees them
     assert CALLED == [("weather__read", {"query": "Berlin"})]
     assert vllm.refusals == 0
     for request in vllm.requests:

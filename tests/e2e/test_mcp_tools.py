@@ -142,6 +142,7 @@ async def test_tools_reach_groups_only_when_configured(tmp_path: Path) -> None:
         assert "session_search" in listing
         # A description's first sentence, not cut at its "e.g.".
         assert "schedule_message — Send a message to this chat later, e.g. a reminder" in listing
+        assert "find_tools" not in listing  # a window with room for every tool
 
 
 async def test_a_streamable_http_server_with_images_and_resources(tmp_path: Path) -> None:
