@@ -141,8 +141,8 @@ def check_token(platform: Platform, timeout: float) -> Check:
     return asyncio.run(check(config, timeout))
 
 
-def check_model(model: Model, timeout: float) -> list[Check]:
-    """The 1-token request, then (for a server that says) the window it serves."""
+def check_model(model: Model, timeout: float, data_dir: Path) -> list[Check]:
+    """The 1-token request, then the window the server serves (or that it does not say)."""
 
     async def checks() -> list[Check]:
         key = model.key or (NO_KEY_NEEDED if model.base_url else None)
@@ -152,7 +152,7 @@ def check_model(model: Model, timeout: float) -> list[Check]:
         if not answered.ok:
             return [answered]
         route = ModelRoute(model.provider, model.name, model.base_url, key)
-        window = await check_window(route, None, timeout)
+        window = await check_window(route, None, timeout, data_dir)
         return [answered] + ([window] if window is not None else [])
 
     return asyncio.run(checks())
@@ -286,7 +286,7 @@ class Interview:
             )
             if model is None:
                 continue
-            checks = check_model(model, self.timeout)
+            checks = check_model(model, self.timeout, self.data_dir)
             for check in checks:
                 show(check)
             if all(check.ok for check in checks):
@@ -398,7 +398,7 @@ class Scripted:
         if isinstance(model, int):
             return model
         checks = [check_token(p, args.timeout) for p in platforms] + check_model(
-            model, args.timeout
+            model, args.timeout, self.data_dir
         )
         for check in checks:
             show(check)

@@ -12,10 +12,11 @@ import asyncio
 import importlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from agent.model_metadata import ContextLengthResolver
 from agent.providers import ProviderError, ProviderSettings, make_provider
-from agent.window_table import DEFAULT_CONTEXT_LENGTH, static_context_length
 from gateway.config.routes import (
     KEY_VARIABLES,
     NO_KEY_NEEDED,
@@ -54,32 +55,39 @@ async def check_providers(config: Config, timeout: float) -> list[Check]:
         )
         checks.append(check)
         if check.ok and label == "provider":
-            window = await check_window(route, config.model.context_length, timeout)
+            window = await check_window(
+                route, config.model.context_length, timeout, config.data_dir
+            )
             checks += [window] if window is not None else []
     return checks
 
 
-def _unsaid_window(route: ModelRoute, configured: int | None) -> Check | None:
-    """A self-hosted server that does not say its window, for a model the table does not
-    know and no ``model.context_length``: the window is a guess, said here, not only in
-    /status (a guess larger than what the server serves is cut silently by some)."""
-    if configured or is_providers_own_api(route.provider, route.base_url):
+def _unsaid_window(route: ModelRoute, configured: int | None, data_dir: Path) -> Check | None:
+    """A self-hosted server that does not say its window, where nothing else decides it
+    (``model.context_length``, the table of known models, a window already learned in
+    ``data_dir``): the window is the resolver's guess, said here, not only in /status."""
+    if is_providers_own_api(route.provider, route.base_url):
         return None
-    if static_context_length(route.name) is not None:
+    resolved = ContextLengthResolver(data_dir).resolve_with_source(
+        route.name, route.provider, route.base_url, override=configured
+    )
+    if resolved.source != "default":
         return None
     return Check(
         "window",
         True,
         f"the server does not say what window it serves {route.name} with: nightowl assumes"
-        f" {DEFAULT_CONTEXT_LENGTH:,} tokens (a cautious guess) unless an overflow already"
-        " taught it the real one; set model.context_length to what it serves",
+        f" {resolved.tokens:,} tokens (a cautious guess) until an overflow teaches it the"
+        " real one; set model.context_length to what it serves",
     )
 
 
-async def check_window(route: ModelRoute, configured: int | None, timeout: float) -> Check | None:
+async def check_window(
+    route: ModelRoute, configured: int | None, timeout: float, data_dir: Path
+) -> Check | None:
     """What the server says it serves the model with (docs/design.md#served-window),
     against ``model.context_length``; None when a hosted API does not say, or the window
-    is configured or known."""
+    is configured or known (``data_dir``: where learned windows are kept)."""
     key = resolve_api_key(route.provider, route.api_key, route.base_url)
     provider = make_provider(
         ProviderSettings(route.provider, route.name, api_key=key, base_url=route.base_url)
@@ -92,7 +100,7 @@ async def check_window(route: ModelRoute, configured: int | None, timeout: float
     finally:
         await provider.aclose()
     if served is None:
-        return _unsaid_window(route, configured)
+        return _unsaid_window(route, configured, data_dir)
     if served.tokens is None:
         declared = f" (it declares {served.declared:,})" if served.declared else ""
         return Check(
