@@ -11,6 +11,7 @@ private chat removes everything about the person and that chat, once they confir
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
@@ -54,7 +55,7 @@ class MemoryCommands:
         #: them: /forget N means the N people can read in the chat, even after a
         #: /forget renumbered the notes (in a group, whoever posted the list). At most
         #: SHOWN_LISTS_KEPT chats, the oldest dropped first.
-        self._shown: dict[str, list[int]] = {}
+        self._shown: OrderedDict[str, list[int]] = OrderedDict()
 
     def handles(self, name: str) -> bool:
         return name in self.NAMES
@@ -87,10 +88,10 @@ class MemoryCommands:
 
     def _remember_shown(self, memory: ChatMemory, ids: list[int]) -> None:
         chat = memory.chat.owner
-        self._shown.pop(chat, None)
         self._shown[chat] = ids
-        while len(self._shown) > SHOWN_LISTS_KEPT:
-            del self._shown[next(iter(self._shown))]
+        self._shown.move_to_end(chat)
+        if len(self._shown) > SHOWN_LISTS_KEPT:
+            self._shown.popitem(last=False)
 
     async def forget_one(self, memory: ChatMemory, argument: str) -> str:
         listed = await numbered(memory)

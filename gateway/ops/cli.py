@@ -36,10 +36,9 @@ from gateway.store.errors import StoreError
 log = logging.getLogger("nightowl")
 
 EXIT_CONFIG = 2
-#: The database cannot be used (in use by another process, unreadable, damaged...).
-EXIT_STORE = 1
-#: A platform refused the bot or could not be reached at start.
-EXIT_START = 1
+#: The database cannot be used (in use by another process, unreadable, damaged...), or a
+#: platform refused the bot or could not be reached at start.
+EXIT_FAILED = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,12 +73,9 @@ def _main(argv: Sequence[str] | None) -> int:
     setup_logging(config, fmt=args.log_format, chat=_chats_in_this_terminal(args, config))
     try:
         return int(args.handler(config, args) or 0)
-    except StoreError as exc:  # the database cannot be used: one line, never a traceback
-        print(f"nightowl: {exc}", file=sys.stderr)
-        return EXIT_STORE
-    except StartError as exc:  # a bad token, no network: as doctor says it, one line
-        print(f"nightowl: {exc}", file=sys.stderr)
-        return EXIT_START
+    except (StoreError, StartError) as exc:  # the database, a bad token: one line, as
+        print(f"nightowl: {exc}", file=sys.stderr)  # doctor says it, never a traceback
+        return EXIT_FAILED
 
 
 def _chats_in_this_terminal(args: argparse.Namespace, config: Config) -> bool:

@@ -109,9 +109,10 @@ async def run_doctor(
 
 
 def _config_hint(path: str | Path | None, error: ConfigError) -> str:
-    if path is not None and not Path(path).expanduser().is_file():
+    file = Path(path).expanduser() if path is not None else None
+    if file is not None and not file.is_file():
         return "check the path, or run `nightowl init` to write one"
-    if "cannot read the file" in str(error):
+    if file is not None and not os.access(file, os.R_OK):
         return "check the file's owner and permissions"
     several = len(str(error).splitlines()) > 1
     return f"fix {'the keys above' if several else 'that key'} (see config.yaml.example)"
