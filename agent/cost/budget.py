@@ -120,17 +120,23 @@ def decide(spent: Spent, budgets: Budgets, estimate: Decimal | None, now: dateti
     return Verdict(True)
 
 
+#: Per budget: used up, what is left "of", and the budget of $0 (no paid call at all).
 _WHOSE = {
-    "user_daily": ("You've used your daily {limit} for this bot", "your daily {limit}"),
-    "chat_daily": ("This chat has used its daily {limit}", "this chat's daily {limit}"),
-    "monthly": ("This bot has used its {limit} for {month}", "the bot's {limit} for {month}"),
-}
-
-
-_NONE_ALLOWED = {
-    "user_daily": "This bot makes no paid model calls for you (your daily budget is $0).",
-    "chat_daily": "This bot makes no paid model calls in this chat (its daily budget is $0).",
-    "monthly": "This bot makes no paid model calls (its monthly budget is $0).",
+    "user_daily": (
+        "You've used your daily {limit} for this bot",
+        "your daily {limit}",
+        "for you (your daily budget is $0)",
+    ),
+    "chat_daily": (
+        "This chat has used its daily {limit}",
+        "this chat's daily {limit}",
+        "in this chat (its daily budget is $0)",
+    ),
+    "monthly": (
+        "This bot has used its {limit} for {month}",
+        "the bot's {limit} for {month}",
+        "(its monthly budget is $0)",
+    ),
 }
 
 
@@ -143,10 +149,12 @@ def refusal(
     now: datetime,
 ) -> str:
     """The sentence for a refused call: which budget, how much, and when it resets."""
-    if limit == 0:  # not "used its daily $0.00": a budget of nothing allows no paid call
-        return _NONE_ALLOWED[name]
     month = _utc(now).strftime("%B")
-    used_up, share = (text.format(limit=format_usd(limit), month=month) for text in _WHOSE[name])
+    used_up, share, nothing = (
+        text.format(limit=format_usd(limit), month=month) for text in _WHOSE[name]
+    )
+    if limit == 0:  # not "used its daily $0.00": a budget of nothing allows no paid call
+        return f"This bot makes no paid model calls {nothing}."
     when = _reset_words(resets_at, now)
     if spent >= limit or estimate <= 0:
         return f"{used_up}; it resets {when}."
