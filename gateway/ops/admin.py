@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from agent.compression.markers import SUMMARY_PREFIX, text_of
+from agent.compression.markers import is_summary_message, text_of
 from gateway.config.schema import Config
 from gateway.ops.store_command import no_database, with_store
 from gateway.private_files import write_private
@@ -176,8 +176,8 @@ async def show_session(
 
 
 def current_summary(rows: list[StoredMessage]) -> StoredMessage | None:
-    """The active hand-off summary: the active row that starts with the compression marker."""
-    return next((r for r in rows if text_of(r.message).startswith(SUMMARY_PREFIX)), None)
+    """The active hand-off summary: the active row that carries the compression marker."""
+    return next((r for r in rows if is_summary_message(r.message)), None)
 
 
 def describe_row(row: StoredMessage, *, full: bool) -> str:
@@ -200,7 +200,9 @@ def describe_row(row: StoredMessage, *, full: bool) -> str:
 
 
 def export_line(session_id: str, row: StoredMessage) -> str:
-    """One JSONL line: the message as the agent sees it plus what the store keeps beside it."""
+    """One JSONL line: the message as the agent sees it plus what the store keeps beside
+    it; ``summary`` and ``refused`` only on the rows they mark
+    (docs/operations.md#sessions lists every field)."""
     entry: dict[str, Any] = {
         "session_id": session_id,
         "id": row.id,
@@ -209,9 +211,12 @@ def export_line(session_id: str, row: StoredMessage) -> str:
         "compacted": row.compacted,
         "token_count": row.token_count,
         "platform_message_id": row.platform_message_id,
-        **row.message,
     }
-    return json.dumps(entry, ensure_ascii=False)
+    if is_summary_message(row.message):  # the rule compression finds its summary by
+        entry["summary"] = True
+    if row.refused:
+        entry["refused"] = True
+    return json.dumps({**entry, **row.message}, ensure_ascii=False)
 
 
 async def export_session(

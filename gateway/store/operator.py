@@ -57,12 +57,15 @@ class SqlOperator:
     async def export_rows(self, session_key: str) -> list[tuple[str, StoredMessage]]:
         async with self.connection.read() as db:
             rows = await db.fetch_all(
-                f"SELECT {MESSAGE_COLUMNS}, m.session_id FROM messages m"
+                f"SELECT {MESSAGE_COLUMNS}, m.session_id, m.refused FROM messages m"
                 " JOIN sessions s ON s.id = m.session_id"
                 " WHERE s.session_key = ? ORDER BY m.id",
                 (session_key,),
             )
-        return [(row["session_id"], stored_message(row)) for row in rows]
+        return [
+            (row["session_id"], stored_message(row)._replace(refused=bool(row["refused"])))
+            for row in rows
+        ]
 
     async def forget(self, session_key: str) -> int:
         """Erase everything stored under ``session_key`` — the only deletion in nightowl:

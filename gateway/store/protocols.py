@@ -221,7 +221,8 @@ class OperatorStore(Protocol):
     async def ended_sessions(self, session_key: str | None = None) -> int: ...
 
     async def export_rows(self, session_key: str) -> list[tuple[str, StoredMessage]]:
-        """Every row of every session ever held under ``session_key``, archived included."""
+        """Every row of every session ever held under ``session_key``, archived and
+        refused ones included (each with its ``refused`` flag read)."""
         ...
 
     async def forget(self, session_key: str) -> int:

@@ -139,6 +139,9 @@ class StoredMessage(NamedTuple):
     platform_message_id: str | None = None
     active: bool = True
     compacted: bool = False
+    #: A message a spending budget refused (kept, never active; docs/cost.md). Read by
+    #: ``export_rows`` only: the other reads are of active rows, which are never refused.
+    refused: bool = False
 
 
 @dataclass(frozen=True)

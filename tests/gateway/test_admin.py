@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from gateway.ops.admin import export_session
 from gateway.ops.cli import main
 from gateway.store import CompressionCommit, InboxEntry, NewMessage, SessionOrigin, SQLiteStore
 
@@ -308,3 +311,32 @@ def test_a_refused_message_is_not_counted_as_archived(
     assert code == 0
     by_key = {line.split()[0]: line.split()[1:5] for line in out.splitlines()[1:]}
     assert by_key["discord:200"][:3] == ["discord", "3", "0"]  # kept, not archived
+
+
+async def test_export_marks_summary_and_refused_rows_alike_on_both_backends(
+    backend_store: Any,
+) -> None:
+    chats = backend_store.conversation
+    session = await chats.start_session(
+        SessionOrigin("telegram:100", "telegram", "100"), "m", row("system", "be kind")
+    )
+    await chats.commit_turn(session.id, [row("user", "hello"), row("assistant", "hi")])
+    kept = await chats.load_active(session.id)
+    await chats.archive_and_compress(
+        session.id, CompressionCommit([kept[0].id, row("user", SUMMARY), row("assistant", "ok")])
+    )
+    await backend_store.costs.keep_refused(session.id, [row("user", "a very long paste")], [])
+    out, err = io.StringIO(), io.StringIO()
+
+    assert await export_session(backend_store.operator, "telegram:100", None, out, err) == 0
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    marked = [(r["content"], r.get("summary"), r.get("refused")) for r in rows]
+    assert marked == [
+        ("be kind", None, None),
+        ("hello", None, None),  # archived by the compression: not refused
+        ("hi", None, None),
+        (SUMMARY, True, None),
+        ("ok", None, None),
+        ("a very long paste", None, True),
+    ]
+    assert "exported 6 rows (2 archived)" in err.getvalue()
