@@ -48,6 +48,34 @@ def estimate_call(
 
 
 @dataclass(frozen=True)
+class Estimate:
+    """The most a call can cost, in USD (``most``; None: unknown), and what a refusal
+    needs to say what would lower it (docs/cost.md#budgets)."""
+
+    most: Decimal | None
+    #: The part of ``most`` that is the reply's room (its full ``max_tokens`` at the
+    #: output rate): a shorter conversation does not lower it.
+    reply: Decimal = Decimal(0)
+    #: What the call is for, as the refusal names it.
+    of: Literal["message", "voice note"] = "message"
+
+
+def estimate_message(
+    prompt_tokens: int,
+    cached_prefix_tokens: int,
+    max_tokens: int,
+    price: Price | None,
+    cache_ttl: CacheTTL = "5m",
+) -> Estimate:
+    """:func:`estimate_call` for a chat's call, with the reply's room told apart."""
+    most = estimate_call(prompt_tokens, cached_prefix_tokens, max_tokens, price, cache_ttl)
+    if most is None or price is None:
+        return Estimate(most)
+    with localcontext(EXACT):
+        return Estimate(most, reply=max(max_tokens, 0) * price.output / MILLION)
+
+
+@dataclass(frozen=True)
 class Budgets:
     """USD per period; None: no budget."""
 
@@ -95,14 +123,15 @@ def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def decide(spent: Spent, budgets: Budgets, estimate: Decimal | None, now: datetime) -> Verdict:
+def decide(spent: Spent, budgets: Budgets, estimate: Estimate, now: datetime) -> Verdict:
     """Allowed, or refused with the sentence that names the budget and when it resets.
 
-    A call is refused when spent + ``estimate`` would pass a budget. An unknown estimate
-    (the model has no price) is not guessed: only a budget already used up refuses it
-    (docs/cost.md#unknown-prices). A free call (estimate 0) passes no budget.
+    A call is refused when spent + ``estimate.most`` would pass a budget. An unknown
+    estimate (the model has no price) is not guessed: only a budget already used up
+    refuses it (docs/cost.md#unknown-prices). A free call (estimate 0) passes no budget.
     """
-    most = estimate if estimate is not None else Decimal(0)
+    unknown = estimate.most is None
+    most = estimate.most if estimate.most is not None else Decimal(0)
     periods: dict[BudgetName, tuple[Decimal | None, Decimal, datetime]] = {
         "monthly": (budgets.monthly, spent.month, next_monthly_reset(now)),
         "user_daily": (budgets.per_user_daily, spent.user_today, next_daily_reset(now)),
@@ -113,9 +142,9 @@ def decide(spent: Spent, budgets: Budgets, estimate: Decimal | None, now: dateti
         if limit is None:
             continue
         with localcontext(EXACT):
-            passes = used + most > limit or (estimate is None and used >= limit)
+            passes = used + most > limit or (unknown and used >= limit)
         if passes:
-            message = refusal(name, limit, used, most, resets_at, now)
+            message = refusal(name, limit, used, estimate, resets_at, now)
             return Verdict(False, name, limit, used, resets_at, message)
     return Verdict(True)
 
@@ -144,11 +173,12 @@ def refusal(
     name: BudgetName,
     limit: Decimal,
     spent: Decimal,
-    estimate: Decimal,
+    estimate: Estimate,
     resets_at: datetime,
     now: datetime,
 ) -> str:
-    """The sentence for a refused call: which budget, how much, and when it resets."""
+    """The sentence for a refused call: which budget, how much, when it resets, and
+    what would make the call cheaper."""
     month = _utc(now).strftime("%B")
     used_up, share, nothing = (
         text.format(limit=format_usd(limit), month=month) for text in _WHOSE[name]
@@ -156,13 +186,31 @@ def refusal(
     if limit == 0:  # not "used its daily $0.00": a budget of nothing allows no paid call
         return f"This bot makes no paid model calls {nothing}."
     when = _reset_words(resets_at, now)
-    if spent >= limit or estimate <= 0:
+    most = estimate.most or Decimal(0)
+    if spent >= limit or most <= 0:
         return f"{used_up}; it resets {when}."
     with localcontext(EXACT):
         left = limit - spent
     return (
-        f"This message could cost up to {format_usd(estimate)}, and {format_usd(left)} is "
-        f"left of {share}; it resets {when}. A shorter conversation (/new) costs less."
+        f"This {estimate.of} could cost up to {format_usd(most)}, and {format_usd(left)} is "
+        f"left of {share}; it resets {when}.{_cheaper(estimate, left)}"
+    )
+
+
+def _cheaper(estimate: Estimate, left: Decimal) -> str:
+    """What would lower the estimate, said only where it is true: /new shortens the
+    history, never the reply's room, so it is advice when the history is most of the
+    estimate and the reply's room alone fits in what is left; otherwise the reply's
+    room is named, with the setting that sizes it. A voice note's cost is its length."""
+    if estimate.of != "message" or estimate.most is None:
+        return ""
+    with localcontext(EXACT):
+        reply_decides = estimate.reply * 2 >= estimate.most or estimate.reply >= left
+    if not reply_decides:
+        return " A shorter conversation (/new) costs less."
+    return (
+        f" Up to {format_usd(estimate.reply)} of that is room kept for the reply, which the"
+        " bot's operator can make smaller (model.max_output_tokens)."
     )
 
 

@@ -32,7 +32,15 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from agent.cost.budget import Budgets, Spent, Verdict, decide, estimate_call, format_usd
+from agent.cost.budget import (
+    Budgets,
+    Estimate,
+    Spent,
+    Verdict,
+    decide,
+    estimate_message,
+    format_usd,
+)
 from agent.cost.prices import CacheTTL, Price, cost_of, transcription_cost
 from agent.messages import Message, ToolSchema
 from agent.providers.base import Provider, ProviderError, Usage
@@ -178,12 +186,12 @@ class CostMeter:
         previous: Sequence[Message],
         most_prompt_tokens: int | None = None,
         extra_prompt_tokens: int = 0,
-    ) -> Decimal | None:
-        """The most a call can cost (None: unknown, and always for housekeeping, which
-        only a used-up budget stops). ``most_prompt_tokens``: the prompt is cut to fit
+    ) -> Estimate:
+        """The most a call can cost (unknown always for housekeeping, which only a
+        used-up budget stops). ``most_prompt_tokens``: the prompt is cut to fit
         (a window); ``extra_prompt_tokens``: what the request adds (a memory block)."""
         if kind in HOUSEKEEPING:
-            return None
+            return Estimate(None)
         # Each message and the tools measured once, for the prompt and its cached prefix.
         sizes, tools_chars = [_chars_and_images(m) for m in messages], _tools_chars(tools)
         prompt = _tokens(sizes, tools_chars) + extra_prompt_tokens
@@ -192,7 +200,7 @@ class CostMeter:
         prefix = shared_prefix(previous, messages)
         cached = _tokens(sizes[: len(prefix)], tools_chars) if prefix else 0
         ttl = _ttl(cache_ttl)
-        return estimate_call(prompt, cached, max_tokens, self.price(provider), ttl)
+        return estimate_message(prompt, cached, max_tokens, self.price(provider), ttl)
 
     async def allow(
         self, kind: str, provider: Provider, messages: Sequence[Message], **request: Any
@@ -211,7 +219,7 @@ class CostMeter:
         self,
         person: str | None,
         chat: str | None,
-        estimate: Decimal | None,
+        estimate: Estimate,
         *,
         housekeeping: bool = False,
     ) -> Hold | None:
@@ -229,9 +237,9 @@ class CostMeter:
             if not verdict.allowed:
                 self._tell_operator(verdict, person, chat, now)
                 raise BudgetRefused(verdict)
-            if not estimate:
+            if not estimate.most:
                 return None
-            hold = Hold(person, chat, day_start(now), month_start(now), estimate)
+            hold = Hold(person, chat, day_start(now), month_start(now), estimate.most)
             self._holds.append(hold)
             return hold
 
@@ -339,7 +347,8 @@ class CostMeter:
         if self.budgets == Budgets():
             return None
         per_minute = self.pricing.per_minute(model, base_url, self.pricing.transcription)
-        return await self.judge(person, chat, transcription_cost(seconds, per_minute))
+        cost = transcription_cost(seconds, per_minute)
+        return await self.judge(person, chat, Estimate(cost, of="voice note"))
 
     async def transcribed(
         self,

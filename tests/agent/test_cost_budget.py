@@ -9,9 +9,11 @@ import pytest
 
 from agent.cost.budget import (
     Budgets,
+    Estimate,
     Spent,
     decide,
     estimate_call,
+    estimate_message,
     format_usd,
     next_daily_reset,
     next_monthly_reset,
@@ -56,13 +58,15 @@ def test_an_unknown_price_has_no_estimate() -> None:
 
 def test_within_every_budget_the_call_is_allowed() -> None:
     budgets = Budgets(usd("0.50"), usd("2"), usd("20"))
-    verdict = decide(Spent(usd("0.10"), usd("1"), usd("5")), budgets, usd("0.01"), NOW)
+    verdict = decide(Spent(usd("0.10"), usd("1"), usd("5")), budgets, Estimate(usd("0.01")), NOW)
     assert verdict.allowed and verdict.message == ""
-    assert decide(Spent(usd("99")), Budgets(), usd("1"), NOW).allowed  # no budgets at all
+    assert decide(Spent(usd("99")), Budgets(), Estimate(usd("1")), NOW).allowed  # no budgets at all
 
 
 def test_a_used_up_daily_budget_names_itself_and_midnight() -> None:
-    verdict = decide(Spent(user_today=usd("0.50")), Budgets(usd("0.50")), usd("0.001"), NOW)
+    verdict = decide(
+        Spent(user_today=usd("0.50")), Budgets(usd("0.50")), Estimate(usd("0.001")), NOW
+    )
 
     assert not verdict.allowed and verdict.budget == "user_daily"
     assert verdict.resets_at == datetime(2026, 12, 7, tzinfo=UTC)
@@ -70,13 +74,15 @@ def test_a_used_up_daily_budget_names_itself_and_midnight() -> None:
 
 
 def test_a_chat_s_budget_speaks_of_the_chat() -> None:
-    verdict = decide(Spent(chat_today=usd("3")), Budgets(per_chat_daily=usd("2")), None, NOW)
+    verdict = decide(
+        Spent(chat_today=usd("3")), Budgets(per_chat_daily=usd("2")), Estimate(None), NOW
+    )
     assert verdict.budget == "chat_daily"
     assert verdict.message == "This chat has used its daily $2.00; it resets at 00:00 UTC."
 
 
 def test_a_budget_of_nothing_says_it_allows_no_paid_call() -> None:
-    verdict = decide(Spent(), Budgets(per_chat_daily=usd("0")), usd("0.001"), NOW)
+    verdict = decide(Spent(), Budgets(per_chat_daily=usd("0")), Estimate(usd("0.001")), NOW)
     assert not verdict.allowed and verdict.budget == "chat_daily"
     assert verdict.message == (
         "This bot makes no paid model calls in this chat (its daily budget is $0)."
@@ -85,7 +91,9 @@ def test_a_budget_of_nothing_says_it_allows_no_paid_call() -> None:
 
 def test_the_monthly_budget_resets_on_the_first_and_wins_over_a_daily_one() -> None:
     budgets = Budgets(per_user_daily=usd("1"), monthly=usd("12"))
-    verdict = decide(Spent(user_today=usd("1"), month=usd("12")), budgets, usd("0.01"), NOW)
+    verdict = decide(
+        Spent(user_today=usd("1"), month=usd("12")), budgets, Estimate(usd("0.01")), NOW
+    )
 
     assert verdict.budget == "monthly"  # after midnight it would still refuse
     assert verdict.resets_at == datetime(2027, 1, 1, tzinfo=UTC)
@@ -95,7 +103,9 @@ def test_the_monthly_budget_resets_on_the_first_and_wins_over_a_daily_one() -> N
 
 
 def test_a_call_that_could_pass_what_is_left_says_how_much_is_left() -> None:
-    verdict = decide(Spent(user_today=usd("0.49")), Budgets(usd("0.50")), usd("0.0420"), NOW)
+    verdict = decide(
+        Spent(user_today=usd("0.49")), Budgets(usd("0.50")), Estimate(usd("0.0420")), NOW
+    )
     assert not verdict.allowed
     assert verdict.message == (
         "This message could cost up to $0.04, and $0.01 is left of your daily $0.50; "
@@ -103,16 +113,48 @@ def test_a_call_that_could_pass_what_is_left_says_how_much_is_left() -> None:
     )
 
 
+def test_when_the_reply_s_room_is_most_of_the_estimate_it_is_named_not_new() -> None:
+    # 1,000 prompt tokens ($0.00015) and 16,384 kept for the reply ($0.0098) at 4o-mini's
+    # prices: /new would shorten only the prompt.
+    estimate = estimate_message(1_000, 0, 16_384, MINI)
+    verdict = decide(Spent(user_today=usd("0.495")), Budgets(usd("0.50")), estimate, NOW)
+    assert verdict.message == (
+        "This message could cost up to $0.01, and $0.0050 is left of your daily $0.50; "
+        "it resets at 00:00 UTC. Up to $0.0098 of that is room kept for the reply, which "
+        "the bot's operator can make smaller (model.max_output_tokens)."
+    )
+
+
+def test_new_is_advised_only_where_the_reply_s_room_alone_fits_what_is_left() -> None:
+    # 100,000 prompt tokens ($0.015) and a 4,096-token reply ($0.0025) at 4o-mini's prices.
+    estimate = estimate_message(100_000, 0, 4_096, MINI)
+    fits = decide(Spent(user_today=usd("0.49")), Budgets(usd("0.50")), estimate, NOW)
+    assert fits.message.endswith("A shorter conversation (/new) costs less.")
+    # $0.002 left: less than the reply's room, so no conversation would be short enough.
+    tight = decide(Spent(user_today=usd("0.498")), Budgets(usd("0.50")), estimate, NOW)
+    assert "(/new)" not in tight.message
+    assert tight.message.endswith("can make smaller (model.max_output_tokens).")
+
+
+def test_a_voice_note_is_told_its_own_cost_without_advice_about_the_conversation() -> None:
+    estimate = Estimate(usd("4.20"), of="voice note")
+    verdict = decide(Spent(), Budgets(usd("1")), estimate, NOW)
+    assert verdict.message == (
+        "This voice note could cost up to $4.20, and $1.00 is left of your daily $1.00; "
+        "it resets at 00:00 UTC."
+    )
+
+
 def test_an_unknown_estimate_is_refused_only_by_a_used_up_budget() -> None:
     budgets = Budgets(usd("0.50"))
-    assert decide(Spent(user_today=usd("0.49")), budgets, None, NOW).allowed
-    assert not decide(Spent(user_today=usd("0.50")), budgets, None, NOW).allowed
+    assert decide(Spent(user_today=usd("0.49")), budgets, Estimate(None), NOW).allowed
+    assert not decide(Spent(user_today=usd("0.50")), budgets, Estimate(None), NOW).allowed
     # A free call passes even a used-up budget: it spends nothing.
-    assert decide(Spent(user_today=usd("0.50")), budgets, usd("0"), NOW).allowed
+    assert decide(Spent(user_today=usd("0.50")), budgets, Estimate(usd("0")), NOW).allowed
 
 
 def test_a_zero_budget_refuses_every_paid_call() -> None:
-    verdict = decide(Spent(), Budgets(monthly=usd("0")), usd("0.000001"), NOW)
+    verdict = decide(Spent(), Budgets(monthly=usd("0")), Estimate(usd("0.000001")), NOW)
     assert not verdict.allowed and verdict.budget == "monthly"
 
 

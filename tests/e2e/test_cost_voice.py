@@ -36,8 +36,8 @@ async def test_a_voice_note_over_the_budget_is_not_transcribed_and_its_sender_is
     assert fake_llm.transcriptions.uploads == []
     texts = [sent.text for sent in telegram.sent]
     assert (
-        "This message could cost up to $4.20, and $1.00 is left of your daily $1.00;"
-        " it resets at 00:00 UTC. A shorter conversation (/new) costs less."
+        "This voice note could cost up to $4.20, and $1.00 is left of your daily $1.00;"
+        " it resets at 00:00 UTC."
     ) in texts
     assert [call.kind for call in calls] == ["chat"]  # the turn (a free local model) only
 
