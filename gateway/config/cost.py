@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from agent.cost.budget import Budgets
 from agent.cost.prices import Price, Vendor, price_for, to_decimal, transcription_price
+from gateway.config.typed_yaml import Problem
 
 
 def _not_negative() -> dict[str, Any]:
@@ -32,6 +33,20 @@ class PriceConfig:
     cache_write: float | None = field(default=None, metadata=_not_negative())
     #: Input written to a 1-hour cache (Anthropic: 2x input when left out).
     cache_write_1h: float | None = field(default=None, metadata=_not_negative())
+
+
+def check_price(path: str, price: PriceConfig | None) -> list[Problem]:
+    """A cached read dearer than a fresh one: no provider prices it so, so the two
+    are almost surely swapped or mistyped (``path``: where the price is written)."""
+    if price is None or price.cached_input is None or price.cached_input <= price.input:
+        return []
+    return [
+        Problem(
+            f"{path}.cached_input",
+            f"{price.cached_input:.15g} is more than input ({price.input:.15g}); a cached"
+            " read never costs more than a fresh one: are the two swapped?",
+        )
+    ]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.config.alerts import AlertsConfig, check_alerts
-from gateway.config.cost import BudgetsConfig, PriceConfig
+from gateway.config.cost import BudgetsConfig, PriceConfig, check_price
 from gateway.config.dashboard import DashboardConfig
 from gateway.config.media import MediaConfig, transcription_route
 from gateway.config.memory import MemoryConfig
@@ -312,6 +312,10 @@ def _check_semantics(config: Config) -> tuple[Config, list[Problem]]:
     problems += check_platforms(config.platforms)
     problems += check_models(config.models) + check_tools(config.tools)
     problems += check_alerts(config.alerts)
+    problems += check_price("model.price", config.model.price)
+    problems += check_price("auxiliary.compression.price", config.auxiliary.compression.price)
+    for name, alternative in config.models.items():
+        problems += check_price(f"models.{name}.price", alternative.price)
     problems += [Problem(*p) for p in store_problems(config.store, config.platforms.telegram)]
     model, aux = config.model, config.auxiliary.compression
     config = replace(

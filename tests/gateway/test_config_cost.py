@@ -102,6 +102,20 @@ def test_an_alternative_model_has_its_own_price_never_the_main_one() -> None:
             "config.yaml:3: media.transcription.price_per_minute: expected a number of at least 0",
         ),
         ("budgets: 5\n", "config.yaml:1: budgets: expected a mapping, got 5"),
+        (
+            "model:\n  price: {input: 0.075, cached_input: 0.15, output: 0.6}\n",
+            "config.yaml:2: model.price.cached_input: 0.15 is more than input (0.075); a cached"
+            " read never costs more than a fresh one: are the two swapped?",
+        ),
+        (
+            "models:\n  cheap:\n    name: gpt-4.1-nano\n"
+            "    price:\n      input: 0.1\n      output: 0.4\n      cached_input: 1\n",
+            "config.yaml:7: models.cheap.price.cached_input: 1 is more than input (0.1)",
+        ),
+        (
+            "auxiliary:\n  compression:\n    model: m\n    price: {input: 1, output: 2, cached_input: 3}\n",
+            "config.yaml:4: auxiliary.compression.price.cached_input: 3 is more than input (1)",
+        ),
     ],
 )
 def test_wrong_prices_and_budgets_are_refused_with_their_line(
