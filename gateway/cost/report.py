@@ -1,8 +1,10 @@
 """What people and the operator are shown of costs (docs/cost.md#what-people-see):
 ``/usage``, ``/status``'s line, ``nightowl usage``.
 
-An unpriced call is never shown as $0: a sum says "+ N unpriced" beside the dollars,
-and a sum of unpriced calls only is "unknown".
+An unpriced call is never shown as $0: a sum says "+ N unpriced calls" beside the
+dollars; a sum of unpriced calls only is "unknown (N unpriced calls)" where it stands
+alone (a table's cell, the dashboard) and is said in words inside a sentence
+(:func:`spoken`, :func:`conversation_line`).
 """
 
 from __future__ import annotations
@@ -21,13 +23,21 @@ from gateway.store.costs import day_start, month_start
 
 
 def money(cost: Decimal, unpriced: int, calls: int) -> str:
-    """A sum for people: dollars, "unknown" when no call of it had a price."""
-    if calls and unpriced == calls:
-        return f"unknown ({unpriced} unpriced call{'s' * (unpriced != 1)})"
+    """A sum standing alone: dollars, "unknown" when no call of it had a price."""
+    if calls and unpriced == calls:  # never $0: nothing of it was priced
+        return f"unknown ({_unpriced(unpriced)})"
     text = format_usd(cost)
     if unpriced:
-        text += f" + {unpriced} unpriced call{'s' * (unpriced != 1)}"
+        text += f" + {_unpriced(unpriced)}"
     return text
+
+
+def _unpriced(calls: int) -> str:
+    return f"{calls:,} unpriced call{'s' * (calls != 1)}"
+
+
+def _priceless(line: CostLine) -> bool:
+    return bool(line.calls) and line.unpriced == line.calls
 
 
 def summed(records: Sequence[CostRecord], group: str = "") -> CostLine:
@@ -39,6 +49,29 @@ def summed(records: Sequence[CostRecord], group: str = "") -> CostLine:
 
 def said(line: CostLine) -> str:
     return money(line.cost, line.unpriced, line.calls)
+
+
+def spoken(line: CostLine) -> str:
+    """A sum inside a sentence ("This chat: $0.45 today"): calls with no price only
+    are counted ("2 unpriced calls today"), never shown as $0."""
+    return _unpriced(line.unpriced) if _priceless(line) else said(line)
+
+
+def conversation_line(spent: CostLine) -> str:
+    """``/usage``'s cost of this conversation, and over how many calls."""
+    calls = (
+        f"{spent.calls:,} model call{'s' * (spent.calls != 1)} (replies, summaries, memory notes)"
+    )
+    if _priceless(spent):
+        return f"Cost of this conversation: unknown — {calls} with no price"
+    cost = format_usd(spent.cost)
+    if not spent.unpriced:
+        return f"Cost of this conversation: {cost} over {calls}"
+    have = "have" if spent.unpriced != 1 else "has"
+    return (
+        f"Cost of this conversation: at least {cost} over {calls};"
+        f" {spent.unpriced:,} {have} no price"
+    )
 
 
 async def usage_lines(
@@ -62,21 +95,19 @@ async def usage_lines(
         conversation = [record for record in month if record.at >= conversation_since]
         if conversation_since < month_start(now):
             conversation = await costs.calls(conversation_since, chat=chat)
-        spent = summed(conversation)
-        lines.append(
-            f"Cost of this conversation: {said(spent)} over {spent.calls:,} model"
-            f" call{'s' if spent.calls != 1 else ''} (replies, summaries, memory notes)"
-        )
-    lines.append(f"This chat: {said(summed(today))} today · {said(summed(month))} this month (UTC)")
+        lines.append(conversation_line(summed(conversation)))
+    lines.append(
+        f"This chat: {spoken(summed(today))} today · {spoken(summed(month))} this month (UTC)"
+    )
     person = person_of(platform, user_id)
     if group and person is not None:
         mine = summed([record for record in today if record.person == person])
         mine_month = summed([record for record in month if record.person == person])
-        lines.append(f"Your share: {said(mine)} today · {said(mine_month)} this month")
+        lines.append(f"Your share: {spoken(mine)} today · {spoken(mine_month)} this month")
     elif person is not None and budgets.per_user_daily is not None:
         # A person's budget counts every chat of theirs: here they see what it counts.
         yours = await costs.calls(day_start(now), person=person)
-        lines.append(f"You, in all chats: {said(summed(yours))} today")
+        lines.append(f"You, in all chats: {spoken(summed(yours))} today")
     limits = [
         f"{name} {format_usd(limit)}"
         for name, limit in (
@@ -96,8 +127,10 @@ async def usage_lines(
 async def today_line(costs: CostStore, chat: str, now: float | None = None) -> str:
     """``/status``'s line: what this chat spent today."""
     now = time.time() if now is None else now
-    today = await costs.calls(day_start(now), chat=chat)
-    return f"Spent today: {said(summed(today))} in this chat"
+    today = summed(await costs.calls(day_start(now), chat=chat))
+    if _priceless(today):
+        return f"Spent today in this chat: unknown ({_unpriced(today.unpriced)})"
+    return f"Spent today: {said(today)} in this chat"
 
 
 def table(lines: Sequence[CostLine], by: str) -> str:

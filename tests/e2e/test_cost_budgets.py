@@ -219,7 +219,7 @@ async def test_a_call_cut_off_mid_stream_leaves_a_row_and_a_refused_one_none(
     [cut] = calls  # the vendor may bill the one it began; the rate-limited one did nothing
     assert (cut.kind, cut.person, cut.cost) == ("chat", "console:u1", None)
     assert cut.prompt_tokens > 1_000 and cut.completion_tokens > 0  # estimated
-    assert "unknown (1 unpriced call)" in usage
+    assert "Cost of this conversation: unknown — 1 model call" in usage
 
 
 async def test_an_unpriced_model_is_named_at_start_and_usage_says_it_is_not_counted(
