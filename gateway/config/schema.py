@@ -12,6 +12,7 @@ across keys are reported together, each with the file, line, key path and reason
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -218,7 +219,7 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
         return replace(config, data_dir=config.data_dir.expanduser())
     source = Path(path).expanduser()
     text = read_text(source)
-    dotenv = {k: v for k, v in read_dotenv(source.parent / ".env").items() if k not in env}
+    dotenv = dotenv_beside(source, env)
     env |= dotenv
     raw, lines = read_yaml(text, source)
     if raw is None:
@@ -233,6 +234,12 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
     if not data_dir.is_absolute():
         data_dir = (source.parent / data_dir).resolve()
     return replace(config, data_dir=data_dir, source=source)
+
+
+def dotenv_beside(source: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of the ``.env`` beside the config at ``source`` that ``environ``
+    lacks: the environment wins (docs/operations.md#by-hand)."""
+    return {k: v for k, v in read_dotenv(source.parent / ".env").items() if k not in environ}
 
 
 def _null_keys_from(config: Config, env: dict[str, str], dotenv: dict[str, str]) -> Config:

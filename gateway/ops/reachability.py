@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,13 @@ from gateway.config.routes import (
     ModelRoute,
     is_providers_own_api,
 )
-from gateway.config.schema import Config, main_model_route, resolve_api_key, summary_model_route
+from gateway.config.schema import (
+    Config,
+    dotenv_beside,
+    main_model_route,
+    resolve_api_key,
+    summary_model_route,
+)
 
 
 @dataclass(frozen=True)
@@ -48,10 +55,20 @@ async def check_providers(config: Config, timeout: float) -> list[Check]:
     summary = summary_model_route(config)
     if summary is not None:
         routes.append(("summary model", summary))
+    # What `nightowl run` reads: the environment, and the .env beside the config.
+    environ = dict(os.environ)
+    if config.source is not None:
+        environ |= dotenv_beside(config.source, environ)
     checks = []
     for label, route in routes:
         check = await check_provider(
-            label, route.provider, route.name, route.base_url, route.api_key, timeout
+            label,
+            route.provider,
+            route.name,
+            route.base_url,
+            route.api_key,
+            timeout,
+            environ=environ,
         )
         checks.append(check)
         if check.ok and label == "provider":
@@ -130,11 +147,14 @@ async def check_provider(
     base_url: str | None,
     configured_key: str | None,
     timeout: float,
+    *,
+    environ: Mapping[str, str] | None = None,
 ) -> Check:
     """The server lists the model (where it has a listing) and answers a 1-token request.
 
     The listing catches a wrong model name with the names it does serve; the request
     proves the key and the model work together (it costs a handful of tokens).
+    ``environ``: the variables the config is read with (default: the environment).
     """
     key = resolve_api_key(provider, configured_key, base_url)
     if key is None:
@@ -158,7 +178,8 @@ async def check_provider(
     except ProviderError as exc:
         hint = _provider_hint(exc.kind)
         if exc.kind == "auth" and key == NO_KEY_NEEDED:
-            hint = _withheld_key_hint(label, provider) or hint
+            env = os.environ if environ is None else environ
+            hint = _withheld_key_hint(label, provider, env) or hint
         return Check(label, False, f"{where}: {exc}", hint)
     return Check(label, True, f"{model} at {where} answered a 1-token request")
 
@@ -175,11 +196,12 @@ def _provider_hint(kind: str) -> str:
     }.get(kind, "see the provider's status page")
 
 
-def _withheld_key_hint(label: str, provider: str) -> str | None:
+def _withheld_key_hint(label: str, provider: str, environ: Mapping[str, str]) -> str | None:
     """A custom endpoint refused the placeholder while the provider's own variable is
-    set: that key goes only to the provider's API (gateway/config/routes.py)."""
+    set (in ``environ``): that key goes only to the provider's API
+    (gateway/config/routes.py)."""
     variable = KEY_VARIABLES.get(provider)
-    if not variable or not os.environ.get(variable):
+    if not variable or not environ.get(variable):
         return None
     key_path = "model.api_key" if label == "provider" else "auxiliary.compression.api_key"
     return (

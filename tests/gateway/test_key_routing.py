@@ -194,3 +194,24 @@ async def test_doctor_says_how_to_send_a_withheld_key_to_a_custom_endpoint(
         assert check.ok, check
         assert window.name == "window" and "cautious guess" in window.detail
         assert keys(proxy) == {NO_KEY_NEEDED, ENV_KEY}
+
+
+async def test_doctor_reads_the_key_from_the_env_file_beside_the_config_as_run_does(
+    tmp_path: Path,
+) -> None:
+    from gateway.config.schema import load_config
+    from gateway.ops.reachability import check_providers
+
+    # OPENAI_API_KEY only in the .env (the environment has none): still withheld from
+    # a proxy, and doctor says how to send it there.
+    async with FakeLLM(api_key=ENV_KEY) as proxy:
+        (tmp_path / ".env").write_text(f"OPENAI_API_KEY={ENV_KEY}\n")
+        (tmp_path / "config.yaml").write_text(
+            f"model:\n  base_url: {proxy.openai_base_url}\n  name: fake-model\n"
+        )
+        [check] = await check_providers(load_config(tmp_path / "config.yaml"), timeout=CEILING)
+    assert not check.ok and "401" in check.detail
+    assert check.hint == (
+        "OPENAI_API_KEY is sent only to api.openai.com; to send it to this base_url, "
+        "write model.api_key: ${OPENAI_API_KEY}"
+    )
