@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
@@ -184,6 +185,8 @@ class Assembly:
             adapters=self.adapters,
             conversation=self.store.conversation,
             pairings=self.pairing.pending,
+            told=self.store.alerts,
+            host=socket.gethostname() if self.store.coordination.shared else None,
         )
         self.scheduler.alert_check = self.alerts.check
         self.scheduler.alert_seconds = self.alerts.check_seconds

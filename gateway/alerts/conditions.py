@@ -34,6 +34,8 @@ class Observation:
     since: float | None = None
     #: Reported at once, not after ``after_seconds`` (it cannot flicker: a budget).
     at_once: bool = False
+    #: When it ends by itself (a budget's reset), if it does.
+    until: float | None = None
 
 
 class ProviderFailures:
@@ -44,8 +46,11 @@ class ProviderFailures:
         self.failures = 0
         self.last_error = ""
         self.model = ""
+        #: A call's outcome was seen since start.
+        self.seen = False
 
     def observe(self, payload: Payload, now: float) -> None:
+        self.seen = True
         outcome = str(payload.get("outcome"))
         if outcome == "ok":
             self.failing_since, self.failures, self.last_error = None, 0, ""
@@ -94,6 +99,7 @@ class BudgetsReached:
             "resets, the messages it covers are stored but not answered",
             since=self.since,
             at_once=True,
+            until=max(self.refusing.values()),
         )
 
 

@@ -6,6 +6,13 @@ starts, with what it is, since when and what to do, and once when it clears; nev
 than one message per condition per ``after_seconds`` (a clearing waits its turn, and a
 condition back before that was never gone). A platform that receives nothing has its
 receiving connection rebuilt, at most once per ``after_seconds``.
+
+What was told is kept in the store (:class:`~gateway.store.protocols.AlertStore`) and
+each message is claimed there before it is sent, so replicas on one database tell a
+condition once, and a gateway that restarts does not tell again what it told before:
+it takes up the conditions it had told and tells their clearing when it comes
+(docs/operations.md#alerts-and-replicas). When the store cannot be written (a full
+disk), the alert is told anyway, this process's own memory keeping the pace.
 """
 
 from __future__ import annotations
@@ -33,12 +40,15 @@ from gateway.alerts.conditions import (
 from gateway.alerts.sending import AlertSender
 from gateway.config.alerts import AlertsConfig
 from gateway.events import AlertChanged, EventBus, Payload
-from gateway.store import ConversationStore, PairingRequest
+from gateway.store import AlertStore, AlertTold, Claim, ConversationStore, PairingRequest
 
 log = logging.getLogger(__name__)
 
 #: Conditions are looked at least this often, whatever ``after_seconds`` says.
 MAX_CHECK_SECONDS = 60.0
+#: Conditions told once for every replica of a database; the others (the disk, a
+#: platform's connection) are each host's own, stored as ``<condition>@<host>``.
+SHARED_CONDITIONS = frozenset({"provider", "undelivered", "pairing", "budget"})
 
 
 @dataclass
@@ -53,6 +63,10 @@ class ActiveAlert:
     reported: bool = False
     #: It holds at the last check.
     holding: bool = True
+    #: When it ends by itself (a budget's reset), if it does.
+    until: float | None = None
+    #: Taken up from the store at start, told before a restart and not seen since.
+    taken_up: bool = False
 
 
 def when(moment: float) -> str:
@@ -80,8 +94,12 @@ class Alerts:
         adapters: Mapping[str, Adapter],
         conversation: ConversationStore,
         pairings: Callable[[], Awaitable[list[PairingRequest]]],
+        told: AlertStore,
+        host: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``told``: where what was told is kept; ``host``: this host's name when replicas
+        share the database (None: this gateway is the only one)."""
         self.settings = settings
         self.after = settings.after_seconds
         self.data_dir = data_dir
@@ -89,6 +107,8 @@ class Alerts:
         self.adapters = adapters
         self.conversation = conversation
         self.pairings = pairings
+        self.told = told
+        self.host = host
         self.clock = clock
         #: Internal thresholds (a test trips them): the disk's free share and bytes.
         self.disk_min_free_share = DISK_MIN_FREE_SHARE
@@ -96,8 +116,9 @@ class Alerts:
         self.provider = ProviderFailures()
         self.budgets = BudgetsReached()
         self.active: dict[str, ActiveAlert] = {}
-        #: When the operator was last told of each condition.
+        #: When the operator was last told of each condition (when the store cannot say).
         self._told_at: dict[str, float] = {}
+        self._taken_up = False
         self._restarted_at: dict[str, float] = {}
         self.sender = AlertSender(settings, adapters)
         self._lock = asyncio.Lock()
@@ -127,23 +148,28 @@ class Alerts:
     async def check(self) -> None:
         """Look at every condition; tell what started and what cleared; rebuild what is deaf."""
         async with self._lock:
+            if not self._taken_up:
+                await self._take_up()
             observed = await self._observe()
             now = self.clock()
             for condition, seen in observed.items():
                 self._hold(condition, seen, now)
             for condition, alert in list(self.active.items()):
-                alert.holding = condition in observed
-                if alert.holding:
+                alert.holding = condition in observed or self._unknown(alert, now)
+                if condition in observed:
                     await self._holding(alert, observed[condition], now)
-                else:
+                elif not alert.holding:
                     await self._cleared(alert, now)
 
     def _hold(self, condition: str, seen: Observation, now: float) -> None:
         alert = self.active.get(condition)
         if alert is None:
-            self.active[condition] = ActiveAlert(condition, seen.since or now, seen.what, seen.todo)
+            self.active[condition] = ActiveAlert(
+                condition, seen.since or now, seen.what, seen.todo, until=seen.until
+            )
             return
-        alert.what, alert.todo = seen.what, seen.todo
+        alert.what, alert.todo, alert.until = seen.what, seen.todo, seen.until
+        alert.taken_up = False
         if seen.since is not None and not alert.reported:  # it may have begun anew meanwhile
             alert.since = seen.since
 
@@ -156,7 +182,12 @@ class Alerts:
         )
         if platform:
             await self._restart(platform, now)
-        if not alert.reported and self._may_tell(alert.condition, now):
+        if alert.reported:
+            return
+        claim = await self._claim(alert, "started", now)
+        if claim is Claim.ALREADY:  # told by another replica, or before a restart
+            alert.reported = True
+        elif claim is Claim.TOLD:
             alert.reported = True
             text = (
                 f"⚠ nightowl: {alert.what}, since {when(alert.since)}.\nWhat to do: {alert.todo}."
@@ -167,18 +198,56 @@ class Alerts:
         if not alert.reported:
             del self.active[alert.condition]  # never told: nothing to take back
             return
-        if not self._may_tell(alert.condition, now):
+        claim = await self._claim(alert, "cleared", now)
+        if claim is Claim.WAIT:
             return  # told of it too recently: the clearing waits for the next check
         del self.active[alert.condition]
-        text = (
-            f"✅ nightowl: resolved: {alert.what} (from {when(alert.since)}, "
-            f"{lasted(now - alert.since)})."
-        )
-        await self._tell(alert, "cleared", text, now)
+        if claim is Claim.TOLD:  # else another replica told it
+            text = (
+                f"✅ nightowl: resolved: {alert.what} (from {when(alert.since)}, "
+                f"{lasted(now - alert.since)})."
+            )
+            await self._tell(alert, "cleared", text, now)
 
-    def _may_tell(self, condition: str, now: float) -> bool:
-        told = self._told_at.get(condition)
-        return told is None or now - told >= self.after
+    def _key(self, condition: str) -> str:
+        """The condition's row in the store: a host's own ones carry its name."""
+        if self.host is None or condition in SHARED_CONDITIONS:
+            return condition
+        return f"{condition}@{self.host}"
+
+    async def _claim(self, alert: ActiveAlert, state: str, now: float) -> Claim:
+        """Whether this process tells ``state`` now (an ``ALREADY`` start is taken up
+        with its first sighting, for the clearing's message)."""
+        told = AlertTold(self._key(alert.condition), state, alert.since, now, alert.what)
+        if state == "started":
+            told = AlertTold(told.condition, state, alert.since, now, alert.what, alert.until)
+        try:
+            claim, stored = await self.told.claim(told, self.after)
+        except Exception:  # a full disk must still be told: this process keeps the pace
+            log.exception("alerts: the store cannot keep what was told; telling anyway")
+            told_at = self._told_at.get(alert.condition)
+            return Claim.TOLD if told_at is None or now - told_at >= self.after else Claim.WAIT
+        if claim is Claim.ALREADY and stored is not None and state == "started":
+            alert.since = stored.since
+        return claim
+
+    async def _take_up(self) -> None:
+        """The conditions told as started before this gateway (re)started, in its share:
+        each stands until a look says it is gone (docs/operations.md#alerts)."""
+        try:
+            rows = await self.told.told()
+        except Exception:  # looked at again at the next check
+            log.exception("alerts: reading what was told failed")
+            return
+        self._taken_up = True
+        for row in rows:
+            condition, _, host = row.condition.partition("@")
+            mine = host == (self.host or "") if host else True
+            if row.state == "started" and mine and condition not in self.active:
+                self.active[condition] = ActiveAlert(
+                    condition, row.since, row.what, "", reported=True, until=row.until,
+                    taken_up=True,
+                )  # fmt: skip
 
     async def _tell(self, alert: ActiveAlert, state: str, text: str, now: float) -> None:
         self._told_at[alert.condition] = now
@@ -232,3 +301,12 @@ class Alerts:
                 if (alert := self.active.get(condition)) is not None and alert.holding:
                     found[condition] = Observation(alert.what, alert.todo)
         return {condition: seen for condition, seen in found.items() if seen is not None}
+
+    def _unknown(self, alert: ActiveAlert, now: float) -> bool:
+        """A condition taken up from the store that no look can confirm yet: the model
+        until this gateway's first call, a budget until its reset."""
+        if not alert.taken_up:
+            return False
+        if alert.condition == "provider":
+            return not self.provider.seen
+        return alert.until is not None and alert.until > now

@@ -9,6 +9,7 @@ from typing import Literal, Protocol, Self
 
 from gateway.store.coordination import Coordination
 from gateway.store.protocols import (
+    AlertStore,
     ChatStore,
     ConversationStore,
     CostStore,
@@ -39,6 +40,8 @@ class Store(Protocol):
     chats: ChatStore
     #: What every model call cost (docs/cost.md#what-is-stored).
     costs: CostStore
+    #: What the operator was told of each alert (docs/operations.md#alerts).
+    alerts: AlertStore
     #: Which replica runs a session (docs/design.md#replicas).
     coordination: Coordination
 

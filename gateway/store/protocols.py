@@ -23,8 +23,10 @@ from agent.messages import JSON
 from gateway.store.cost_records import CostLine, CostRecord, Grouping
 from gateway.store.dashboard_records import CompressionRecord, SessionOverview, Totals, TurnStat
 from gateway.store.records import (
+    AlertTold,
     AnchorRecord,
     ApprovedUser,
+    Claim,
     CompressionCommit,
     CompressionMark,
     DocumentHit,
@@ -51,6 +53,7 @@ from gateway.store.records import (
 )
 
 __all__ = [
+    "AlertStore",
     "ChatStore",
     "ConversationStore",
     "CostStore",
@@ -447,4 +450,18 @@ class CostStore(Protocol):
         """Store the messages a budget refused and take them out of the inbox, in one
         transaction: kept (``refused = 1``) but not active, so no request and no search
         ever shows them to a model (docs/cost.md#budgets)."""
+        ...
+
+
+class AlertStore(Protocol):
+    """What the operator was last told of each alert condition (docs/operations.md#alerts)."""
+
+    async def told(self) -> list[AlertTold]:
+        """Every condition's last message, oldest first."""
+        ...
+
+    async def claim(self, alert: AlertTold, after: float) -> tuple[Claim, AlertTold | None]:
+        """Take the telling of ``alert.state`` (at ``alert.told_at``) unless someone told
+        it already or told anything of it within ``after`` seconds; when not taken, the
+        stored row that stopped it."""
         ...

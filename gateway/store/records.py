@@ -12,8 +12,10 @@ from agent.messages import JSON, Message
 #: What ``gateway.store`` hands out (``Waiting`` stays the store's own).
 __all__ = [
     "KEEP",
+    "AlertTold",
     "AnchorRecord",
     "ApprovedUser",
+    "Claim",
     "CompressionCommit",
     "CompressionMark",
     "DatabaseProbe",
@@ -307,6 +309,34 @@ class ApprovedUser:
     approved_at: float
     #: Who approved: ``cli`` or the owner's ``<platform>:<user id>``.
     approved_by: str
+
+
+@dataclass(frozen=True)
+class AlertTold:
+    """What the operator was last told of one alert condition (docs/operations.md#alerts):
+    kept in the store, so replicas tell it once and a restart does not tell it again."""
+
+    #: The condition, with ``@<host>`` for one host's own on a shared database.
+    condition: str
+    #: ``started`` or ``cleared``.
+    state: str
+    since: float
+    told_at: float
+    #: What it is, as told (the clearing's message repeats it).
+    what: str
+    #: When it ends by itself (a budget's reset), if it does.
+    until: float | None = None
+
+
+class Claim(Enum):
+    """Whether this process is the one to tell an alert's start or clearing now."""
+
+    #: It is: nobody told it yet, and the last message on it is ``after_seconds`` old.
+    TOLD = "told"
+    #: Someone did already (another replica, or this gateway before a restart).
+    ALREADY = "already"
+    #: The last message on it is too recent: look again at the next check.
+    WAIT = "wait"
 
 
 class Keep(Enum):

@@ -329,6 +329,20 @@ CREATE INDEX costs_person_spent ON costs(person, at, cost_pusd);
 COST_DAYS = _COST_DAYS.format(day="CAST(at / 86400 AS INTEGER) * 86400")
 COST_DAYS_POSTGRES = _COST_DAYS.format(day="(floor(at / 86400) * 86400)::bigint")
 
+# 14: what the operator was last told of each alert condition (docs/operations.md#alerts),
+# so replicas on one database tell it once and a restart does not tell it again
+# (gateway/store/alerts.py). The same script on PostgreSQL.
+ALERT_TABLES = """
+CREATE TABLE alerts_told (
+    condition TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    since DOUBLE PRECISION NOT NULL,
+    told_at DOUBLE PRECISION NOT NULL,
+    what TEXT NOT NULL,
+    until DOUBLE PRECISION
+);
+"""
+
 #: A migration is a script, or a coroutine function run inside the migration's transaction.
 Migration = str | Callable[[Handle], Awaitable[None]]
 
@@ -346,5 +360,6 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (11, _V11),
     (12, COST_TABLES),
     (13, COST_DAYS),
+    (14, ALERT_TABLES),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

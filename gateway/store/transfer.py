@@ -39,6 +39,7 @@ TABLES = (
     "chat_models",
     "costs",
     "cost_days",
+    "alerts_told",
 )
 #: Rows read from SQLite and written to PostgreSQL at a time.
 BATCH = 5000

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gateway.store import protocols as p
+from gateway.store.alerts import SqlAlerts
 from gateway.store.chats import SqlChats
 from gateway.store.conversation import SqlConversation
 from gateway.store.costs import SqlCosts
@@ -30,3 +31,4 @@ class Views:
         self.documents: p.DocumentStore = SqlDocuments(connection)
         self.chats: p.ChatStore = SqlChats(connection)
         self.costs: p.CostStore = SqlCosts(connection)
+        self.alerts: p.AlertStore = SqlAlerts(connection)

@@ -10,7 +10,12 @@ advisory lock, so two replicas starting together migrate once (docs/design.md#po
 from __future__ import annotations
 
 # 9: the dashboard's turn stats and compression marks: SQLite's script, which both read alike.
-from gateway.store.schema import COST_DAYS_POSTGRES, COST_TABLES, DASHBOARD_TABLES
+from gateway.store.schema import (
+    ALERT_TABLES,
+    COST_DAYS_POSTGRES,
+    COST_TABLES,
+    DASHBOARD_TABLES,
+)
 
 _BASE = """
 CREATE TABLE sessions (
@@ -233,5 +238,6 @@ MIGRATIONS: list[tuple[int, str]] = [
     (11, _V11),
     (12, COST_TABLES),  # what every model call cost (docs/cost.md#what-is-stored)
     (13, COST_DAYS_POSTGRES),  # the month's spend by day, for the budget check
+    (14, ALERT_TABLES),  # what the operator was told of each alert (docs/operations.md#alerts)
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,156 @@
+"""Alerts across restarts and replicas (docs/operations.md#alerts-and-replicas): what
+was told is in the store, so a gateway that restarts does not tell it again but tells
+its clearing, and replicas on one PostgreSQL database tell a shared condition once."""
+
+from __future__ import annotations
+
+import asyncio
+from asyncio import FIRST_COMPLETED
+from pathlib import Path
+
+from gateway.app import Gateway
+from gateway.store import PairingRequest
+from tests.e2e.test_alerts import OPERATOR, alerts
+from tests.fakes.llm_server import FakeLLM, Recorded, Reply
+from tests.harness import RecordingAdapter, make_config, running_gateway
+from tests.waiting import CEILING
+
+FULL = 1 << 62  # more free bytes than any disk has: the disk condition holds
+
+
+def disk_full(gateway: Gateway, full: bool) -> None:
+    gateway.alerts.disk_min_free_bytes = FULL if full else 0
+    gateway.alerts.disk_min_free_share = 0.05 if full else 0.0
+
+
+async def one_more(*operators: RecordingAdapter) -> None:
+    """Until one of ``operators`` was sent one message more than it has now."""
+    waits = [asyncio.create_task(o.wait_sent(len(o.sent) + 1)) for o in operators]
+    try:
+        done, _ = await asyncio.wait(waits, timeout=CEILING, return_when=FIRST_COMPLETED)
+        assert done, "no alert was told"
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
+async def looks(*gateways: Gateway, times: int = 3) -> None:
+    """What the alert job does every ``after_seconds / 2``, now, a few times over."""
+    for _ in range(times):
+        for gateway in gateways:
+            await gateway.alerts.check()
+
+
+async def test_a_restart_does_not_tell_again_what_holds_and_tells_its_clearing(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    before, after = RecordingAdapter("telegram"), RecordingAdapter("telegram")
+    async with running_gateway(config, before) as gateway:
+        disk_full(gateway, True)
+        [started] = await before.wait_sent(1)
+    async with running_gateway(config, after) as gateway:
+        disk_full(gateway, True)
+        await looks(gateway)
+        assert after.texts() == []  # told before the restart; still holding
+        assert [a.condition for a in gateway.operations.alerts()] == ["disk"]
+        disk_full(gateway, False)
+        [cleared] = await after.wait_sent(1)
+    assert started.startswith("⚠ nightowl: the disk holding ")
+    assert cleared.startswith("✅ nightowl: resolved: the disk holding ")
+
+
+async def test_a_condition_gone_while_the_gateway_was_down_is_told_cleared(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    before, after = RecordingAdapter("telegram"), RecordingAdapter("telegram")
+    async with running_gateway(config, before) as gateway:
+        disk_full(gateway, True)
+        await before.wait_sent(1)
+    async with running_gateway(config, after) as gateway:
+        disk_full(gateway, False)
+        [cleared] = await after.wait_sent(1)
+        await looks(gateway)
+    assert cleared.startswith("✅ nightowl: resolved: the disk holding ")
+    assert len(after.sent) == 1
+
+
+async def test_a_failing_model_told_before_a_restart_stands_until_a_call_says_otherwise(
+    tmp_path: Path,
+) -> None:
+    failing = True
+
+    def respond(request: Recorded) -> Reply:
+        if failing:
+            return Reply(status=500, error_type="server_error", error_message="down")
+        return Reply("back")
+
+    async with FakeLLM(responder=respond) as llm:
+        config = make_config(tmp_path / "data", llm, **alerts([f"telegram:{OPERATOR}"]))
+        console, before = RecordingAdapter(), RecordingAdapter("telegram")
+        after = RecordingAdapter("telegram")
+        async with running_gateway(config, console, before) as gateway:
+            await console.say("hello?")
+            [started] = await before.wait_sent(1)
+        failing = False
+        console = RecordingAdapter()
+        async with running_gateway(config, console, after) as gateway:
+            await looks(gateway)  # no call yet: nothing says the model is back
+            assert after.texts() == []
+            assert [a.condition for a in gateway.operations.alerts()] == ["provider"]
+            await console.say("and now?")
+            [cleared] = await after.wait_sent(1)
+    assert started.startswith("⚠ nightowl: the model (fake-model via openai) failed")
+    assert cleared.startswith("✅ nightowl: resolved: the model (fake-model via openai)")
+
+
+async def test_replicas_tell_a_shared_condition_once(
+    tmp_path: Path, fake_llm: FakeLLM, postgres_dsn: str
+) -> None:
+    """Two gateways on one database see the same pairing request: one message, from
+    whichever claimed it, for its start and for its clearing."""
+    operators = RecordingAdapter("telegram"), RecordingAdapter("telegram")
+    configs = [
+        make_config(
+            tmp_path / name,
+            fake_llm,
+            store={"backend": "postgres", "dsn": postgres_dsn},
+            **alerts([f"telegram:{OPERATOR}"]),
+        )
+        for name in ("a", "b")
+    ]
+    async with (
+        running_gateway(configs[0], operators[0]) as a,
+        running_gateway(configs[1], operators[1]) as b,
+    ):
+        now = a.alerts.clock()
+        stranger = PairingRequest("telegram", "7", "Eve", "7", "ABCD2345", now, now + 3600)
+        await a.store.pairing.request(stranger, limit=10, fresh_code=lambda: "EFGH2345")
+        await one_more(*operators)
+        await looks(a, b)
+        assert sum(len(o.sent) for o in operators) == 1
+        await b.operations.deny(stranger.code)
+        await one_more(*operators)
+        await looks(a, b)
+    texts = [text for operator in operators for text in operator.texts()]
+    assert len(texts) == 2
+    assert {text[:1] for text in texts} == {"⚠", "✅"}
+    assert any("1 pairing request waiting" in text for text in texts)
+
+
+async def test_an_alert_the_store_cannot_keep_is_told_anyway(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The disk is full, or the database refuses writes: the operator must hear of it all
+    the same, this process keeping the pace on its own."""
+    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    operator = RecordingAdapter("telegram")
+    async with running_gateway(config, operator) as gateway:
+        await gateway.alerts.check()  # what was told before is read at the first look
+        await gateway.store.close()  # every trip to it fails from now on
+        disk_full(gateway, True)
+        [started] = await operator.wait_sent(1)
+        await looks(gateway)
+        assert len(operator.sent) == 1  # told once, not at every look
+    assert started.startswith("⚠ nightowl: the disk holding ")
