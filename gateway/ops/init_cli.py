@@ -27,7 +27,7 @@ from agent.providers import ProviderError
 from gateway.config.routes import KEY_VARIABLES, NO_KEY_NEEDED, OFFICIAL_HOSTS, ModelRoute
 from gateway.config.schema import load_config, parse_config
 from gateway.conversation.pairing import printable
-from gateway.ops.init_files import Answers, Model, Platform, write_files
+from gateway.ops.init_files import Answers, Model, Platform, find_example, write_files
 from gateway.ops.init_owner import wait_for_owner
 from gateway.ops.reachability import (
     Check,
@@ -75,6 +75,11 @@ def add_init_parser(commands: argparse._SubParsersAction) -> None:
         "--non-interactive", action="store_true", help="ask nothing: take every answer from flags"
     )
     init.add_argument(
+        "--example",
+        action="store_true",
+        help="print config.yaml.example (every key, with its default, commented) and stop",
+    )
+    init.add_argument(
         "--force", action="store_true", help="--non-interactive: overwrite an existing config"
     )
     init.add_argument(
@@ -107,6 +112,8 @@ def add_init_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    if args.example:
+        return print_example()
     data_dir = Path(args.data_dir).expanduser().absolute()
     try:
         if args.non_interactive:
@@ -118,6 +125,17 @@ def cmd_init(args: argparse.Namespace) -> int:
     except Stop:
         print("\nnightowl init: the answers ended first; nothing more written.", file=sys.stderr)
         return EXIT_FAILED
+
+
+def print_example() -> int:
+    """``nightowl init --example``: the commented example, wherever it was installed."""
+    example = find_example()
+    if example is None:
+        print("nightowl: config.yaml.example is missing from this installation", file=sys.stderr)
+        return EXIT_FAILED
+    sys.stdout.write(example.read_text(encoding="utf-8"))
+    sys.stdout.flush()
+    return 0
 
 
 def say(text: str = "") -> None:

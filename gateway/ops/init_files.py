@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime
 import re
+import site
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ from gateway.private_files import write_private
 
 CONFIG_NAME = "config.yaml"
 ENV_NAME = ".env"
+#: Every key with its default, commented; pyproject.toml installs it under share/nightowl.
+EXAMPLE_NAME = "config.yaml.example"
 #: Where each platform's token is kept in ``.env``.
 TOKEN_VARIABLES = {"telegram": "TELEGRAM_BOT_TOKEN", "discord": "DISCORD_BOT_TOKEN"}
 
@@ -87,10 +91,22 @@ def render_config(answers: Answers) -> str:
     today = datetime.date.today().isoformat()
     head = (
         f"# Written by `nightowl init` on {today}; every key, with its default, is in\n"
-        "# nightowl's config.yaml.example. A relative data_dir is taken from this file's\n"
-        "# directory. Secrets are in the .env beside this file, named here as ${VARIABLES}.\n"
+        "# nightowl's config.yaml.example, which `nightowl init --example` prints. A relative\n"
+        "# data_dir is taken from this file's directory. Secrets are in the .env beside this\n"
+        "# file, named here as ${VARIABLES}.\n"
     )
     return head + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
+
+
+def find_example() -> Path | None:
+    """The commented example config: in the source tree, or where a package install put
+    it (``<prefix>/share/nightowl``, for a ``pip install --user`` under the user base)."""
+    candidates = [
+        Path(__file__).resolve().parents[2] / EXAMPLE_NAME,
+        Path(sys.prefix) / "share" / "nightowl" / EXAMPLE_NAME,
+        Path(site.getuserbase()) / "share" / "nightowl" / EXAMPLE_NAME,
+    ]
+    return next((path for path in candidates if path.is_file()), None)
 
 
 def secrets_of(answers: Answers) -> dict[str, str]:

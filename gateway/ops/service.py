@@ -258,7 +258,7 @@ def install_service(config: Config, args: Any) -> int:
     if config.source is None:
         print(
             "nightowl: install-service needs a config file (-c PATH): `nightowl init` writes"
-            " one (or start from config.yaml.example, with secrets in a .env beside it)",
+            " one (or start from `nightowl init --example`, with secrets in a .env beside it)",
             file=sys.stderr,
         )
         return 2
