@@ -120,7 +120,7 @@ class Alerts:
         self._told_at: dict[str, float] = {}
         self._taken_up = False
         self._restarted_at: dict[str, float] = {}
-        self.sender = AlertSender(settings, adapters)
+        self.sender = AlertSender(settings, adapters, clock=lambda: self.clock())
         self._lock = asyncio.Lock()
         events.subscribe(
             ["llm:request", "budget:reached"], self.observe, name="alerts", inline=True
@@ -150,6 +150,7 @@ class Alerts:
         async with self._lock:
             if not self._taken_up:
                 await self._take_up()
+            await self.sender.retry()  # what could not be sent before goes first
             observed = await self._observe()
             now = self.clock()
             for condition, seen in observed.items():

@@ -1,11 +1,17 @@
 """Where an alert goes: each ``alerts.to`` private chat through its platform's adapter,
 and the ``alerts.webhook`` as a JSON POST. A failure is logged, never raised: an alert
-that cannot be told must not break what it reports on."""
+that cannot be told must not break what it reports on. What could not be sent is kept
+(the :data:`UNSENT_KEPT` newest, for :data:`UNSENT_SECONDS`) and sent again, in order,
+at each check (:meth:`AlertSender.retry`): an alert matters most when something is
+down, and the way to the operator may be down with it."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -15,46 +21,113 @@ from gateway.config.alerts import AlertsConfig, alert_target
 log = logging.getLogger(__name__)
 
 WEBHOOK_TIMEOUT_SECONDS = 10.0
+#: Alert messages kept for another try, newest first kept; the oldest beyond go.
+UNSENT_KEPT = 50
+#: How long an unsent alert message is tried again before it is given up (logged).
+UNSENT_SECONDS = 24 * 3600.0
+#: The webhook's answers worth another try; any other 4xx will not change by itself.
+_WEBHOOK_RETRIED = frozenset({408, 425, 429})
+
+
+@dataclass
+class Unsent:
+    """One message to one recipient that failed: an ``alerts.to`` entry, or ``webhook``."""
+
+    to: str
+    text: str
+    body: dict[str, object] = field(default_factory=dict)
+    first_tried: float = 0.0
 
 
 class AlertSender:
-    def __init__(self, settings: AlertsConfig, adapters: Mapping[str, Adapter]) -> None:
+    def __init__(
+        self,
+        settings: AlertsConfig,
+        adapters: Mapping[str, Adapter],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings = settings
         self.adapters = adapters
+        self.clock = clock
         #: The private chat of each ``to`` entry, once opened.
         self._chats: dict[str, str] = {}
+        self.unsent: deque[Unsent] = deque()
 
     async def send(self, condition: str, state: str, since: float, text: str) -> None:
         for entry in self.settings.to:
-            await self._to_chat(entry, text)
+            await self._attempt(Unsent(entry, text))
         if self.settings.webhook:
-            await self._to_webhook(
-                self.settings.webhook,
-                {"condition": condition, "state": state, "since": since, "text": text},
-            )
+            body = {"condition": condition, "state": state, "since": since, "text": text}
+            await self._attempt(Unsent("webhook", text, body))
 
-    async def _to_chat(self, entry: str, text: str) -> None:
+    async def retry(self) -> None:
+        """Send again what failed before, oldest first; what fails again stays."""
+        waiting, self.unsent = self.unsent, deque()
+        now = self.clock()
+        for message in waiting:
+            if now - message.first_tried > UNSENT_SECONDS:
+                log.warning("alert to %s given up after 24 h: %s", message.to, _line(message))
+            else:
+                await self._attempt(message)
+
+    async def _attempt(self, message: Unsent) -> None:
+        """Send ``message``, unless its recipient failed already (this check, or one it
+        was not retried at yet): then it waits behind, so each recipient gets its
+        messages in order and is tried once per check."""
+        if any(kept.to == message.to for kept in self.unsent):
+            self._keep(message)
+            return
+        if message.to == "webhook":
+            sent = await self._to_webhook(str(self.settings.webhook), message.body)
+        else:
+            sent = await self._to_chat(message.to, message.text)
+        if sent is False:
+            self._keep(message)
+
+    def _keep(self, message: Unsent) -> None:
+        if not message.first_tried:
+            message.first_tried = self.clock()
+        self.unsent.append(message)
+        if len(self.unsent) > UNSENT_KEPT:
+            gone = self.unsent.popleft()
+            log.warning("alert to %s given up (too many unsent): %s", gone.to, _line(gone))
+
+    async def _to_chat(self, entry: str, text: str) -> bool | None:
+        """True: sent; False: failed, worth another try; None: it never can be."""
         platform, user = alert_target(entry)
         adapter = self.adapters.get(platform)
         if adapter is None:
             log.warning("alert not sent to %s: that platform is not running", entry)
-            return
+            return None
         try:
             chat = self._chats.get(entry) or await adapter.private_chat(user)
             self._chats[entry] = chat
             await adapter.send(OutboundMessage(platform=platform, chat_id=chat, text=text))
+            return True
         except DeliveryError as error:
-            log.warning("alert not sent to %s: %s", entry, error)
+            log.warning("alert not sent to %s (tried again at the next check): %s", entry, error)
         except Exception:  # an adapter's bug must not stop the other recipients
-            log.exception("alert not sent to %s", entry)
+            log.exception("alert not sent to %s (tried again at the next check)", entry)
+        return False
 
-    async def _to_webhook(self, url: str, body: dict[str, object]) -> None:
+    async def _to_webhook(self, url: str, body: dict[str, object]) -> bool | None:
         try:
             async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS) as client:
                 response = await client.post(url, json=body)
-            if response.status_code >= 400:
-                log.warning("alert webhook answered HTTP %s", response.status_code)
-        except httpx.HTTPError as error:
-            log.warning("alert webhook failed: %s", type(error).__name__)
         except Exception as error:  # whatever it is, an alert must not break the gateway
-            log.warning("alert webhook failed: %s", type(error).__name__)
+            log.warning("alert webhook failed (tried again at the next check): %s", _name(error))
+            return False
+        status = response.status_code
+        if status < 400:
+            return True
+        retried = status >= 500 or status in _WEBHOOK_RETRIED
+        log.warning("alert webhook answered HTTP %s%s", status, " (tried again)" if retried else "")
+        return False if retried else None
+
+
+def _name(error: BaseException) -> str:
+    return type(error).__name__
+
+
+def _line(message: Unsent) -> str:
+    return message.text.replace("\n", " ")

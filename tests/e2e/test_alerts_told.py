@@ -5,15 +5,22 @@ its clearing, and replicas on one PostgreSQL database tell a shared condition on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from asyncio import FIRST_COMPLETED
+from collections import deque
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+from aiohttp import web
+
+from adapters.base import DeliveryError, OutboundMessage
 from gateway.app import Gateway
 from gateway.store import PairingRequest
 from tests.e2e.test_alerts import OPERATOR, alerts
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.harness import RecordingAdapter, make_config, running_gateway
-from tests.waiting import CEILING
+from tests.waiting import CEILING, Recording
 
 FULL = 1 << 62  # more free bytes than any disk has: the disk condition holds
 
@@ -21,6 +28,37 @@ FULL = 1 << 62  # more free bytes than any disk has: the disk condition holds
 def disk_full(gateway: Gateway, full: bool) -> None:
     gateway.alerts.disk_min_free_bytes = FULL if full else 0
     gateway.alerts.disk_min_free_share = 0.05 if full else 0.0
+
+
+class RefusingAdapter(RecordingAdapter):
+    """A platform that refuses every send while :attr:`refusing` is set (and records
+    each refused text)."""
+
+    refusing = True
+
+    def __init__(self, platform: str) -> None:
+        super().__init__(platform)
+        self.refused: Recording[str] = Recording()
+
+    async def send(self, message: OutboundMessage) -> list[str]:
+        if self.refusing:
+            await self.refused.add(message.text)
+            raise DeliveryError("refused", platform=self.platform, chat_id=message.chat_id)
+        return await super().send(message)
+
+
+@contextlib.asynccontextmanager
+async def serving(app: web.Application) -> AsyncIterator[str]:
+    """``app`` on a free local port; yields its ``/alerts`` URL."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}/alerts"
+    finally:
+        await runner.cleanup()
 
 
 async def one_more(*operators: RecordingAdapter) -> None:
@@ -154,3 +192,49 @@ async def test_an_alert_the_store_cannot_keep_is_told_anyway(
         await looks(gateway)
         assert len(operator.sent) == 1  # told once, not at every look
     assert started.startswith("⚠ nightowl: the disk holding ")
+
+
+async def test_an_alert_the_operator_could_not_get_is_sent_again_in_order(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The way to the operator is down when the alert is told: it is sent at a later
+    check, and its clearing after it."""
+    operator = RefusingAdapter("telegram")
+    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    async with running_gateway(config, operator) as gateway:
+        disk_full(gateway, True)
+        await operator.refused.wait_for(1)
+        disk_full(gateway, False)  # cleared while the first message waits
+        await operator.refused.wait_for(2)
+        operator.refusing = False
+        sent = await operator.wait_sent(2)
+        await looks(gateway)
+        assert gateway.alerts.sender.unsent == deque()
+    assert sent[0].startswith("⚠ nightowl: the disk holding ")
+    assert sent[1].startswith("✅ nightowl: resolved: the disk holding ")
+    assert len(operator.sent) == 2
+
+
+async def test_a_webhook_down_gets_the_alert_later_and_one_that_refuses_it_does_not(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    answers = [503, 204, 404]
+    posts: Recording[dict[str, Any]] = Recording()
+
+    async def receive(request: web.Request) -> web.Response:
+        await posts.add(await request.json())
+        return web.Response(status=answers.pop(0) if answers else 204)
+
+    app = web.Application()
+    app.router.add_post("/alerts", receive)
+    async with serving(app) as url:
+        config = make_config(tmp_path / "data", fake_llm, **alerts([], webhook=url))
+        async with running_gateway(config, RecordingAdapter("telegram")) as gateway:
+            disk_full(gateway, True)
+            first = await posts.wait_for(2)  # 503, then sent again at the next check: 204
+            disk_full(gateway, False)
+            cleared = await posts.wait_for(3)  # 404: a refusal, not tried again
+            await looks(gateway)
+            assert gateway.alerts.sender.unsent == deque()
+    assert first[0] == first[1] and first[0]["state"] == "started"
+    assert cleared[2]["state"] == "cleared" and len(posts.items) == 3
