@@ -3,7 +3,8 @@
 Each probe looks once and says what is wrong now; how long it has been so and whether
 to tell anyone is the monitor's (:mod:`gateway.alerts.monitor`). Conditions:
 
-- ``provider``: every model call failed since a moment (from ``llm:request``);
+- ``provider``: every call to a model failed since a moment (from ``llm:request``),
+  each model on its own;
 - ``platform:<name>``: a platform's adapter receives nothing (:meth:`Adapter.check`);
 - ``undelivered``: replies stored but not accepted by their platform;
 - ``disk``: little room left where the data dir is;
@@ -14,7 +15,7 @@ to tell anyone is the monitor's (:mod:`gateway.alerts.monitor`). Conditions:
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.events import Payload
@@ -38,39 +39,68 @@ class Observation:
     until: float | None = None
 
 
+@dataclass
+class RouteFailures:
+    """One model route's calls, all failed since ``since``."""
+
+    since: float
+    count: int = 0
+    last_error: str = ""
+    #: What the route was called for: ``chat``, ``summary``, ``flush``.
+    kinds: set[str] = field(default_factory=set)
+
+
 class ProviderFailures:
-    """Whether every model call failed since some moment: fed ``llm:request`` payloads."""
+    """Whether a model route failed every call since some moment: fed ``llm:request``
+    payloads, each route on its own, so a summary model that fails beside a main model
+    that works is told too."""
 
     def __init__(self) -> None:
-        self.failing_since: float | None = None
-        self.failures = 0
-        self.last_error = ""
-        self.model = ""
+        #: ``<model> via <provider>`` -> its failures, while it fails.
+        self.failing: dict[str, RouteFailures] = {}
         #: A call's outcome was seen since start.
         self.seen = False
 
     def observe(self, payload: Payload, now: float) -> None:
         self.seen = True
+        route = f"{payload.get('model')} via {payload.get('provider')}"
         outcome = str(payload.get("outcome"))
         if outcome == "ok":
-            self.failing_since, self.failures, self.last_error = None, 0, ""
+            self.failing.pop(route, None)
             return
-        if self.failing_since is None:
-            self.failing_since = now
-        self.failures += 1
-        self.last_error = outcome
-        self.model = f"{payload.get('model')} via {payload.get('provider')}"
+        failures = self.failing.setdefault(route, RouteFailures(now))
+        failures.count += 1
+        failures.last_error = outcome
+        failures.kinds.add(str(payload.get("kind")))
 
     def observation(self) -> Observation | None:
-        if self.failing_since is None:
+        if not self.failing:
             return None
+        replies = any("chat" in f.kinds for f in self.failing.values())
         return Observation(
-            what=f"the model ({self.model}) failed every call: {self.failures} in a row, "
-            f"the last with {self.last_error}",
+            what="; ".join(
+                f"the model{_used_for(f.kinds)} ({route}) failed every call: {f.count} in a "
+                f"row, the last with {f.last_error}"
+                for route, f in self.failing.items()
+            ),
             todo="Check the provider's status, the API key and model.base_url (`nightowl "
-            "doctor` tries the route); meanwhile no replies are written",
-            since=self.failing_since,
+            "doctor` tries the route); meanwhile no replies are written"
+            if replies
+            else "Check the provider's status, the key and auxiliary.compression's "
+            "base_url (`nightowl doctor` tries the route); replies go on, and a "
+            "conversation that outgrows the window gets a summary made without the model",
+            since=min(f.since for f in self.failing.values()),
         )
+
+
+#: What a route that answers no chat is called for, by ``llm:request``'s kind.
+_USES = {"summary": "summaries", "flush": "memory notes"}
+
+
+def _used_for(kinds: set[str]) -> str:
+    if "chat" in kinds:
+        return ""
+    return " for " + " and ".join(_USES.get(kind, kind) for kind in sorted(kinds))
 
 
 class BudgetsReached:

@@ -238,3 +238,36 @@ async def test_a_webhook_down_gets_the_alert_later_and_one_that_refuses_it_does_
             assert gateway.alerts.sender.unsent == deque()
     assert first[0] == first[1] and first[0]["state"] == "started"
     assert cleared[2]["state"] == "cleared" and len(posts.items) == 3
+
+
+async def test_a_failing_summary_model_is_told_though_replies_work(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The summary model is its own route: the main model's answers do not hide it."""
+
+    def down(request: Recorded) -> Reply:
+        return Reply(status=500, error_type="server_error", error_message="down")
+
+    async with FakeLLM(responder=down) as summaries:
+        aux = {"model": "summary-model", "base_url": summaries.openai_base_url, "api_key": "k"}
+        config = make_config(
+            tmp_path / "data",
+            fake_llm,
+            auxiliary={"compression": aux},
+            **alerts([f"telegram:{OPERATOR}"]),
+        )
+        console, operator = RecordingAdapter(), RecordingAdapter("telegram")
+        async with running_gateway(config, console, operator) as gateway:
+            for count, text in enumerate(("one " * 50, "two " * 50, "three " * 50), start=1):
+                await console.say(text)
+                await console.wait_sent(count)
+            await console.say("/compress")
+            await console.wait_sent(4)
+            assert summaries.requests  # the summary model was asked, and failed
+            await console.say("still there?")
+            await console.wait_sent(5)  # a reply: the main model works
+            [started] = await operator.wait_sent(1)
+    assert started.startswith(
+        "⚠ nightowl: the model for summaries (summary-model via openai) failed every call"
+    )
+    assert "replies go on" in started
