@@ -257,7 +257,7 @@ async def test_a_failing_summary_model_is_told_though_replies_work(
             **alerts([f"telegram:{OPERATOR}"]),
         )
         console, operator = RecordingAdapter(), RecordingAdapter("telegram")
-        async with running_gateway(config, console, operator) as gateway:
+        async with running_gateway(config, console, operator):
             for count, text in enumerate(("one " * 50, "two " * 50, "three " * 50), start=1):
                 await console.say(text)
                 await console.wait_sent(count)
