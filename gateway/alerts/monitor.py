@@ -219,9 +219,8 @@ class Alerts:
     async def _claim(self, alert: ActiveAlert, state: str, now: float) -> Claim:
         """Whether this process tells ``state`` now (an ``ALREADY`` start is taken up
         with its first sighting, for the clearing's message)."""
-        told = AlertTold(self._key(alert.condition), state, alert.since, now, alert.what)
-        if state == "started":
-            told = AlertTold(told.condition, state, alert.since, now, alert.what, alert.until)
+        until = alert.until if state == "started" else None
+        told = AlertTold(self._key(alert.condition), state, alert.since, now, alert.what, until)
         try:
             claim, stored = await self.told.claim(told, self.after)
         except Exception:  # a full disk must still be told: this process keeps the pace
