@@ -88,6 +88,7 @@ async def test_migration_13_sums_the_days_already_stored(tmp_path: Path) -> None
         await store.costs.record(call(NOW, "tg:1", "tg:ann", "0.25"))
         await store.costs.record(call(NOW, "tg:1", "tg:bob", None))
     # Back to the schema before it, as a gateway of migration 12 left the file.
+    db.execute(tmp_path / "state.db", "DROP TABLE alerts_told")  # migration 14's
     db.execute(tmp_path / "state.db", "DROP TABLE cost_days")
     db.execute(tmp_path / "state.db", "DROP INDEX costs_chat_spent")
     db.execute(tmp_path / "state.db", "DROP INDEX costs_person_spent")
@@ -112,7 +113,8 @@ async def test_migration_13_on_postgresql_sums_the_days_already_stored(postgres_
     connection = await asyncpg.connect(dsn)
     try:
         await connection.execute(
-            "DROP TABLE cost_days; DROP INDEX costs_chat_spent; DROP INDEX costs_person_spent;"
+            "DROP TABLE alerts_told; DROP TABLE cost_days;"  # migrations 14 and 13
+            " DROP INDEX costs_chat_spent; DROP INDEX costs_person_spent;"
             " CREATE INDEX costs_chat ON costs(session_key, at);"
             " CREATE INDEX costs_person ON costs(person, at);"
             " UPDATE nightowl_schema SET version = 12"
