@@ -27,7 +27,15 @@ from agent.providers import ProviderError
 from gateway.config.routes import KEY_VARIABLES, NO_KEY_NEEDED, OFFICIAL_HOSTS, ModelRoute
 from gateway.config.schema import load_config, parse_config
 from gateway.conversation.pairing import printable
-from gateway.ops.init_files import Answers, Model, Platform, find_example, write_files
+from gateway.ops.init_files import (
+    TOKEN_VARIABLES,
+    Answers,
+    Model,
+    Platform,
+    find_example,
+    owners_by_platform,
+    write_files,
+)
 from gateway.ops.init_owner import wait_for_owner
 from gateway.ops.reachability import (
     Check,
@@ -85,11 +93,26 @@ def add_init_parser(commands: argparse._SubParsersAction) -> None:
     init.add_argument(
         "--platform", action="append", choices=PLATFORMS, help="(repeatable; default console)"
     )
-    init.add_argument("--telegram-token", metavar="TOKEN")
+    init.add_argument(
+        "--telegram-token",
+        metavar="TOKEN",
+        help="(visible to other users in ps: prefer $TELEGRAM_BOT_TOKEN in the environment)",
+    )
     init.add_argument(
         "--telegram-base-url", metavar="URL", help="a self-hosted Bot API server (…/bot)"
     )
-    init.add_argument("--discord-token", metavar="TOKEN")
+    init.add_argument(
+        "--discord-token",
+        metavar="TOKEN",
+        help="(visible to other users in ps: prefer $DISCORD_BOT_TOKEN in the environment)",
+    )
+    init.add_argument(
+        "--owner",
+        action="append",
+        metavar="PLATFORM:ID",
+        help="the owner's user id, e.g. telegram:123456789 (repeatable): put in "
+        "allowed_users instead of pairing",
+    )
     init.add_argument("--model-url", metavar="URL", help="a local OpenAI-compatible server")
     init.add_argument(
         "--api-key-env",
@@ -228,12 +251,20 @@ class Interview:
             say("Left as it is.")
             return 0
         names = self.platforms()
+        owners = owners_by_platform(self.args.owner or [], names)
+        if isinstance(owners, str):
+            return _refuse(owners, EXIT_USAGE)
         platforms = [self.token(name) for name in names if name != "console"]
         model = self.model()
+        for platform in platforms:
+            platform.allowed_users += owners.get(platform.name, [])
         answers = Answers(self.data_dir, model, platforms, console="console" in names)
         write_files(answers)
         for platform in platforms:
-            self.pair(answers, platform)
+            if platform.allowed_users:
+                say(f"  {platform.name}: {', '.join(platform.allowed_users)} in allowed_users.")
+            else:
+                self.pair(answers, platform)
         say()
         for line in next_steps(answers):
             say(line)
@@ -403,15 +434,22 @@ class Scripted:
         if config.exists() and not args.force:
             return _refuse(f"{config} exists: pass --force to overwrite it", EXIT_USAGE)
         names = list(dict.fromkeys(args.platform or ["console"]))
+        owners = owners_by_platform(args.owner or [], names)
+        if isinstance(owners, str):
+            return _refuse(owners, EXIT_USAGE)
         platforms = []
         for name in names:
             if name == "console":
                 continue
-            token = getattr(args, f"{name}_token")
+            token = getattr(args, f"{name}_token") or os.environ.get(TOKEN_VARIABLES[name])
             if not token:
-                return _refuse(f"--platform {name} needs --{name}-token", EXIT_USAGE)
+                return _refuse(
+                    f"--platform {name} needs its token: set {TOKEN_VARIABLES[name]} in the"
+                    f" environment (or pass --{name}-token, which ps shows to other users)",
+                    EXIT_USAGE,
+                )
             base_url = args.telegram_base_url if name == "telegram" else None
-            platforms.append(Platform(name, token, base_url))
+            platforms.append(Platform(name, token, base_url, owners.get(name, [])))
         model = self.model()
         if isinstance(model, int):
             return model

@@ -27,6 +27,22 @@ EXAMPLE_NAME = "config.yaml.example"
 TOKEN_VARIABLES = {"telegram": "TELEGRAM_BOT_TOKEN", "discord": "DISCORD_BOT_TOKEN"}
 
 
+def owners_by_platform(entries: list[str], platforms: list[str]) -> dict[str, list[str]] | str:
+    """``--owner telegram:123456789`` entries as each platform's user ids, or the sentence
+    refusing the first wrong one (a platform not chosen, an id that is not a number)."""
+    owners: dict[str, list[str]] = {}
+    for entry in entries:
+        platform, _, user = entry.partition(":")
+        if platform not in TOKEN_VARIABLES:
+            return f"--owner {entry}: expected telegram:<user id> or discord:<user id>"
+        if platform not in platforms:
+            return f"--owner {entry}: {platform} is not among the platforms (--platform {platform})"
+        if not user.isdigit():
+            return f"--owner {entry}: a {platform} user id is a number (ask @userinfobot for yours)"
+        owners.setdefault(platform, []).append(user)
+    return owners
+
+
 @dataclass
 class Platform:
     name: str

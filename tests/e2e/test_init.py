@@ -199,6 +199,42 @@ async def test_non_interactive_writes_the_same_files(tmp_path: Path) -> None:
         assert code == 0, out + err
 
 
+async def test_a_script_gives_the_token_in_the_environment_and_names_the_owner(
+    tmp_path: Path,
+) -> None:
+    """No token on the command line (``ps`` shows it to every user of the machine) and
+    no pairing to wait for: ``$TELEGRAM_BOT_TOKEN`` and ``--owner telegram:<id>``."""
+    data = tmp_path / "owl"
+    async with FakeTelegram() as telegram, FakeLlamaCpp(served=8_192) as llama:
+        flags = ["--non-interactive", "--data-dir", str(data), "--platform", "telegram"]
+        flags += [
+            "--telegram-base-url",
+            telegram.base_url,
+            "--model-url",
+            f"127.0.0.1:{llama.port}",
+        ]
+        code, _, err = await nightowl("init", *flags, cwd=tmp_path, env=clean_env())
+        assert code == 2 and "set TELEGRAM_BOT_TOKEN in the environment" in err
+        code, _, err = await nightowl(
+            "init", *flags, "--owner", "discord:1", cwd=tmp_path, env=clean_env()
+        )
+        assert code == 2 and "discord is not among the platforms" in err
+        code, _, err = await nightowl(
+            "init", *flags, "--owner", "telegram:@olga", cwd=tmp_path, env=clean_env()
+        )
+        assert code == 2 and "a telegram user id is a number" in err
+        assert not data.exists()
+
+        env = clean_env(TELEGRAM_BOT_TOKEN=telegram.token)
+        owner = ["--owner", f"telegram:{OWNER}"]
+        code, out, err = await nightowl("init", *flags, *owner, cwd=tmp_path, env=env)
+        assert code == 0, out + err
+    config = yaml.safe_load((data / "config.yaml").read_text())
+    assert config["platforms"]["telegram"]["allowed_users"] == [str(OWNER)]
+    assert config["platforms"]["telegram"]["token"] == "${TELEGRAM_BOT_TOKEN}"
+    assert f"TELEGRAM_BOT_TOKEN={telegram.token}" in (data / ".env").read_text()
+
+
 async def test_an_api_key_is_checked_and_kept_only_in_the_env_file(
     tmp_path: Path, spawn: Spawn
 ) -> None:
@@ -267,3 +303,25 @@ async def test_a_script_answers_the_questions_through_a_pipe(tmp_path: Path) -> 
         )
         assert code == 1 and "the answers ended first" in err
         assert not (tmp_path / "other").exists()
+
+
+async def test_an_owner_named_on_the_command_line_is_not_asked_to_pair(tmp_path: Path) -> None:
+    data = tmp_path / "owl"
+    async with FakeTelegram() as telegram, FakeLlamaCpp(served=4_096) as llama:
+        answers = f"telegram\n{telegram.token}\n127.0.0.1:{llama.port}\n"
+        code, out, err = await nightowl(
+            "init",
+            "--data-dir",
+            str(data),
+            "--telegram-base-url",
+            telegram.base_url,
+            "--owner",
+            f"telegram:{OWNER}",
+            stdin=answers,
+            cwd=tmp_path,
+        )
+    assert code == 0, out + err
+    assert f"telegram: {OWNER} in allowed_users." in out
+    assert "Pair yourself" not in out
+    config = yaml.safe_load((data / "config.yaml").read_text())
+    assert config["platforms"]["telegram"]["allowed_users"] == [str(OWNER)]
