@@ -11,27 +11,39 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 
-def write_private(path: Path, text: str, *, replace: bool = True, make_dir: bool = True) -> bool:
-    """Write ``path`` holding ``text``, mode 0600; ``replace=False`` creates it only if it
-    does not exist (False when it did). ``make_dir``: create a missing parent, 0700."""
+@contextlib.contextmanager
+def private_file(path: Path, *, replace: bool = True, make_dir: bool = True) -> Iterator[BinaryIO]:
+    """A binary file that becomes ``path``, mode 0600, whole, when the block ends without
+    an error (else nothing is left). ``replace=False`` creates it only if it does not
+    exist (FileExistsError when it did). ``make_dir``: create a missing parent, 0700."""
     if make_dir:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
+        with os.fdopen(descriptor, "wb") as file:
+            yield file
             file.flush()
             os.fsync(file.fileno())
         if replace:
             os.replace(temporary, path)
         else:
             os.link(temporary, path)
-        return True
-    except FileExistsError:
-        return False
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temporary)  # gone already after a rename
+
+
+def write_private(path: Path, text: str, *, replace: bool = True, make_dir: bool = True) -> bool:
+    """Write ``path`` holding ``text`` (:func:`private_file`); False when ``replace=False``
+    and it existed."""
+    try:
+        with private_file(path, replace=replace, make_dir=make_dir) as file:
+            file.write(text.encode("utf-8"))
+    except FileExistsError:
+        return False
+    return True

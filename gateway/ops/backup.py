@@ -19,7 +19,6 @@ are asked of the database, never listed here) and each file's sha256, which
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import hashlib
 import importlib.metadata
@@ -41,6 +40,7 @@ from gateway.build import WEBHOOK_SECRET_FILE
 from gateway.config.schema import Config
 from gateway.dashboard.logins import LOGINS_FILE
 from gateway.dashboard.token import DASHBOARD_TOKEN_FILE
+from gateway.private_files import private_file
 from gateway.store.errors import StoreError
 from gateway.store.opening import missing_database, open_store
 from gateway.store.snapshot import DatabaseCopy, copy_database
@@ -225,22 +225,15 @@ def _write_archive(
     }
     if copy.command:
         manifest["pg_dump"] = " ".join(copy.command)
-    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(descriptor, "wb") as raw:
-            with tarfile.open(fileobj=raw, mode="w:gz") as archive:
-                text = json.dumps(manifest, indent=2).encode()
-                archive.addfile(_info(MANIFEST, len(text), now.timestamp()), io.BytesIO(text))
-                for name, path in members:
-                    with path.open("rb") as file:
-                        stat = os.fstat(file.fileno())
-                        archive.addfile(_info(name, stat.st_size, stat.st_mtime), file)
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.link(temporary, target)  # never replaces a file that appeared meanwhile
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+    # Never replaces a file that appeared meanwhile (FileExistsError).
+    with private_file(target, replace=False, make_dir=False) as raw:
+        with tarfile.open(fileobj=raw, mode="w:gz") as archive:
+            text = json.dumps(manifest, indent=2).encode()
+            archive.addfile(_info(MANIFEST, len(text), now.timestamp()), io.BytesIO(text))
+            for name, path in members:
+                with path.open("rb") as file:
+                    stat = os.fstat(file.fileno())
+                    archive.addfile(_info(name, stat.st_size, stat.st_mtime), file)
     return hashes
 
 

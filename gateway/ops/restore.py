@@ -17,12 +17,10 @@ import contextlib
 import hashlib
 import io
 import json
-import os
 import re
 import shutil
 import sys
 import tarfile
-import tempfile
 import zlib
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
@@ -37,6 +35,7 @@ from gateway.ops.backup import (
     describe_tables,
     group_parts,
 )
+from gateway.private_files import private_file
 from gateway.store.datadir_lock import DataDirLock
 from gateway.store.schema import SCHEMA_VERSION
 from gateway.store.snapshot import POSTGRES_PART, SQLITE_PART, count_sqlite_file, restore_dump
@@ -193,16 +192,8 @@ def _make_dirs(root: Path, directory: Path) -> None:
 
 
 def _write(path: Path, stream: IO[bytes]) -> None:
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            shutil.copyfileobj(stream, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+    with private_file(path, make_dir=False) as file:
+        shutil.copyfileobj(stream, file)
 
 
 def _point_at(config: Path, target: Path) -> None:
