@@ -237,6 +237,7 @@ class Assembly:
             window=self.current_window,
             budgets=self.meter.budgets,
             alerts=self.alerts.current,
+            refusing=self.alerts.budgets_refusing,
         )
         self.dashboard: Dashboard | None = None
         if config.dashboard.enabled:

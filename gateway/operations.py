@@ -59,6 +59,7 @@ class Operations:
         window: Callable[[], int],
         budgets: Budgets | None = None,
         alerts: Callable[[], list[ActiveAlert]] = list,
+        refusing: Callable[[], list[tuple[str, str, float]]] = list,
     ) -> None:
         self.store = store
         self._events = events
@@ -72,6 +73,7 @@ class Operations:
         #: The budgets the config sets (docs/cost.md#budgets), for the overview.
         self.budgets = budgets or Budgets()
         self._alerts = alerts
+        self._refusing = refusing
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -117,6 +119,10 @@ class Operations:
     def alerts(self) -> list[ActiveAlert]:
         """The alert conditions holding now (docs/operations.md#alerts), oldest first."""
         return self._alerts()
+
+    def budgets_refusing(self) -> list[tuple[str, str, float]]:
+        """(budget, subject, resets at) of each budget refusing calls now (docs/cost.md#budgets)."""
+        return self._refusing()
 
     async def pending_pairings(self) -> list[PairingRequest]:
         return await self._pairing.pending()

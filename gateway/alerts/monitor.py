@@ -141,6 +141,12 @@ class Alerts:
         elif event == "budget:reached":
             self.budgets.observe(payload, now)
 
+    def budgets_refusing(self) -> list[tuple[str, str, float]]:
+        """(budget, subject, resets at) of each budget refusing calls now."""
+        now = self.clock()
+        refusing = self.budgets.refusing.items()
+        return [(budget, subject, at) for (budget, subject), at in refusing if at > now]
+
     def current(self) -> list[ActiveAlert]:
         """The conditions holding now (told or not yet), oldest first."""
         return sorted((a for a in self.active.values() if a.holding), key=lambda a: a.since)

@@ -28,7 +28,6 @@ OBSERVED_EVENTS = (
     "agent:turn_end",
     "agent:error",
     "llm:request",
-    "budget:reached",
     "session:compress",
     "session:compress_failed",
     "gateway:alert",
@@ -68,8 +67,6 @@ class LiveState:
         #: (trigger, outcome) -> count, since the start.
         self.compressions: Counter[tuple[str, str]] = Counter()
         self.turns = 0
-        #: (budget, subject, resets at) of each budget that started refusing calls.
-        self.budgets_reached: list[tuple[str, str, float]] = []
 
     def observe(self, event: str, payload: Payload) -> None:
         now = self.clock()
@@ -83,11 +80,6 @@ class LiveState:
             self.provider.last_error, self.provider.last_error_at = str(payload.get("kind")), now
         elif event == "llm:request":
             self._request(now, payload)
-        elif event == "budget:reached":
-            budget, subject = str(payload.get("budget")), str(payload.get("subject"))
-            resets_at = float(payload.get("resets_at") or 0.0)
-            self.budgets_reached.append((budget, subject, resets_at))
-            del self.budgets_reached[:-100]
         elif event in ("session:compress", "session:compress_failed"):
             trigger = str(payload.get("trigger_source") or "auto")
             self.compressions[(trigger, compression_outcome(event, payload))] += 1

@@ -16,7 +16,7 @@ DAYS = 14
 
 
 async def spend(
-    costs: CostStore, budgets: Budgets, reached: list[tuple[str, str, float]], now: float
+    costs: CostStore, budgets: Budgets, refusing: list[tuple[str, str, float]], now: float
 ) -> dict[str, Any]:
     today = day_start(now)
     people = await costs.totals("person", today)
@@ -44,7 +44,6 @@ async def spend(
         ],
         "refusing": [
             {"budget": budget, "subject": subject, "resets_at": resets_at}
-            for budget, subject, resets_at in reached
-            if resets_at > now
+            for budget, subject, resets_at in refusing
         ],
     }

@@ -118,7 +118,7 @@ class Views:
                 ],
             },
             "spend": await spend(
-                self.reader.costs, self.operations.budgets, self.live.budgets_reached, now
+                self.reader.costs, self.operations.budgets, self.operations.budgets_refusing(), now
             ),
             "cooldowns": [
                 {
