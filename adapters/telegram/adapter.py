@@ -82,6 +82,9 @@ class TelegramAdapter(Adapter):
         self._stuck_count = 0
         self._stuck_reason = ""
         self._received_at_look = -1
+        #: Webhook mode: where Telegram sends updates when it is not here, and since when.
+        self._elsewhere: tuple[str, float] | None = None
+        self._webhook_set_again = 0
 
     async def start(self, sink: InboundSink) -> None:
         for name in _LOGGERS_SEEING_THE_TOKEN:
@@ -151,6 +154,12 @@ class TelegramAdapter(Adapter):
         problem, since = "", None
         if poller is not None and poller.failing_since is not None:
             problem, since = f"getUpdates fails: {poller.failure}", poller.failing_since
+        elif self._elsewhere is not None:
+            where, since = self._elsewhere
+            problem = (
+                f"Telegram sends its updates to {where or 'no webhook (it keeps them for getUpdates)'},"
+                f" not to this gateway's {self.settings.webhook.url if self.settings.webhook else ''}"
+            )
         elif self._stuck_since is not None:
             how = "getUpdates returns none" if poller is not None else "none reach the webhook"
             problem = f"Telegram holds {self._stuck_count} update(s) for the bot, but {how}"
@@ -158,7 +167,9 @@ class TelegramAdapter(Adapter):
                 problem += f" (Telegram says: {self._stuck_reason})"
             since = self._stuck_since
         if poller is None:
-            return AdapterStatus(not problem, "webhook", problem, since)
+            return AdapterStatus(
+                not problem, "webhook", problem, since, restarts=self._webhook_set_again
+            )
         return AdapterStatus(
             connected=poller.healthy and not problem,
             mode="polling",
@@ -180,6 +191,12 @@ class TelegramAdapter(Adapter):
         except DeliveryError as error:  # the look failed; what we knew stands
             log.info("Telegram getWebhookInfo failed: %s", redact(str(error), self.settings.token))
             return self.status()
+        webhook = self.settings.webhook
+        if self._webhook is not None and webhook is not None and info.url != webhook.url:
+            # Another process deleted or moved it (a script calling getUpdates must).
+            self._elsewhere = (info.url, self._elsewhere[1] if self._elsewhere else time.time())
+        else:
+            self._elsewhere = None
         waiting = info.pending_update_count
         if waiting and processor.arrived == self._received_at_look:
             self._stuck_since = self._stuck_since or time.time()
@@ -191,8 +208,24 @@ class TelegramAdapter(Adapter):
         return self.status()
 
     async def restart_receiving(self) -> bool:
-        """Rebuild the polling loop with fresh connections (a webhook has none to rebuild)."""
-        return await self._poller.restart() if self._poller is not None else False
+        """Rebuild the polling loop with fresh connections; in webhook mode, set the
+        webhook again when Telegram sends its updates elsewhere (a webhook has no
+        connection of its own to rebuild)."""
+        if self._poller is not None:
+            return await self._poller.restart()
+        if self._elsewhere is None or self._bot is None:
+            return False
+        try:
+            await self._set_webhook(self._bot)
+        except DeliveryError as error:
+            log.warning("Telegram setWebhook failed: %s", redact(str(error), self.settings.token))
+            return False
+        log.warning(
+            "Telegram sent its updates to %s: the webhook is set back to this gateway's",
+            redact(self._elsewhere[0], self.settings.token) or "no webhook",
+        )
+        self._webhook_set_again += 1
+        return True
 
     def _chat_moved(self, old_chat_id: str, new_chat_id: str) -> None:
         """A send found the chat under a new id: the gateway moves its session too
@@ -260,19 +293,26 @@ class TelegramAdapter(Adapter):
         self._webhook = WebhookReceiver(webhook, bot, processor)
         await self._webhook.start()
         try:
-            await self._caller.call(
-                "setWebhook",
-                "-",
-                lambda: bot.set_webhook(
-                    webhook.url,
-                    allowed_updates=ALLOWED_UPDATES,
-                    secret_token=webhook.secret,
-                    drop_pending_updates=False,
-                ),
-            )
+            await self._set_webhook(bot)
         except DeliveryError as error:
             reason = redact(str(error), self.settings.token)
             raise TelegramStartError(f"Telegram setWebhook failed: {reason}") from None
+
+    async def _set_webhook(self, bot: Bot) -> None:
+        """Telegram sends the updates to the configured URL, with the secret; those
+        waiting stay (none is dropped)."""
+        webhook = self.settings.webhook
+        assert webhook is not None
+        await self._caller.call(
+            "setWebhook",
+            "-",
+            lambda: bot.set_webhook(
+                webhook.url,
+                allowed_updates=ALLOWED_UPDATES,
+                secret_token=webhook.secret,
+                drop_pending_updates=False,
+            ),
+        )
 
 
 class _RedactToken(logging.Filter):

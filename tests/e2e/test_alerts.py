@@ -416,3 +416,34 @@ async def test_a_discord_gateway_connection_down_is_told_and_cleared_once_back(
         "⚠ nightowl: discord receives nothing: the gateway connection dropped"
     )
     assert sent[1].content.startswith("✅ nightowl: resolved: discord receives nothing")
+
+
+async def test_a_webhook_another_process_deleted_is_set_again_and_told(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    """A script that calls getUpdates with the bot's token must delete the webhook first;
+    Telegram then keeps every update for getUpdates, and the bot is deaf until the
+    webhook is set again."""
+    url = "https://bot.example.org/tg/hook"
+    config = telegram_config(
+        tmp_path / "data",
+        fake_llm,
+        telegram,
+        sections=alerts([f"telegram:{OPERATOR}"]),
+        webhook={"url": url, "port": free_port(), "secret_token": SECRET},
+    )
+    async with telegram_gateway(config) as gateway:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(f"{telegram.base_url}{telegram.token}/deleteWebhook") as deleted,
+        ):
+            assert deleted.status == 200  # as the other process would
+        await telegram.wait_for(lambda: len(told(telegram, "⚠")) == 1)
+        await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
+        status = gateway.adapters["telegram"].status()
+    set_again = [w for w in telegram.webhooks if w.get("url") == url]
+    assert len(set_again) == 2  # at start, and once more
+    assert set_again[1]["secret_token"] == SECRET
+    assert status.connected and status.restarts == 1
+    text = visible(told(telegram, "⚠")[0].text)
+    assert "Telegram sends its updates to no webhook" in text and url in text
