@@ -63,6 +63,17 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
         yield server
 
 
+class Outage:
+    """A model server that answers 500 while :attr:`failing`, then "back"."""
+
+    failing = True
+
+    def respond(self, request: Recorded) -> Reply:
+        if self.failing:
+            return Reply(status=500, error_type="server_error", error_message="down")
+        return Reply("back")
+
+
 def alerts(to: list[str], **more: Any) -> dict[str, Any]:
     return {"alerts": {"to": to, "after_seconds": AFTER, **more}}
 
@@ -83,14 +94,8 @@ def answered(server: FakeTelegram, text: str) -> bool:
 async def test_a_provider_failing_every_call_is_told_once_and_its_recovery_once(
     tmp_path: Path, telegram: FakeTelegram, webhook: Webhook
 ) -> None:
-    failing = True
-
-    def respond(request: Recorded) -> Reply:
-        if failing:
-            return Reply(status=500, error_type="server_error", error_message="down")
-        return Reply("back")
-
-    async with FakeLLM(responder=respond) as llm:
+    outage = Outage()
+    async with FakeLLM(responder=outage.respond) as llm:
         config = telegram_config(
             tmp_path / "data",
             llm,
@@ -103,7 +108,7 @@ async def test_a_provider_failing_every_call_is_told_once_and_its_recovery_once(
             started = await webhook.posts.wait_for(1)
             assert gateway.operations.alerts()[0].condition == "provider"
 
-            failing = False
+            outage.failing = False
             telegram.push_text(ANN["id"], "and now?", user=ANN)
             await telegram.wait_for(lambda: len(told(telegram, "✅")) == 1)
             posts = await webhook.posts.wait_for(2)

@@ -16,8 +16,9 @@ from aiohttp import web
 
 from adapters.base import DeliveryError, OutboundMessage
 from gateway.app import Gateway
+from gateway.config.schema import Config
 from gateway.store import PairingRequest
-from tests.e2e.test_alerts import OPERATOR, alerts
+from tests.e2e.test_alerts import OPERATOR, Outage, alerts
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.harness import RecordingAdapter, make_config, running_gateway
 from tests.waiting import CEILING, Recording
@@ -79,14 +80,21 @@ async def looks(*gateways: Gateway, times: int = 3) -> None:
             await gateway.alerts.check()
 
 
+async def disk_told_then_stopped(tmp_path: Path, llm: FakeLLM) -> tuple[Config, str]:
+    """A gateway told the operator its disk is full, then stopped: its config, what it told."""
+    config = make_config(tmp_path / "data", llm, **alerts([f"telegram:{OPERATOR}"]))
+    operator = RecordingAdapter("telegram")
+    async with running_gateway(config, operator) as gateway:
+        disk_full(gateway, True)
+        [started] = await operator.wait_sent(1)
+    return config, started
+
+
 async def test_a_restart_does_not_tell_again_what_holds_and_tells_its_clearing(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
-    before, after = RecordingAdapter("telegram"), RecordingAdapter("telegram")
-    async with running_gateway(config, before) as gateway:
-        disk_full(gateway, True)
-        [started] = await before.wait_sent(1)
+    config, started = await disk_told_then_stopped(tmp_path, fake_llm)
+    after = RecordingAdapter("telegram")
     async with running_gateway(config, after) as gateway:
         disk_full(gateway, True)
         await looks(gateway)
@@ -101,11 +109,8 @@ async def test_a_restart_does_not_tell_again_what_holds_and_tells_its_clearing(
 async def test_a_condition_gone_while_the_gateway_was_down_is_told_cleared(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
-    before, after = RecordingAdapter("telegram"), RecordingAdapter("telegram")
-    async with running_gateway(config, before) as gateway:
-        disk_full(gateway, True)
-        await before.wait_sent(1)
+    config, _ = await disk_told_then_stopped(tmp_path, fake_llm)
+    after = RecordingAdapter("telegram")
     async with running_gateway(config, after) as gateway:
         disk_full(gateway, False)
         [cleared] = await after.wait_sent(1)
@@ -117,21 +122,15 @@ async def test_a_condition_gone_while_the_gateway_was_down_is_told_cleared(
 async def test_a_failing_model_told_before_a_restart_stands_until_a_call_says_otherwise(
     tmp_path: Path,
 ) -> None:
-    failing = True
-
-    def respond(request: Recorded) -> Reply:
-        if failing:
-            return Reply(status=500, error_type="server_error", error_message="down")
-        return Reply("back")
-
-    async with FakeLLM(responder=respond) as llm:
+    outage = Outage()
+    async with FakeLLM(responder=outage.respond) as llm:
         config = make_config(tmp_path / "data", llm, **alerts([f"telegram:{OPERATOR}"]))
         console, before = RecordingAdapter(), RecordingAdapter("telegram")
         after = RecordingAdapter("telegram")
         async with running_gateway(config, console, before) as gateway:
             await console.say("hello?")
             [started] = await before.wait_sent(1)
-        failing = False
+        outage.failing = False
         console = RecordingAdapter()
         async with running_gateway(config, console, after) as gateway:
             await looks(gateway)  # no call yet: nothing says the model is back

@@ -157,16 +157,21 @@ async def test_an_existing_config_is_not_overwritten_without_asking(
     assert (data / "config.yaml").read_text() == "model: {name: mine}\n"
 
 
+def scripted(data: Path, telegram: FakeTelegram, llama: FakeLlamaCpp) -> list[str]:
+    """``init --non-interactive`` for Telegram and the local server, less the token."""
+    flags = ["--non-interactive", "--data-dir", str(data), "--platform", "telegram"]
+    return flags + [
+        "--telegram-base-url",
+        telegram.base_url,
+        "--model-url",
+        f"127.0.0.1:{llama.port}",
+    ]
+
+
 async def test_non_interactive_writes_the_same_files(tmp_path: Path) -> None:
     data = tmp_path / "owl"
     async with FakeTelegram() as telegram, FakeLlamaCpp(served=8_192) as llama:
-        flags = ["--non-interactive", "--data-dir", str(data), "--platform", "telegram"]
-        flags += [
-            "--telegram-base-url",
-            telegram.base_url,
-            "--model-url",
-            f"127.0.0.1:{llama.port}",
-        ]
+        flags = scripted(data, telegram, llama)
         code, out, err = await nightowl("init", *flags, "--telegram-token", "1:bad", cwd=tmp_path)
         assert code == 1 and "the bot token was refused" in out
         assert "nothing written" in err and not data.exists()
@@ -206,13 +211,7 @@ async def test_a_script_gives_the_token_in_the_environment_and_names_the_owner(
     no pairing to wait for: ``$TELEGRAM_BOT_TOKEN`` and ``--owner telegram:<id>``."""
     data = tmp_path / "owl"
     async with FakeTelegram() as telegram, FakeLlamaCpp(served=8_192) as llama:
-        flags = ["--non-interactive", "--data-dir", str(data), "--platform", "telegram"]
-        flags += [
-            "--telegram-base-url",
-            telegram.base_url,
-            "--model-url",
-            f"127.0.0.1:{llama.port}",
-        ]
+        flags = scripted(data, telegram, llama)
         code, _, err = await nightowl("init", *flags, cwd=tmp_path, env=clean_env())
         assert code == 2 and "set TELEGRAM_BOT_TOKEN in the environment" in err
         code, _, err = await nightowl(
