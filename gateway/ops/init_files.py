@@ -137,15 +137,21 @@ _ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?(\w+)\s*=")
 
 def render_env(answers: Answers, existing: str = "") -> str:
     """The ``.env``: lines of ``existing`` that set other variables kept, ours replaced."""
-    ours = secrets_of(answers)
+    header = "# Secrets for config.yaml (written by `nightowl init`); keep this file 0600."
+    return env_with(existing, secrets_of(answers), header)
+
+
+def env_with(existing: str, values: dict[str, str], header: str) -> str:
+    """The ``.env`` text ``existing`` with ``values`` set: the lines setting other
+    variables kept, those setting these replaced; ``header`` opens one that had none."""
     kept = [
         line
         for line in existing.splitlines()
-        if not ((m := _ASSIGNMENT.match(line)) and m.group(1) in ours)
+        if not ((m := _ASSIGNMENT.match(line)) and m.group(1) in values)
     ]
     if not any(line.strip() for line in kept):
-        kept = ["# Secrets for config.yaml (written by `nightowl init`); keep this file 0600."]
-    return "\n".join(kept + [f"{name}={value}" for name, value in ours.items()]) + "\n"
+        kept = [header]
+    return "\n".join(kept + [f"{name}={value}" for name, value in values.items()]) + "\n"
 
 
 def write_files(answers: Answers) -> None:

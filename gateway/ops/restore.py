@@ -25,6 +25,7 @@ import zlib
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
+from gateway.config.typed_yaml import ConfigError, read_yaml
 from gateway.ops.backup import (
     DATA_DIRS,
     DATA_FILES,
@@ -35,7 +36,8 @@ from gateway.ops.backup import (
     describe_tables,
     group_parts,
 )
-from gateway.private_files import private_file
+from gateway.ops.init_files import env_with
+from gateway.private_files import private_file, write_private
 from gateway.store.datadir_lock import DataDirLock
 from gateway.store.schema import SCHEMA_VERSION
 from gateway.store.snapshot import POSTGRES_PART, SQLITE_PART, count_sqlite_file, restore_dump
@@ -146,6 +148,7 @@ def restore(
         dump = written.get(f"database/{POSTGRES_PART}")
         if dsn is not None and dump is not None:
             dump.unlink()  # it is in the database now
+            lines.append(point_dsn_at(target, dsn))
     finally:
         lock.release()
     when = manifest.get("created", "?")
@@ -207,6 +210,43 @@ def _point_at(config: Path, target: Path) -> None:
         file.write(text)
 
 
+#: The variable a restored config names its database by, when it named none.
+DSN_VARIABLE = "NIGHTOWL_DSN"
+_VARIABLE = re.compile(r"^\$\{(\w+)\}$")
+
+
+def point_dsn_at(target: Path, dsn: str) -> str:
+    """The restored config names the database restored into: through the variable its
+    ``store.dsn`` names, set in the ``.env`` beside it (a DSN may hold a password: it
+    goes where the secrets go, never into config.yaml); a literal DSN there becomes
+    ``${NIGHTOWL_DSN}``. Without this, a ``.env`` restored with the secrets would name the
+    database the backup was taken from."""
+    config = target / "config.yaml"
+    try:
+        text = config.read_text(encoding="utf-8")
+        raw, lines = read_yaml(text, config)
+        written = raw["store"]["dsn"]
+    except (OSError, ConfigError, KeyError, TypeError):
+        return "  set store.dsn in the restored config.yaml to the database --dsn names"
+    named = _VARIABLE.match(str(written))
+    variable = named.group(1) if named else DSN_VARIABLE
+    rows = text.splitlines(keepends=True)
+    at = lines.get("store.dsn", 0) - 1
+    if not named and not (0 <= at < len(rows) and rows[at].lstrip().startswith("dsn:")):
+        return "  set store.dsn in the restored config.yaml to the database --dsn names"
+    env = target / ".env"
+    existing = env.read_text(encoding="utf-8") if env.is_file() else ""
+    write_private(env, env_with(existing, {variable: dsn}, "# Secrets for config.yaml."))
+    if not named:
+        indent = rows[at][: len(rows[at]) - len(rows[at].lstrip())]
+        rows[at] = f"{indent}dsn: ${{{variable}}}  # set by nightowl restore\n"
+        write_private(config, "".join(rows))
+    return (
+        f"✓ store.dsn  ${variable}, set in .env, names the database --dsn names"
+        " (a variable set in the environment still wins over .env)"
+    )
+
+
 async def _database_line(
     manifest: dict[str, Any], written: dict[str, Path], dsn: str | None
 ) -> str:
@@ -234,7 +274,7 @@ async def _database_line(
     _compare(expected, counted)
     return (
         f"✓ database   pg_restore into the database --dsn names, schema v{version}:"
-        f" {describe_tables(counted)}; set store.dsn to it"
+        f" {describe_tables(counted)}"
     )
 
 

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+import yaml
 
 from gateway.ops.cli import main
+from gateway.ops.restore import point_dsn_at
 from tests.gateway.test_memory_cli import fill, fill_postgres
 from tests.postgres import ADMIN_DSN, TestDatabase, with_database
 
@@ -227,8 +229,10 @@ def test_postgres_backup_runs_pg_dump_and_restores_into_a_fresh_database(
     assert "pg_restore" in database and "memories 3" in database and "sessions 1" in database
     assert (target / "dashboard_token").read_text() == "t0ken\n"
     assert not (target / "postgres.dump").exists()
+    assert "✓ store.dsn  $NIGHTOWL_DSN, set in .env, names the database --dsn names" in out
+    assert (target / ".env").read_text().splitlines()[-1] == f"NIGHTOWL_DSN={target_dsn}"
+    assert stat.S_IMODE((target / ".env").stat().st_mode) == 0o600
     restored = target / "config.yaml"
-    (target / ".env").write_text(f"NIGHTOWL_DSN={target_dsn}\n")
     code, after, err = nightowl(capsys, "memory", "list", "-c", str(restored))
     assert code == 0, err
     assert after == before
@@ -297,3 +301,25 @@ def test_backup_daily_writes_a_timer_and_a_oneshot_service_beside_the_unit(
     code, out, err = nightowl(capsys, *args, "--force", "--keep", "3")
     assert code == 0, err
     assert "--keep 3" in service.read_text()
+
+
+def test_a_restored_config_with_the_dsn_written_in_it_gets_it_through_the_env(
+    tmp_path: Path,
+) -> None:
+    """A DSN may hold a password: the restored one goes to ``.env``, never config.yaml, and
+    a ``.env`` restored with the secrets no longer names the old database."""
+    (tmp_path / "config.yaml").write_text(
+        "data_dir: .\nstore:\n  backend: postgres\n  dsn: postgresql://old@db/prod\n"
+    )
+    (tmp_path / ".env").write_text(
+        "OPENAI_API_KEY=sk-kept\nNIGHTOWL_DSN=postgresql://old@db/prod\n"
+    )
+    said = point_dsn_at(tmp_path, "postgresql://u:secret@127.0.0.1/restored")
+    assert said.startswith("✓ store.dsn  $NIGHTOWL_DSN, set in .env")
+    config = (tmp_path / "config.yaml").read_text()
+    assert "secret" not in config and "old@db" not in config
+    assert yaml.safe_load(config)["store"] == {"backend": "postgres", "dsn": "${NIGHTOWL_DSN}"}
+    assert (tmp_path / ".env").read_text().splitlines() == [
+        "OPENAI_API_KEY=sk-kept",
+        "NIGHTOWL_DSN=postgresql://u:secret@127.0.0.1/restored",
+    ]
