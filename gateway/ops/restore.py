@@ -268,7 +268,8 @@ async def _database_line(
         return (
             f"✓ database   {dump} (PostgreSQL, schema v{version}: {describe_tables(expected)});"
             f" load it into an empty database with: pg_restore --no-owner --dbname=... {dump},"
-            " or run restore again with --dsn"
+            " or run restore again with --dsn (until then the restored config still names"
+            " the database the backup came from)"
         )
     _, counted = await restore_dump(dump, dsn)
     _compare(expected, counted)
