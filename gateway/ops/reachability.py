@@ -13,11 +13,13 @@ import importlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from agent.model_metadata import ContextLengthResolver
 from agent.providers import ProviderError, ProviderSettings, make_provider
+from gateway.config.platforms import WebhookConfig
 from gateway.config.routes import (
     KEY_VARIABLES,
     NO_KEY_NEEDED,
@@ -292,13 +294,35 @@ async def check_telegram(config: Config, timeout: float) -> Check:
     try:
         async with asyncio.timeout(timeout):
             me = await bot.get_me()
+            hook = await bot.get_webhook_info()
     except telegram.error.InvalidToken:
         return Check("telegram", False, "the bot token was refused", _TOKEN_HINT["telegram"])
     except (telegram.error.TelegramError, TimeoutError) as exc:
         return Check("telegram", False, f"getMe failed: {exc}", "check the network / base_url")
     finally:
         await request.shutdown()
-    return Check("telegram", True, f"bot @{me.username} (id {me.id}) answers getMe")
+    said = f"bot @{me.username} (id {me.id}) answers getMe"
+    return Check("telegram", True, said + _webhook_words(hook, config.platforms.telegram.webhook))
+
+
+def _webhook_words(hook: Any, webhook: WebhookConfig | None) -> str:
+    """What getWebhookInfo says of where updates go, against the config: whether
+    Telegram sends them to this config's webhook, how many wait, its last delivery error
+    (a reverse proxy down, a certificate it refuses)."""
+    waiting = f"; {hook.pending_update_count} update(s) wait" if hook.pending_update_count else ""
+    if webhook is None:
+        if not hook.url:
+            return waiting
+        return f"; a webhook is set ({hook.url}): nightowl run removes it to poll{waiting}"
+    if not hook.url:
+        return f"; no webhook is set yet (nightowl run sets {webhook.url}){waiting}"
+    if hook.url != webhook.url:
+        return f"; Telegram sends updates to {hook.url}, not {webhook.url} (run sets it){waiting}"
+    words = f"; Telegram sends updates to {webhook.url}{waiting}"
+    if hook.last_error_date and hook.last_error_message:
+        ago = max(0, round((datetime.now(UTC) - hook.last_error_date).total_seconds() / 60))
+        words += f"; its last delivery error, {ago} min ago: {hook.last_error_message}"
+    return words
 
 
 async def check_discord(config: Config, timeout: float) -> Check:

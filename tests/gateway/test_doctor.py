@@ -418,3 +418,33 @@ async def test_a_postgresql_store_is_asked_about_its_schema_locks_and_clock(
     assert code == 1
     assert "cannot reach [redacted]: " in line(lines, "database")  # the DSN is a secret
     assert line(lines, "database").endswith("— check store.dsn")
+
+
+async def test_doctor_says_where_telegram_sends_updates_and_its_last_delivery_error(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """A webhook behind a reverse proxy that is down, or one another deployment moved:
+    what getWebhookInfo says, beside getMe."""
+    url = "https://bot.example.org/tg/hook"
+    async with FakeTelegram(token="123456:doctor-token") as telegram:
+        section = {"enabled": True, "token": telegram.token, "base_url": telegram.base_url}
+        config = write_config(
+            tmp_path,
+            fake_llm.openai_base_url,
+            platforms={"telegram": {**section, "webhook": {"url": url}}},
+        )
+        _, unset = await doctor(config)
+        telegram.webhooks.append({"url": "https://elsewhere.example.org/hook"})
+        _, moved = await doctor(config)
+        telegram.webhooks.append({"url": url})
+        telegram.webhook_error = "Connection refused"
+        telegram.push_text(42, "hello?")
+        _, failing = await doctor(config)
+    assert f"no webhook is set yet (nightowl run sets {url})" in line(unset, "telegram")
+    assert (
+        f"Telegram sends updates to https://elsewhere.example.org/hook, not {url}"
+        in line(moved, "telegram")
+    )
+    said = line(failing, "telegram")
+    assert f"Telegram sends updates to {url}; 1 update(s) wait" in said
+    assert "its last delivery error, 0 min ago: Connection refused" in said
