@@ -156,9 +156,12 @@ class TelegramAdapter(Adapter):
             problem, since = f"getUpdates fails: {poller.failure}", poller.failing_since
         elif self._elsewhere is not None:
             where, since = self._elsewhere
-            problem = (
-                f"Telegram sends its updates to {where or 'no webhook (it keeps them for getUpdates)'},"
-                f" not to this gateway's {self.settings.webhook.url if self.settings.webhook else ''}"
+            ours = self.settings.webhook.url if self.settings.webhook else ""
+            elsewhere = where or "no webhook (it keeps them for getUpdates)"
+            problem = redact(
+                f"Telegram sends its updates to {elsewhere}, not to this gateway's {ours}"
+                + ("" if not where else ": another deployment of this bot? Only one can have it"),
+                self.settings.token,
             )
         elif self._stuck_since is not None:
             how = "getUpdates returns none" if poller is not None else "none reach the webhook"
@@ -209,21 +212,19 @@ class TelegramAdapter(Adapter):
 
     async def restart_receiving(self) -> bool:
         """Rebuild the polling loop with fresh connections; in webhook mode, set the
-        webhook again when Telegram sends its updates elsewhere (a webhook has no
-        connection of its own to rebuild)."""
+        webhook again when another process deleted it (a webhook has no connection of
+        its own to rebuild). One set to another URL is left to the operator: setting it
+        back would fight another deployment of the bot for its updates."""
         if self._poller is not None:
             return await self._poller.restart()
-        if self._elsewhere is None or self._bot is None:
+        if self._elsewhere is None or self._elsewhere[0] or self._bot is None:
             return False
         try:
             await self._set_webhook(self._bot)
         except DeliveryError as error:
             log.warning("Telegram setWebhook failed: %s", redact(str(error), self.settings.token))
             return False
-        log.warning(
-            "Telegram sent its updates to %s: the webhook is set back to this gateway's",
-            redact(self._elsewhere[0], self.settings.token) or "no webhook",
-        )
+        log.warning("Telegram's webhook was deleted: set back to this gateway's")
         self._webhook_set_again += 1
         return True
 

@@ -3,8 +3,8 @@
 Each probe looks once and says what is wrong now; how long it has been so and whether
 to tell anyone is the monitor's (:mod:`gateway.alerts.monitor`). Conditions:
 
-- ``provider``: every call to a model failed since a moment (from ``llm:request``),
-  each model on its own;
+- ``provider``: every reply's model call failed since a moment (from ``llm:request``);
+- ``provider:summaries``: the same for summaries and memory notes;
 - ``platform:<name>``: a platform's adapter receives nothing (:meth:`Adapter.check`);
 - ``undelivered``: replies stored but not accepted by their platform;
 - ``disk``: little room left where the data dir is;
@@ -15,7 +15,7 @@ to tell anyone is the monitor's (:mod:`gateway.alerts.monitor`). Conditions:
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.events import Payload
@@ -40,67 +40,77 @@ class Observation:
 
 
 @dataclass
-class RouteFailures:
-    """One model route's calls, all failed since ``since``."""
+class Failing:
+    """Calls that all failed since ``since``."""
 
     since: float
     count: int = 0
     last_error: str = ""
-    #: What the route was called for: ``chat``, ``summary``, ``flush``.
-    kinds: set[str] = field(default_factory=set)
+    model: str = ""
 
 
 class ProviderFailures:
-    """Whether a model route failed every call since some moment: fed ``llm:request``
-    payloads, each route on its own, so a summary model that fails beside a main model
-    that works is told too."""
+    """Whether every call of one use failed since some moment: fed ``llm:request``
+    payloads of that use. Replies (``chat``) and housekeeping (summaries, memory notes)
+    are watched apart, so a summary model that fails beside a main model that answers is
+    told too. A reply's success clears its use (people are answered, whichever model
+    did it); housekeeping is watched per model (``per_model``), since a failing
+    summary model is asked first at every compression, and the main model taking over
+    hides that it is down."""
 
-    def __init__(self) -> None:
-        #: ``<model> via <provider>`` -> its failures, while it fails.
-        self.failing: dict[str, RouteFailures] = {}
-        #: A call's outcome was seen since start.
+    def __init__(self, condition: str, kinds: frozenset[str], *, per_model: bool) -> None:
+        self.condition = condition
+        self.kinds = kinds
+        self.per_model = per_model
+        #: What fails: by ``<model> via <provider>`` (per model), else one entry.
+        self.failing: dict[str, Failing] = {}
+        #: A call of this use was seen since start.
         self.seen = False
 
     def observe(self, payload: Payload, now: float) -> None:
+        if str(payload.get("kind")) not in self.kinds:
+            return
         self.seen = True
-        route = f"{payload.get('model')} via {payload.get('provider')}"
+        model = f"{payload.get('model')} via {payload.get('provider')}"
+        key = model if self.per_model else ""
         outcome = str(payload.get("outcome"))
         if outcome == "ok":
-            self.failing.pop(route, None)
+            self.failing.pop(key, None)
             return
-        failures = self.failing.setdefault(route, RouteFailures(now))
-        failures.count += 1
-        failures.last_error = outcome
-        failures.kinds.add(str(payload.get("kind")))
+        failing = self.failing.setdefault(key, Failing(now))
+        failing.count += 1
+        failing.last_error, failing.model = outcome, model
 
     def observation(self) -> Observation | None:
         if not self.failing:
             return None
-        replies = any("chat" in f.kinds for f in self.failing.values())
-        return Observation(
-            what="; ".join(
-                f"the model{_used_for(f.kinds)} ({route}) failed every call: {f.count} in a "
-                f"row, the last with {f.last_error}"
-                for route, f in self.failing.items()
-            ),
-            todo="Check the provider's status, the API key and model.base_url (`nightowl "
-            "doctor` tries the route); meanwhile no replies are written"
-            if replies
-            else "Check the provider's status, the key and auxiliary.compression's "
-            "base_url (`nightowl doctor` tries the route); replies go on, and a "
-            "conversation that outgrows the window gets a summary made without the model",
-            since=min(f.since for f in self.failing.values()),
+        label = "the model" if self.condition == REPLIES else "the model for summaries"
+        what = "; ".join(
+            f"{label} ({f.model}) failed every call: {f.count} in a row, the last with "
+            f"{f.last_error}"
+            for f in self.failing.values()
         )
+        since = min(f.since for f in self.failing.values())
+        if self.condition == REPLIES:
+            todo = (
+                "Check the provider's status, the API key and model.base_url (`nightowl "
+                "doctor` tries the route); meanwhile no replies are written"
+            )
+        else:
+            todo = (
+                "Check the provider's status, the key and auxiliary.compression's base_url "
+                "(`nightowl doctor` tries the route); replies go on, summaries fall back to "
+                "the main model or are made without one"
+            )
+        return Observation(what=what, todo=todo, since=since)
 
 
-#: What a route that answers no chat is called for, by ``llm:request``'s kind.
-_USES = {"summary": "summaries", "flush": "memory notes"}
-
-
-def _used_for(kinds: set[str]) -> str:
-    if "chat" in kinds:
-        return ""
-    return " for " + " and ".join(_USES.get(kind, kind) for kind in sorted(kinds))
+#: The two uses watched apart, and the ``llm:request`` kinds of each.
+REPLIES, HOUSEKEEPING = "provider", "provider:summaries"
+USES = {
+    REPLIES: (frozenset({"chat"}), False),
+    HOUSEKEEPING: (frozenset({"summary", "flush"}), True),
+}
 
 
 class BudgetsReached:

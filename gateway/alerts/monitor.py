@@ -29,6 +29,7 @@ from adapters.base import Adapter
 from gateway.alerts.conditions import (
     DISK_MIN_FREE_BYTES,
     DISK_MIN_FREE_SHARE,
+    USES,
     BudgetsReached,
     Observation,
     ProviderFailures,
@@ -46,9 +47,13 @@ log = logging.getLogger(__name__)
 
 #: Conditions are looked at least this often, whatever ``after_seconds`` says.
 MAX_CHECK_SECONDS = 60.0
-#: Conditions told once for every replica of a database; the others (the disk, a
-#: platform's connection) are each host's own, stored as ``<condition>@<host>``.
-SHARED_CONDITIONS = frozenset({"provider", "undelivered", "pairing", "budget"})
+#: Conditions of the shared database, told once for every replica of it; the others
+#: (the model's calls, the disk, a platform's connection: what one process sees) are
+#: each host's own, stored as ``<condition>@<host>``.
+SHARED_CONDITIONS = frozenset({"undelivered", "pairing", "budget"})
+#: Not taken up at start: a budget ends at its reset, or sooner when raised and the
+#: gateway restarted, which is what its alert advises; its next refusal says it again.
+NOT_TAKEN_UP = frozenset({"budget"})
 
 
 @dataclass
@@ -67,6 +72,10 @@ class ActiveAlert:
     until: float | None = None
     #: Taken up from the store at start, told before a restart and not seen since.
     taken_up: bool = False
+    #: Its row in the store (a taken-up one keeps the row it came from).
+    key: str = ""
+    #: Told while the store could not keep it: its clearing is told whatever the store says.
+    unrecorded: bool = False
 
 
 def when(moment: float) -> str:
@@ -113,7 +122,10 @@ class Alerts:
         #: Internal thresholds (a test trips them): the disk's free share and bytes.
         self.disk_min_free_share = DISK_MIN_FREE_SHARE
         self.disk_min_free_bytes = DISK_MIN_FREE_BYTES
-        self.provider = ProviderFailures()
+        self.uses = {
+            condition: ProviderFailures(condition, kinds, per_model=per_model)
+            for condition, (kinds, per_model) in USES.items()
+        }
         self.budgets = BudgetsReached()
         self.active: dict[str, ActiveAlert] = {}
         #: When the operator was last told of each condition (when the store cannot say).
@@ -137,7 +149,8 @@ class Alerts:
     def observe(self, event: str, payload: Payload) -> None:
         now = self.clock()
         if event == "llm:request":
-            self.provider.observe(payload, now)
+            for use in self.uses.values():
+                use.observe(payload, now)
         elif event == "budget:reached":
             self.budgets.observe(payload, now)
 
@@ -162,7 +175,7 @@ class Alerts:
             for condition, seen in observed.items():
                 self._hold(condition, seen, now)
             for condition, alert in list(self.active.items()):
-                alert.holding = condition in observed or self._unknown(alert, now)
+                alert.holding = condition in observed or self._unknown(alert)
                 if condition in observed:
                     await self._holding(alert, observed[condition], now)
                 elif not alert.holding:
@@ -216,30 +229,43 @@ class Alerts:
             )
             await self._tell(alert, "cleared", text, now)
 
-    def _key(self, condition: str) -> str:
-        """The condition's row in the store: a host's own ones carry its name."""
-        if self.host is None or condition in SHARED_CONDITIONS:
-            return condition
-        return f"{condition}@{self.host}"
+    def _key(self, alert: ActiveAlert) -> str:
+        """The alert's row in the store: a host's own conditions carry its name."""
+        if alert.key:
+            return alert.key
+        if self.host is None or alert.condition in SHARED_CONDITIONS:
+            return alert.condition
+        return f"{alert.condition}@{self.host}"
 
     async def _claim(self, alert: ActiveAlert, state: str, now: float) -> Claim:
         """Whether this process tells ``state`` now (an ``ALREADY`` start is taken up
         with its first sighting, for the clearing's message)."""
+        if not self.sender.has_recipients:  # nobody to tell: the log and events only
+            return self._paced(alert, now)
         until = alert.until if state == "started" else None
-        told = AlertTold(self._key(alert.condition), state, alert.since, now, alert.what, until)
+        told = AlertTold(self._key(alert), state, alert.since, now, alert.what, until)
         try:
             claim, stored = await self.told.claim(told, self.after)
         except Exception:  # a full disk must still be told: this process keeps the pace
             log.exception("alerts: the store cannot keep what was told; telling anyway")
-            told_at = self._told_at.get(alert.condition)
-            return Claim.TOLD if told_at is None or now - told_at >= self.after else Claim.WAIT
+            alert.unrecorded = alert.unrecorded or state == "started"
+            return self._paced(alert, now)
+        if claim is Claim.ALREADY and state == "cleared" and alert.unrecorded:
+            return Claim.TOLD  # its start never reached the store: nobody else told this
         if claim is Claim.ALREADY and stored is not None and state == "started":
             alert.since = stored.since
         return claim
 
+    def _paced(self, alert: ActiveAlert, now: float) -> Claim:
+        """This process's own pace: one message per condition per ``after_seconds``."""
+        told_at = self._told_at.get(alert.condition)
+        return Claim.TOLD if told_at is None or now - told_at >= self.after else Claim.WAIT
+
     async def _take_up(self) -> None:
-        """The conditions told as started before this gateway (re)started, in its share:
-        each stands until a look says it is gone (docs/operations.md#alerts)."""
+        """The conditions told as started before this gateway (re)started, in its share
+        (all of them for the only gateway; the shared ones and this host's for a
+        replica): each stands until a look says it is gone, then its clearing is told
+        (docs/operations.md#alerts-and-replicas)."""
         try:
             rows = await self.told.told()
         except Exception:  # looked at again at the next check
@@ -248,11 +274,13 @@ class Alerts:
         self._taken_up = True
         for row in rows:
             condition, _, host = row.condition.partition("@")
-            mine = host == (self.host or "") if host else True
-            if row.state == "started" and mine and condition not in self.active:
+            mine = self.host is None or not host or host == self.host
+            if row.state != "started" or not mine or condition in NOT_TAKEN_UP:
+                continue
+            if condition not in self.active:
                 self.active[condition] = ActiveAlert(
                     condition, row.since, row.what, "", reported=True, until=row.until,
-                    taken_up=True,
+                    taken_up=True, key=row.condition,
                 )  # fmt: skip
 
     async def _tell(self, alert: ActiveAlert, state: str, text: str, now: float) -> None:
@@ -275,7 +303,7 @@ class Alerts:
     async def _observe(self) -> dict[str, Observation]:
         now = self.clock()
         found: dict[str, Observation | None] = {
-            "provider": self.provider.observation(),
+            **{condition: use.observation() for condition, use in self.uses.items()},
             "budget": self.budgets.observation(now),
             "disk": await asyncio.to_thread(
                 disk_observation,
@@ -308,11 +336,8 @@ class Alerts:
                     found[condition] = Observation(alert.what, alert.todo)
         return {condition: seen for condition, seen in found.items() if seen is not None}
 
-    def _unknown(self, alert: ActiveAlert, now: float) -> bool:
-        """A condition taken up from the store that no look can confirm yet: the model
-        until this gateway's first call, a budget until its reset."""
-        if not alert.taken_up:
-            return False
-        if alert.condition == "provider":
-            return not self.provider.seen
-        return alert.until is not None and alert.until > now
+    def _unknown(self, alert: ActiveAlert) -> bool:
+        """A condition taken up from the store that no look can confirm yet: a model's
+        failures until this gateway's first call of that use."""
+        use = self.uses.get(alert.condition)
+        return alert.taken_up and use is not None and not use.seen

@@ -1,9 +1,9 @@
 """Where an alert goes: each ``alerts.to`` private chat through its platform's adapter,
 and the ``alerts.webhook`` as a JSON POST. A failure is logged, never raised: an alert
 that cannot be told must not break what it reports on. What could not be sent is kept
-(the :data:`UNSENT_KEPT` newest, for :data:`UNSENT_SECONDS`) and sent again, in order,
-at each check (:meth:`AlertSender.retry`): an alert matters most when something is
-down, and the way to the operator may be down with it."""
+(:data:`UNSENT_KEPT` per recipient, for :data:`UNSENT_SECONDS`, in this process's memory)
+and sent again, in order, at each check (:meth:`AlertSender.retry`): an alert matters
+most when something is down, and the way to the operator may be down with it."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ from gateway.config.alerts import AlertsConfig, alert_target
 log = logging.getLogger(__name__)
 
 WEBHOOK_TIMEOUT_SECONDS = 10.0
-#: Alert messages kept for another try, newest first kept; the oldest beyond go.
-UNSENT_KEPT = 50
+#: Alert messages kept for another try per recipient; beyond it the oldest start goes,
+#: with its clearing (a clearing is never told without its start).
+UNSENT_KEPT = 20
 #: How long an unsent alert message is tried again before it is given up (logged).
 UNSENT_SECONDS = 24 * 3600.0
 #: The webhook's answers worth another try; any other 4xx will not change by itself.
@@ -34,6 +35,8 @@ class Unsent:
     """One message to one recipient that failed: an ``alerts.to`` entry, or ``webhook``."""
 
     to: str
+    condition: str
+    state: str
     text: str
     body: dict[str, object] = field(default_factory=dict)
     first_tried: float = 0.0
@@ -53,12 +56,16 @@ class AlertSender:
         self._chats: dict[str, str] = {}
         self.unsent: deque[Unsent] = deque()
 
+    @property
+    def has_recipients(self) -> bool:
+        return bool(self.settings.to or self.settings.webhook)
+
     async def send(self, condition: str, state: str, since: float, text: str) -> None:
         for entry in self.settings.to:
-            await self._attempt(Unsent(entry, text))
+            await self._attempt(Unsent(entry, condition, state, text))
         if self.settings.webhook:
             body = {"condition": condition, "state": state, "since": since, "text": text}
-            await self._attempt(Unsent("webhook", text, body))
+            await self._attempt(Unsent("webhook", condition, state, text, body))
 
     async def retry(self) -> None:
         """Send again what failed before, oldest first; what fails again stays."""
@@ -77,10 +84,11 @@ class AlertSender:
         if any(kept.to == message.to for kept in self.unsent):
             self._keep(message)
             return
+        again = bool(message.first_tried)
         if message.to == "webhook":
-            sent = await self._to_webhook(str(self.settings.webhook), message.body)
+            sent = await self._to_webhook(str(self.settings.webhook), message.body, again)
         else:
-            sent = await self._to_chat(message.to, message.text)
+            sent = await self._to_chat(message.to, message.text, again)
         if sent is False:
             self._keep(message)
 
@@ -88,11 +96,17 @@ class AlertSender:
         if not message.first_tried:
             message.first_tried = self.clock()
         self.unsent.append(message)
-        if len(self.unsent) > UNSENT_KEPT:
-            gone = self.unsent.popleft()
-            log.warning("alert to %s given up (too many unsent): %s", gone.to, _line(gone))
+        theirs = [kept for kept in self.unsent if kept.to == message.to]
+        if len(theirs) <= UNSENT_KEPT:
+            return
+        gone = [theirs[0]]
+        if theirs[0].state == "started":  # its clearing would come without it
+            gone += [m for m in theirs[1:] if m.condition == gone[0].condition][:1]
+        for message in gone:
+            self.unsent.remove(message)
+            log.warning("alert to %s given up (too many unsent): %s", message.to, _line(message))
 
-    async def _to_chat(self, entry: str, text: str) -> bool | None:
+    async def _to_chat(self, entry: str, text: str, again: bool = False) -> bool | None:
         """True: sent; False: failed, worth another try; None: it never can be."""
         platform, user = alert_target(entry)
         adapter = self.adapters.get(platform)
@@ -104,18 +118,20 @@ class AlertSender:
             self._chats[entry] = chat
             await adapter.send(OutboundMessage(platform=platform, chat_id=chat, text=text))
             return True
-        except DeliveryError as error:
-            log.warning("alert not sent to %s (tried again at the next check): %s", entry, error)
+        except DeliveryError as error:  # said once; its retries at INFO
+            log.log(_level(again), "alert not sent to %s (tried again later): %s", entry, error)
         except Exception:  # an adapter's bug must not stop the other recipients
-            log.exception("alert not sent to %s (tried again at the next check)", entry)
+            log.exception("alert not sent to %s (tried again later)", entry)
         return False
 
-    async def _to_webhook(self, url: str, body: dict[str, object]) -> bool | None:
+    async def _to_webhook(
+        self, url: str, body: dict[str, object], again: bool = False
+    ) -> bool | None:
         try:
             async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS) as client:
                 response = await client.post(url, json=body)
         except Exception as error:  # whatever it is, an alert must not break the gateway
-            log.warning("alert webhook failed (tried again at the next check): %s", _name(error))
+            log.log(_level(again), "alert webhook failed (tried again later): %s", _name(error))
             return False
         status = response.status_code
         if status < 400:
@@ -123,6 +139,10 @@ class AlertSender:
         retried = status >= 500 or status in _WEBHOOK_RETRIED
         log.warning("alert webhook answered HTTP %s%s", status, " (tried again)" if retried else "")
         return False if retried else None
+
+
+def _level(again: bool) -> int:
+    return logging.INFO if again else logging.WARNING
 
 
 def _name(error: BaseException) -> str:

@@ -34,6 +34,7 @@ from gateway.config.schema import (
     resolve_api_key,
     summary_model_route,
 )
+from nightowl_errors import redact
 
 
 @dataclass(frozen=True)
@@ -302,7 +303,8 @@ async def check_telegram(config: Config, timeout: float) -> Check:
     finally:
         await request.shutdown()
     said = f"bot @{me.username} (id {me.id}) answers getMe"
-    return Check("telegram", True, said + _webhook_words(hook, config.platforms.telegram.webhook))
+    words = _webhook_words(hook, config.platforms.telegram.webhook)
+    return Check("telegram", True, said + redact(words, settings.token))
 
 
 def _webhook_words(hook: Any, webhook: WebhookConfig | None) -> str:

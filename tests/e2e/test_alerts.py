@@ -452,3 +452,32 @@ async def test_a_webhook_another_process_deleted_is_set_again_and_told(
     assert status.connected and status.restarts == 1
     text = visible(told(telegram, "⚠")[0].text)
     assert "Telegram sends its updates to no webhook" in text and url in text
+
+
+async def test_a_webhook_another_deployment_moved_is_told_and_left_to_the_operator(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    """Setting it back would fight the other deployment for the bot's updates."""
+    url = "https://bot.example.org/tg/hook"
+    config = telegram_config(
+        tmp_path / "data",
+        fake_llm,
+        telegram,
+        sections=alerts([f"telegram:{OPERATOR}"]),
+        webhook={"url": url, "port": free_port(), "secret_token": SECRET},
+    )
+    async with telegram_gateway(config) as gateway:
+        other = f"https://new.example.org/bot{telegram.token}/hook"  # the token in its path
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(f"{telegram.base_url}{telegram.token}/setWebhook", json={"url": other}),
+        ):
+            pass
+        await telegram.wait_for(lambda: len(told(telegram, "⚠")) == 1)
+        await gateway.alerts.check()
+        status = gateway.adapters["telegram"].status()
+    assert [w.get("url") for w in telegram.webhooks] == [url, other]  # not set back
+    assert status.restarts == 0 and not status.connected
+    text = visible(told(telegram, "⚠")[0].text)
+    assert "Telegram sends its updates to https://new.example.org/bot" in text
+    assert "another deployment of this bot?" in text and telegram.token not in text

@@ -15,7 +15,9 @@ from typing import Any
 from aiohttp import web
 
 from adapters.base import DeliveryError, OutboundMessage
+from gateway.alerts.sending import UNSENT_KEPT, AlertSender
 from gateway.app import Gateway
+from gateway.config.alerts import AlertsConfig
 from gateway.config.schema import Config
 from gateway.store import PairingRequest
 from tests.e2e.test_alerts import OPERATOR, Outage, alerts
@@ -190,7 +192,10 @@ async def test_an_alert_the_store_cannot_keep_is_told_anyway(
         [started] = await operator.wait_sent(1)
         await looks(gateway)
         assert len(operator.sent) == 1  # told once, not at every look
+        disk_full(gateway, False)
+        sent = await operator.wait_sent(2)  # no row says it was told: told all the same
     assert started.startswith("⚠ nightowl: the disk holding ")
+    assert sent[1].startswith("✅ nightowl: resolved: the disk holding ")
 
 
 async def test_an_alert_the_operator_could_not_get_is_sent_again_in_order(
@@ -239,6 +244,15 @@ async def test_a_webhook_down_gets_the_alert_later_and_one_that_refuses_it_does_
     assert cleared[2]["state"] == "cleared" and len(posts.items) == 3
 
 
+async def summary_failed(console: RecordingAdapter) -> None:
+    """Three replies, then ``/compress``: a summary the summary model is asked for."""
+    for count, text in enumerate(("one " * 50, "two " * 50, "three " * 50), start=1):
+        await console.say(text)
+        await console.wait_sent(count)
+    await console.say("/compress")
+    await console.wait_sent(4)
+
+
 async def test_a_failing_summary_model_is_told_though_replies_work(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
@@ -257,11 +271,7 @@ async def test_a_failing_summary_model_is_told_though_replies_work(
         )
         console, operator = RecordingAdapter(), RecordingAdapter("telegram")
         async with running_gateway(config, console, operator):
-            for count, text in enumerate(("one " * 50, "two " * 50, "three " * 50), start=1):
-                await console.say(text)
-                await console.wait_sent(count)
-            await console.say("/compress")
-            await console.wait_sent(4)
+            await summary_failed(console)
             assert summaries.requests  # the summary model was asked, and failed
             await console.say("still there?")
             await console.wait_sent(5)  # a reply: the main model works
@@ -270,3 +280,45 @@ async def test_a_failing_summary_model_is_told_though_replies_work(
         "⚠ nightowl: the model for summaries (summary-model via openai) failed every call"
     )
     assert "replies go on" in started
+
+
+async def test_a_failing_summary_model_told_before_a_restart_is_not_cleared_by_a_reply(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """After a restart, a reply that works says nothing of the summary model."""
+
+    def down(request: Recorded) -> Reply:
+        return Reply(status=500, error_type="server_error", error_message="down")
+
+    async with FakeLLM(responder=down) as summaries:
+        aux = {"model": "summary-model", "base_url": summaries.openai_base_url, "api_key": "k"}
+        config = make_config(
+            tmp_path / "data",
+            fake_llm,
+            auxiliary={"compression": aux},
+            **alerts([f"telegram:{OPERATOR}"]),
+        )
+        console, operator = RecordingAdapter(), RecordingAdapter("telegram")
+        async with running_gateway(config, console, operator):
+            await summary_failed(console)
+            await operator.wait_sent(1)
+        console, after = RecordingAdapter(), RecordingAdapter("telegram")
+        async with running_gateway(config, console, after) as gateway:
+            await console.say("a reply works")
+            await console.wait_sent(1)
+            await gateway.events.drain()
+            await looks(gateway)
+            assert after.texts() == []
+            assert [a.condition for a in gateway.operations.alerts()] == ["provider:summaries"]
+
+
+async def test_unsent_alerts_are_bounded_per_recipient_and_a_start_goes_with_its_clearing() -> None:
+    operator = RefusingAdapter("telegram")
+    sender = AlertSender(AlertsConfig(to=(f"telegram:{OPERATOR}",)), {"telegram": operator})
+    pairs = UNSENT_KEPT // 2 + 1
+    for n in range(pairs):
+        await sender.send(f"c{n}", "started", 0.0, f"start {n}")
+        await sender.send(f"c{n}", "cleared", 0.0, f"clear {n}")
+    kept = [(m.condition, m.state) for m in sender.unsent]
+    assert len(kept) == UNSENT_KEPT and kept[:2] == [("c1", "started"), ("c1", "cleared")]
+    assert len(operator.refused.items) == 1  # tried once; the others waited behind it

@@ -441,9 +441,8 @@ async def test_doctor_says_where_telegram_sends_updates_and_its_last_delivery_er
         telegram.push_text(42, "hello?")
         _, failing = await doctor(config)
     assert f"no webhook is set yet (nightowl run sets {url})" in line(unset, "telegram")
-    assert (
-        f"Telegram sends updates to https://elsewhere.example.org/hook, not {url}"
-        in line(moved, "telegram")
+    assert f"Telegram sends updates to https://elsewhere.example.org/hook, not {url}" in line(
+        moved, "telegram"
     )
     said = line(failing, "telegram")
     assert f"Telegram sends updates to {url}; 1 update(s) wait" in said
