@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import datetime
 import re
-import site
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gateway.config.alerts import alert_target
+from gateway.ops.shipped import shipped
 from gateway.private_files import write_private
 
 CONFIG_NAME = "config.yaml"
@@ -32,7 +32,7 @@ def owners_by_platform(entries: list[str], platforms: list[str]) -> dict[str, li
     refusing the first wrong one (a platform not chosen, an id that is not a number)."""
     owners: dict[str, list[str]] = {}
     for entry in entries:
-        platform, _, user = entry.partition(":")
+        platform, user = alert_target(entry)  # the same "<platform>:<user id>" as alerts.to
         if platform not in TOKEN_VARIABLES:
             return f"--owner {entry}: expected telegram:<user id> or discord:<user id>"
         if platform not in platforms:
@@ -115,14 +115,8 @@ def render_config(answers: Answers) -> str:
 
 
 def find_example() -> Path | None:
-    """The commented example config: in the source tree, or where a package install put
-    it (``<prefix>/share/nightowl``, for a ``pip install --user`` under the user base)."""
-    candidates = [
-        Path(__file__).resolve().parents[2] / EXAMPLE_NAME,
-        Path(sys.prefix) / "share" / "nightowl" / EXAMPLE_NAME,
-        Path(site.getuserbase()) / "share" / "nightowl" / EXAMPLE_NAME,
-    ]
-    return next((path for path in candidates if path.is_file()), None)
+    """The commented example config, where this nightowl was installed from or to."""
+    return shipped(EXAMPLE_NAME)
 
 
 def secrets_of(answers: Answers) -> dict[str, str]:

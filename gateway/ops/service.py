@@ -28,6 +28,8 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
+from gateway.ops.shipped import shipped
+
 if TYPE_CHECKING:
     from gateway.config.schema import Config
 
@@ -61,13 +63,9 @@ class UnitSpec:
 
 def find_template() -> Path:
     """The unit template: in the source tree, or where a package install put it."""
-    candidates = [
-        Path(__file__).resolve().parents[2] / "systemd" / UNIT_NAME,
-        Path(sys.prefix) / "share" / "nightowl" / "systemd" / UNIT_NAME,
-    ]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
+    found = shipped("systemd", UNIT_NAME)
+    if found is not None:
+        return found
     raise FileNotFoundError(
         "the unit template systemd/nightowl.service is missing from this installation"
     )
