@@ -134,6 +134,9 @@ class ModelRequest(Event):
     #: What it cost in USD, exact, as text ("0.000123"); None: unpriced or failed
     #: (docs/cost.md#what-is-stored).
     cost: str | None = None
+    #: A failure as the operator reads it: the kind, the HTTP status, the server's words
+    #: (secret-free, at most 200 characters); "" when it succeeded.
+    error: str = ""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ is checked against the budgets before it is made and has its cost stored after i
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import replace
 from typing import Any
@@ -36,6 +37,16 @@ BILLED_DETAILS = frozenset({STREAM_CLOSED, JSON_DECODE, EMPTY_RESPONSE})
 def billed(error: ProviderError, streamed: int) -> bool:
     """Whether a failed call was taken by the server (docs/cost.md#what-is-stored)."""
     return bool(streamed) or error.kind == "timeout" or error.detail in BILLED_DETAILS
+
+
+log = logging.getLogger(__name__)
+
+
+def described(error: ProviderError) -> str:
+    """A failed call in one line for the operator: ``other (HTTP 500): down``."""
+    status = f" (HTTP {error.status})" if error.status else ""
+    words = " ".join(str(error).split())[:200]
+    return f"{error.kind}{status}: {words}" if words else f"{error.kind}{status}"
 
 
 class ReportedProvider(Provider):
@@ -135,7 +146,9 @@ class ReportedProvider(Provider):
                 timeout=timeout,
             )
         except ProviderError as error:
-            self._emit(started, error.kind, retry_after=error.retry_after)
+            said = described(error)
+            log.warning("%s call to %s failed: %s", self.kind, self.inner.model, said)
+            self._emit(started, error.kind, retry_after=error.retry_after, error=said)
             if self.meter is not None and billed(error, streamed):
                 await self.meter.failed(self.kind, self.inner, messages, tools, streamed)
             raise

@@ -79,14 +79,14 @@ class ProviderFailures:
             return
         failing = self.failing.setdefault(key, Failing(now))
         failing.count += 1
-        failing.last_error, failing.model = outcome, model
+        failing.last_error, failing.model = str(payload.get("error") or outcome), model
 
     def observation(self) -> Observation | None:
         if not self.failing:
             return None
         label = "the model" if self.condition == REPLIES else "the model for summaries"
         what = "; ".join(
-            f"{label} ({f.model}) failed every call: {f.count} in a row, the last with "
+            f"{label} ({f.model}) failed every call ({f.count} so far), the last with "
             f"{f.last_error}"
             for f in self.failing.values()
         )
@@ -135,7 +135,7 @@ class BudgetsReached:
         names = ", ".join(f"{budget} ({subject})" for budget, subject in sorted(self.refusing))
         return Observation(
             what=f"a budget refuses calls: {names}",
-            todo="Raise budgets: in config.yaml and restart to lift it sooner; until it "
+            todo="Raise the budget (budgets: in config.yaml) and restart to lift it sooner; until it "
             "resets, the messages it covers are stored but not answered",
             since=self.since,
             at_once=True,

@@ -29,6 +29,7 @@ from adapters.base import Adapter
 from gateway.alerts.conditions import (
     DISK_MIN_FREE_BYTES,
     DISK_MIN_FREE_SHARE,
+    REPLIES,
     USES,
     BudgetsReached,
     Observation,
@@ -51,9 +52,6 @@ MAX_CHECK_SECONDS = 60.0
 #: (the model's calls, the disk, a platform's connection: what one process sees) are
 #: each host's own, stored as ``<condition>@<host>``.
 SHARED_CONDITIONS = frozenset({"undelivered", "pairing", "budget"})
-#: Not taken up at start: a budget ends at its reset, or sooner when raised and the
-#: gateway restarted, which is what its alert advises; its next refusal says it again.
-NOT_TAKEN_UP = frozenset({"budget"})
 
 
 @dataclass
@@ -175,7 +173,7 @@ class Alerts:
             for condition, seen in observed.items():
                 self._hold(condition, seen, now)
             for condition, alert in list(self.active.items()):
-                alert.holding = condition in observed or self._unknown(alert)
+                alert.holding = condition in observed or self._unknown(alert, now)
                 if condition in observed:
                     await self._holding(alert, observed[condition], now)
                 elif not alert.holding:
@@ -275,7 +273,7 @@ class Alerts:
         for row in rows:
             condition, _, host = row.condition.partition("@")
             mine = self.host is None or not host or host == self.host
-            if row.state != "started" or not mine or condition in NOT_TAKEN_UP:
+            if row.state != "started" or not mine:
                 continue
             if condition not in self.active:
                 self.active[condition] = ActiveAlert(
@@ -336,8 +334,14 @@ class Alerts:
                     found[condition] = Observation(alert.what, alert.todo)
         return {condition: seen for condition, seen in found.items() if seen is not None}
 
-    def _unknown(self, alert: ActiveAlert) -> bool:
+    def _unknown(self, alert: ActiveAlert, now: float) -> bool:
         """A condition taken up from the store that no look can confirm yet: a model's
-        failures until this gateway's first call of that use."""
+        failures until this gateway's first call of that use; a budget until its reset
+        or a reply's call it lets through (raised and restarted, as its alert advises)."""
+        if not alert.taken_up:
+            return False
+        if alert.condition == "budget":
+            replies = self.uses[REPLIES].seen
+            return alert.until is not None and alert.until > now and not replies
         use = self.uses.get(alert.condition)
-        return alert.taken_up and use is not None and not use.seen
+        return use is not None and not use.seen

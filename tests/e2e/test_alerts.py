@@ -4,6 +4,7 @@ when it clears."""
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -92,7 +93,7 @@ def answered(server: FakeTelegram, text: str) -> bool:
 
 
 async def test_a_provider_failing_every_call_is_told_once_and_its_recovery_once(
-    tmp_path: Path, telegram: FakeTelegram, webhook: Webhook
+    tmp_path: Path, telegram: FakeTelegram, webhook: Webhook, caplog: pytest.LogCaptureFixture
 ) -> None:
     outage = Outage()
     async with FakeLLM(responder=outage.respond) as llm:
@@ -118,7 +119,11 @@ async def test_a_provider_failing_every_call_is_told_once_and_its_recovery_once(
 
     [start] = told(telegram, "⚠")
     text = visible(start.text)
-    assert "the model (fake-model via openai) failed every call" in text
+    assert "the model (fake-model via openai) failed every call (1 so far)" in text
+    assert "the last with other (HTTP 500): " in text and "down" in text
+    failures = [r for r in caplog.records if r.name == "gateway.provider_events"]
+    assert failures and failures[0].levelno == logging.WARNING
+    assert "chat call to fake-model failed: other (HTTP 500)" in failures[0].getMessage()
     assert "since 20" in text and "What to do:" in text and "nightowl doctor" in text
     assert "resolved: the model" in visible(told(telegram, "✅")[0].text)
     assert len(told(telegram, "⚠")) == 1 and len(told(telegram, "✅")) == 1

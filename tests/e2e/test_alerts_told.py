@@ -26,6 +26,7 @@ from tests.harness import RecordingAdapter, make_config, running_gateway
 from tests.waiting import CEILING, Recording
 
 FULL = 1 << 62  # more free bytes than any disk has: the disk condition holds
+AFTER_SECONDS = 0.3  # alerts.after_seconds in these tests
 
 
 def disk_full(gateway: Gateway, full: bool) -> None:
@@ -322,3 +323,29 @@ async def test_unsent_alerts_are_bounded_per_recipient_and_a_start_goes_with_its
     kept = [(m.condition, m.state) for m in sender.unsent]
     assert len(kept) == UNSENT_KEPT and kept[:2] == [("c1", "started"), ("c1", "cleared")]
     assert len(operator.refused.items) == 1  # tried once; the others waited behind it
+
+
+async def test_a_budget_raised_and_restarted_is_told_cleared_once_a_reply_goes_through(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """What the budget's alert advises: raise it in config.yaml and restart."""
+    sections: dict[str, Any] = {
+        "model": {"price": {"input": 100, "output": 200}},
+        "alerts": {"to": [f"telegram:{OPERATOR}"], "after_seconds": AFTER_SECONDS},
+    }
+    config = make_config(tmp_path / "data", fake_llm, budgets={"monthly": 0}, **sections)
+    console, before = RecordingAdapter(), RecordingAdapter("telegram")
+    async with running_gateway(config, console, before):
+        await console.say("hello")
+        await console.wait_sent(1)  # refused
+        [started] = await before.wait_sent(1)
+    raised = make_config(tmp_path / "data", fake_llm, budgets={"monthly": 100}, **sections)
+    console, after = RecordingAdapter(), RecordingAdapter("telegram")
+    async with running_gateway(raised, console, after) as gateway:
+        await looks(gateway)
+        assert after.texts() == []  # no reply has gone through yet
+        await console.say("hello again")
+        await console.wait_sent(1)
+        [cleared] = await after.wait_sent(1)
+    assert started.startswith("⚠ nightowl: a budget refuses calls: monthly (bot)")
+    assert cleared.startswith("✅ nightowl: resolved: a budget refuses calls: monthly (bot)")
