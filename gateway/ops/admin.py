@@ -233,7 +233,8 @@ async def export_session(
         print(f"nightowl: nothing stored under {key!r}", file=err)
         return 1
     text = "".join(export_line(session_id, row) + "\n" for session_id, row in rows)
-    archived = sum(1 for _, row in rows if row.compacted)  # not a refused one
+    # Compressed, or in a session /new ended; a refused row is neither.
+    archived = sum(1 for _, row in rows if not row.active and not row.refused)
     try:
         if output is None:
             out.write(text)

@@ -57,13 +57,20 @@ class SqlOperator:
     async def export_rows(self, session_key: str) -> list[tuple[str, StoredMessage]]:
         async with self.connection.read() as db:
             rows = await db.fetch_all(
-                f"SELECT {MESSAGE_COLUMNS}, m.session_id, m.refused FROM messages m"
+                f"SELECT {MESSAGE_COLUMNS}, m.session_id, m.refused, s.ended_at FROM messages m"
                 " JOIN sessions s ON s.id = m.session_id"
                 " WHERE s.session_key = ? ORDER BY m.id",
                 (session_key,),
             )
+        # A row of a session /new or /reset ended is no longer sent to the model.
         return [
-            (row["session_id"], stored_message(row)._replace(refused=bool(row["refused"])))
+            (
+                row["session_id"],
+                stored_message(row)._replace(
+                    refused=bool(row["refused"]),
+                    active=bool(row["active"]) and row["ended_at"] is None,
+                ),
+            )
             for row in rows
         ]
 

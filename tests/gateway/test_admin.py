@@ -115,6 +115,26 @@ def test_export_includes_archived_rows(config: Path, capsys: pytest.CaptureFixtu
     assert "exported 7 rows (4 archived)" in err
 
 
+def test_export_after_new_says_the_old_conversation_is_no_longer_sent(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def new_for_bob() -> None:
+        async with SQLiteStore(tmp_path / "data" / "state.db") as store:
+            bob = await store.conversation.current_session("discord:200")
+            await store.conversation.end_session(bob.id, "new")
+
+    asyncio.run(new_for_bob())
+    code, out, err = sessions(capsys, config, "export", "discord:200")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["role"], r["active"], r["compacted"]) for r in rows] == [
+        ("system", False, False),
+        ("user", False, False),
+        ("assistant", False, False),
+    ]
+    assert "exported 3 rows (3 archived)" in err
+
+
 def test_export_to_a_file_is_private(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
