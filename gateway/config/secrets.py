@@ -44,10 +44,16 @@ def _walk(obj: Any, *, secret: bool, loose: bool = False) -> Iterator[str]:
         for spec in fields(obj):
             if spec.metadata.get("internal"):
                 continue
+            value = getattr(obj, spec.name)
+            if spec.name == "dsn" and isinstance(value, str) and "://" in value:
+                # A database URL: its password and credentials, not where it points
+                # (doctor names the database it checked).
+                yield from _url_secrets(value)
+                continue
             named = bool(SECRET_NAME.search(spec.name))
             # SECRET_VALUES (typed_yaml) marks a field whose values may be secrets.
             values = bool(spec.metadata.get("secret"))
-            yield from _walk(getattr(obj, spec.name), secret=secret or named, loose=values)
+            yield from _walk(value, secret=secret or named, loose=values)
     elif isinstance(obj, dict):
         for key, value in obj.items():
             named = secret or _names_a_secret(str(key))
