@@ -160,7 +160,8 @@ def restore(
         print(line, file=out)
     config = target / "config.yaml"
     if config.exists():
-        print(f"Check it with: nightowl doctor -c {config}", file=out)
+        secrets = "" if (target / ".env").is_file() else " (first put the secrets in .env beside it)"
+        print(f"Check it with: nightowl doctor -c {config}{secrets}", file=out)
     return 0
 
 
@@ -242,7 +243,7 @@ def point_dsn_at(target: Path, dsn: str) -> str:
         rows[at] = f"{indent}dsn: ${{{variable}}}  # set by nightowl restore\n"
         write_private(config, "".join(rows))
     return (
-        f"✓ store.dsn  ${variable}, set in .env, names the database --dsn names"
+        f"✓ store.dsn  ${variable}, written to .env, names the database --dsn names"
         " (a variable set in the environment still wins over .env)"
     )
 
@@ -268,8 +269,8 @@ async def _database_line(
         return (
             f"✓ database   {dump} (PostgreSQL, schema v{version}: {describe_tables(expected)});"
             f" load it into an empty database with: pg_restore --no-owner --dbname=... {dump},"
-            " or run restore again with --dsn (until then the restored config still names"
-            " the database the backup came from)"
+            " or run restore again with --dsn DSN --force (until then the restored config"
+            " still names the database the backup came from)"
         )
     _, counted = await restore_dump(dump, dsn)
     _compare(expected, counted)

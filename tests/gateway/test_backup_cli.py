@@ -229,7 +229,7 @@ def test_postgres_backup_runs_pg_dump_and_restores_into_a_fresh_database(
     assert "pg_restore" in database and "memories 3" in database and "sessions 1" in database
     assert (target / "dashboard_token").read_text() == "t0ken\n"
     assert not (target / "postgres.dump").exists()
-    assert "✓ store.dsn  $NIGHTOWL_DSN, set in .env, names the database --dsn names" in out
+    assert "✓ store.dsn  $NIGHTOWL_DSN, written to .env, names the database --dsn names" in out
     assert (target / ".env").read_text().splitlines()[-1] == f"NIGHTOWL_DSN={target_dsn}"
     assert stat.S_IMODE((target / ".env").stat().st_mode) == 0o600
     restored = target / "config.yaml"
@@ -315,7 +315,7 @@ def test_a_restored_config_with_the_dsn_written_in_it_gets_it_through_the_env(
         "OPENAI_API_KEY=sk-kept\nNIGHTOWL_DSN=postgresql://old@db/prod\n"
     )
     said = point_dsn_at(tmp_path, "postgresql://u:secret@127.0.0.1/restored")
-    assert said.startswith("✓ store.dsn  $NIGHTOWL_DSN, set in .env")
+    assert said.startswith("✓ store.dsn  $NIGHTOWL_DSN, written to .env")
     config = (tmp_path / "config.yaml").read_text()
     assert "secret" not in config and "old@db" not in config
     assert yaml.safe_load(config)["store"] == {"backend": "postgres", "dsn": "${NIGHTOWL_DSN}"}
