@@ -160,7 +160,9 @@ def restore(
         print(line, file=out)
     config = target / "config.yaml"
     if config.exists():
-        secrets = "" if (target / ".env").is_file() else " (first put the secrets in .env beside it)"
+        secrets = (
+            "" if (target / ".env").is_file() else " (first put the secrets in .env beside it)"
+        )
         print(f"Check it with: nightowl doctor -c {config}{secrets}", file=out)
     return 0
 
