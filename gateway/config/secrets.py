@@ -11,6 +11,7 @@ resolve to from the environment (``OPENAI_API_KEY``...) count too.
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import fields, is_dataclass
@@ -45,9 +46,9 @@ def _walk(obj: Any, *, secret: bool, loose: bool = False) -> Iterator[str]:
             if spec.metadata.get("internal"):
                 continue
             value = getattr(obj, spec.name)
-            if spec.name == "dsn" and isinstance(value, str) and "://" in value:
-                # A database URL: its password and credentials, not where it points
-                # (doctor names the database it checked).
+            if spec.name == "dsn" and isinstance(value, str) and _plain_dsn(value):
+                # A database URL whose credentials are all in plain sight: those, not
+                # where it points (doctor names the database it checked).
                 yield from _url_secrets(value)
                 continue
             named = bool(SECRET_NAME.search(spec.name))
@@ -67,6 +68,25 @@ def _walk(obj: Any, *, secret: bool, loose: bool = False) -> Iterator[str]:
                 yield value
             yield from _walk(item, secret=secret or flag, loose=loose)
             flag = isinstance(item, str) and item.startswith("-") and _names_a_secret(item)
+
+
+def _plain_dsn(dsn: str) -> bool:
+    """A URL DSN whose only credentials are its password and ``password=``: anything
+    else (``sslpassword=``, a password with ``#`` or ``/`` that hides the ``@``, a keyword
+    DSN) keeps the whole DSN a secret."""
+    try:
+        parts = urllib.parse.urlsplit(dsn.strip())
+        parts.port  # noqa: B018  (raises on a netloc a stray character broke)
+    except ValueError:
+        return False
+    if "://" not in dsn or "#" in dsn or ("@" in dsn and "@" not in parts.netloc):
+        return False
+    keys = [key.lower() for key, _ in urllib.parse.parse_qsl(parts.query)]
+    return all(key == "password" or not _CREDENTIAL_KEY.search(key) for key in keys)
+
+
+#: A query parameter that may carry a credential, wherever the word is in its name.
+_CREDENTIAL_KEY = re.compile(r"pass|secret|token|key|cert|auth")
 
 
 def _names_a_secret(name: str) -> bool:

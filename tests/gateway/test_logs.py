@@ -19,6 +19,7 @@ from gateway.config.schema import load_config, parse_config
 from gateway.config.secrets import configured_secrets
 from gateway.conversation.lanes import Lanes
 from gateway.logs import SESSION_KEY, setup_logging
+from nightowl_errors import redact
 from tests.adapters.conftest import fast_settings
 from tests.fakes.sink import RecordingSink
 from tests.fakes.telegram_server import FakeTelegram
@@ -362,3 +363,25 @@ def test_mcp_values_that_are_no_secret_stay_readable_and_a_command_lines_key_doe
     secrets = configured_secrets(config)
     assert {"cmdline-key-0015", "inline-token-0016", "k9Zq2-77xPq-41"} <= set(secrets)
     assert not {"production", "/home/owl/notes", "application/json", "3"} & set(secrets)
+
+
+@pytest.mark.parametrize(
+    ("dsn", "secret", "shown"),
+    [
+        ("postgresql://owl:pw-0123456789@db/x", "pw-0123456789", "db/x"),
+        ("postgresql://owl@db/x?sslpassword=hunter22x", "hunter22x", None),
+        ("postgresql://owl:1234#abcd@db/x", "1234#abcd", None),
+    ],
+)
+def test_a_dsn_s_credentials_are_secrets_and_where_it_points_is_not(
+    tmp_path: Path, dsn: str, secret: str, shown: str | None
+) -> None:
+    """doctor names the database it checked; a DSN whose credentials are not all in
+    plain sight stays a secret whole."""
+    config = parse_config(
+        {"data_dir": str(tmp_path), "store": {"backend": "postgres", "dsn": dsn}}, {}
+    )
+    said = redact(f"cannot reach {dsn}", configured_secrets(config))
+    assert secret not in said
+    if shown is not None:
+        assert shown in said

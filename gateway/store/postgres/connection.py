@@ -39,7 +39,7 @@ def display(dsn: str) -> str:
     netloc = parts.netloc
     if parts.password is not None:
         netloc = netloc.replace(f":{parts.password}@", ":***@")
-    query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+    query = re.sub(r"(?i)(^|&)([^=&]*pass[^=&]*=)[^&]*", r"\1\2***", parts.query)
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
