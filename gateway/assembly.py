@@ -35,6 +35,7 @@ from gateway.build import (
 )
 from gateway.config.models import DEFAULT_CHOICE, model_choices
 from gateway.config.schema import Config, main_model_route
+from gateway.config.secrets import configured_secrets
 from gateway.conversation.access import Access
 from gateway.conversation.chat_tools import describe_tools, offered_servers
 from gateway.conversation.commands import Commands
@@ -187,6 +188,7 @@ class Assembly:
             pairings=self.pairing.pending,
             told=self.store.alerts,
             host=socket.gethostname() if self.store.coordination.shared else None,
+            secrets=configured_secrets(config),
         )
         self.scheduler.alert_check = self.alerts.check
         self.scheduler.alert_seconds = self.alerts.check_seconds

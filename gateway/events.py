@@ -134,8 +134,9 @@ class ModelRequest(Event):
     #: What it cost in USD, exact, as text ("0.000123"); None: unpriced or failed
     #: (docs/cost.md#what-is-stored).
     cost: str | None = None
-    #: A failure as the operator reads it: the kind, the HTTP status, the server's words
-    #: (secret-free, at most 200 characters); "" when it succeeded.
+    #: A failure as the operator reads it: the kind, the HTTP status, then at most 200
+    #: characters of the server's words (the route's key redacted; the log and the
+    #: alerts redact every configured secret); "" when it succeeded.
     error: str = ""
 
 

@@ -113,6 +113,13 @@ USES = {
 }
 
 
+#: What the budget alert says; ``names``: "monthly (bot), user_daily (telegram:42)".
+BUDGET_WHAT = "a budget refuses calls: {names}"
+#: The one budget a reply's call going through proves lifted: the bot's monthly one
+#: refuses every call, a person's or a chat's only theirs.
+BOT_MONTHLY_WHAT = BUDGET_WHAT.format(names="monthly (bot)")
+
+
 class BudgetsReached:
     """Budgets refusing calls now: fed ``budget:reached`` payloads, each until it resets."""
 
@@ -134,7 +141,7 @@ class BudgetsReached:
             return None
         names = ", ".join(f"{budget} ({subject})" for budget, subject in sorted(self.refusing))
         return Observation(
-            what=f"a budget refuses calls: {names}",
+            what=BUDGET_WHAT.format(names=names),
             todo="Raise the budget (budgets: in config.yaml) and restart to lift it sooner; until it "
             "resets, the messages it covers are stored but not answered",
             since=self.since,

@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from adapters.base import Adapter
 from gateway.alerts.conditions import (
+    BOT_MONTHLY_WHAT,
     DISK_MIN_FREE_BYTES,
     DISK_MIN_FREE_SHARE,
     REPLIES,
@@ -40,9 +41,10 @@ from gateway.alerts.conditions import (
     undelivered_observation,
 )
 from gateway.alerts.sending import AlertSender
-from gateway.config.alerts import AlertsConfig
+from gateway.config.alerts import AlertsConfig, alert_target
 from gateway.events import AlertChanged, EventBus, Payload
 from gateway.store import AlertStore, AlertTold, Claim, ConversationStore, PairingRequest
+from nightowl_errors import redact
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +105,12 @@ class Alerts:
         pairings: Callable[[], Awaitable[list[PairingRequest]]],
         told: AlertStore,
         host: str | None = None,
+        secrets: Sequence[str] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``told``: where what was told is kept; ``host``: this host's name when replicas
-        share the database (None: this gateway is the only one)."""
+        share the database (None: this gateway is the only one); ``secrets``: what no
+        alert may say (a server's error can quote a URL with its password)."""
         self.settings = settings
         self.after = settings.after_seconds
         self.data_dir = data_dir
@@ -116,6 +120,7 @@ class Alerts:
         self.pairings = pairings
         self.told = told
         self.host = host
+        self.secrets = list(secrets)
         self.clock = clock
         #: Internal thresholds (a test trips them): the disk's free share and bytes.
         self.disk_min_free_share = DISK_MIN_FREE_SHARE
@@ -136,7 +141,7 @@ class Alerts:
             ["llm:request", "budget:reached"], self.observe, name="alerts", inline=True
         )
         for entry in settings.to:
-            if entry.partition(":")[0] not in adapters:
+            if alert_target(entry)[0] not in adapters:
                 log.warning("alerts.to: %s is on a platform that is not enabled; not told", entry)
 
     @property
@@ -165,7 +170,7 @@ class Alerts:
     async def check(self) -> None:
         """Look at every condition; tell what started and what cleared; rebuild what is deaf."""
         async with self._lock:
-            if not self._taken_up:
+            if not self._taken_up and self.sender.has_recipients:  # else nothing was claimed
                 await self._take_up()
             await self.sender.retry()  # what could not be sent before goes first
             observed = await self._observe()
@@ -180,6 +185,7 @@ class Alerts:
                     await self._cleared(alert, now)
 
     def _hold(self, condition: str, seen: Observation, now: float) -> None:
+        seen = replace(seen, what=redact(seen.what, self.secrets))
         alert = self.active.get(condition)
         if alert is None:
             self.active[condition] = ActiveAlert(
@@ -336,12 +342,13 @@ class Alerts:
 
     def _unknown(self, alert: ActiveAlert, now: float) -> bool:
         """A condition taken up from the store that no look can confirm yet: a model's
-        failures until this gateway's first call of that use; a budget until its reset
-        or a reply's call it lets through (raised and restarted, as its alert advises)."""
+        failures until this gateway's first call of that use; a budget until its reset,
+        the bot's monthly one also until a reply's call goes through (raised and
+        restarted, as its alert advises)."""
         if not alert.taken_up:
             return False
         if alert.condition == "budget":
-            replies = self.uses[REPLIES].seen
-            return alert.until is not None and alert.until > now and not replies
+            lifted = alert.what == BOT_MONTHLY_WHAT and self.uses[REPLIES].seen
+            return alert.until is not None and alert.until > now and not lifted
         use = self.uses.get(alert.condition)
         return use is not None and not use.seen

@@ -55,6 +55,8 @@ class AlertSender:
         #: The private chat of each ``to`` entry, once opened.
         self._chats: dict[str, str] = {}
         self.unsent: deque[Unsent] = deque()
+        #: (recipient, condition) whose start was given up: its clearing goes too.
+        self._given_up: set[tuple[str, str]] = set()
 
     @property
     def has_recipients(self) -> bool:
@@ -73,14 +75,18 @@ class AlertSender:
         now = self.clock()
         for message in waiting:
             if now - message.first_tried > UNSENT_SECONDS:
-                log.warning("alert to %s given up after 24 h: %s", message.to, _line(message))
+                self._give_up(message, "after 24 h")
             else:
                 await self._attempt(message)
 
     async def _attempt(self, message: Unsent) -> None:
         """Send ``message``, unless its recipient failed already (this check, or one it
         was not retried at yet): then it waits behind, so each recipient gets its
-        messages in order and is tried once per check."""
+        messages in order and is tried once per check. A clearing whose start was given
+        up goes with it: "resolved" is never told alone."""
+        if message.state == "cleared" and (message.to, message.condition) in self._given_up:
+            self._given_up.discard((message.to, message.condition))
+            return
         if any(kept.to == message.to for kept in self.unsent):
             self._keep(message)
             return
@@ -93,18 +99,28 @@ class AlertSender:
             self._keep(message)
 
     def _keep(self, message: Unsent) -> None:
+        """Keep ``message`` for another try; past :data:`UNSENT_KEPT` for its recipient,
+        its oldest start goes (the oldest message when only clearings wait)."""
         if not message.first_tried:
             message.first_tried = self.clock()
         self.unsent.append(message)
         theirs = [kept for kept in self.unsent if kept.to == message.to]
-        if len(theirs) <= UNSENT_KEPT:
+        if len(theirs) > UNSENT_KEPT:
+            starts = [kept for kept in theirs if kept.state == "started"]
+            gone = (starts or theirs)[0]
+            self.unsent.remove(gone)
+            self._give_up(gone, "(too many unsent)")
+
+    def _give_up(self, message: Unsent, why: str) -> None:
+        log.warning("alert to %s given up %s: %s", message.to, why, _line(message))
+        if message.state != "started":
             return
-        gone = [theirs[0]]
-        if theirs[0].state == "started":  # its clearing would come without it
-            gone += [m for m in theirs[1:] if m.condition == gone[0].condition][:1]
-        for message in gone:
-            self.unsent.remove(message)
-            log.warning("alert to %s given up (too many unsent): %s", message.to, _line(message))
+        pair = (message.to, message.condition)
+        clearing = next((m for m in self.unsent if (m.to, m.condition) == pair), None)
+        if clearing is not None:
+            self.unsent.remove(clearing)
+        else:  # it has not come yet: it goes when it does
+            self._given_up.add(pair)
 
     async def _to_chat(self, entry: str, text: str, again: bool = False) -> bool | None:
         """True: sent; False: failed, worth another try; None: it never can be."""
@@ -121,7 +137,7 @@ class AlertSender:
         except DeliveryError as error:  # said once; its retries at INFO
             log.log(_level(again), "alert not sent to %s (tried again later): %s", entry, error)
         except Exception:  # an adapter's bug must not stop the other recipients
-            log.exception("alert not sent to %s (tried again later)", entry)
+            log.log(_level(again), "alert not sent to %s (tried again later)", entry, exc_info=True)
         return False
 
     async def _to_webhook(
@@ -137,7 +153,8 @@ class AlertSender:
         if status < 400:
             return True
         retried = status >= 500 or status in _WEBHOOK_RETRIED
-        log.warning("alert webhook answered HTTP %s%s", status, " (tried again)" if retried else "")
+        said = " (tried again later)" if retried else ""
+        log.log(_level(again), "alert webhook answered HTTP %s%s", status, said)
         return False if retried else None
 
 

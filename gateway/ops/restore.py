@@ -160,9 +160,8 @@ def restore(
         print(line, file=out)
     config = target / "config.yaml"
     if config.exists():
-        secrets = (
-            "" if (target / ".env").is_file() else " (first put the secrets in .env beside it)"
-        )
+        had_secrets = "config/.env" in written  # a .env --dsn wrote holds only the DSN
+        secrets = "" if had_secrets else " (first put the secrets in .env beside it)"
         print(f"Check it with: nightowl doctor -c {config}{secrets}", file=out)
     return 0
 

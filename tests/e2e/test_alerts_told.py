@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from asyncio import FIRST_COMPLETED
 from collections import deque
 from collections.abc import AsyncIterator
@@ -19,7 +20,7 @@ from gateway.alerts.sending import UNSENT_KEPT, AlertSender
 from gateway.app import Gateway
 from gateway.config.alerts import AlertsConfig
 from gateway.config.schema import Config
-from gateway.store import PairingRequest
+from gateway.store import AlertStore, AlertTold, Claim, PairingRequest, StoreError
 from tests.e2e.test_alerts import OPERATOR, Outage, alerts
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.harness import RecordingAdapter, make_config, running_gateway
@@ -199,6 +200,38 @@ async def test_an_alert_the_store_cannot_keep_is_told_anyway(
     assert sent[1].startswith("✅ nightowl: resolved: the disk holding ")
 
 
+class WritesRefused:
+    """The gateway's own store of what was told, refusing writes while :attr:`full` (a
+    disk that filled up, then got room again)."""
+
+    def __init__(self, store: AlertStore) -> None:
+        self.store = store
+        self.full = True
+
+    async def told(self) -> list[AlertTold]:
+        return await self.store.told()
+
+    async def claim(self, alert: AlertTold, after: float) -> tuple[Claim, AlertTold | None]:
+        if self.full:
+            raise StoreError("database or disk is full")
+        return await self.store.claim(alert, after)
+
+
+async def test_a_start_the_store_could_not_keep_gets_its_clearing_once_it_can(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    operator = RecordingAdapter("telegram")
+    async with running_gateway(config, operator) as gateway:
+        gateway.alerts.told = writes = WritesRefused(gateway.store.alerts)
+        disk_full(gateway, True)
+        await operator.wait_sent(1)
+        writes.full = False  # room again: the store has no row of that start
+        disk_full(gateway, False)
+        sent = await operator.wait_sent(2)
+    assert sent[1].startswith("✅ nightowl: resolved: the disk holding ")
+
+
 async def test_an_alert_the_operator_could_not_get_is_sent_again_in_order(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
@@ -349,3 +382,27 @@ async def test_a_budget_raised_and_restarted_is_told_cleared_once_a_reply_goes_t
         [cleared] = await after.wait_sent(1)
     assert started.startswith("⚠ nightowl: a budget refuses calls: monthly (bot)")
     assert cleared.startswith("✅ nightowl: resolved: a budget refuses calls: monthly (bot)")
+
+
+async def test_an_alert_never_says_a_secret_the_server_s_error_quotes(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """A proxy URL with its password, unreachable: the error names the URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://owl:proxy-pass-0123456789@127.0.0.1:{port}/v1"
+    config = make_config(
+        tmp_path / "data",
+        fake_llm,
+        model={"base_url": url, "max_retries": 0},
+        **alerts([f"telegram:{OPERATOR}"]),
+    )
+    console, operator = RecordingAdapter(), RecordingAdapter("telegram")
+    async with running_gateway(config, console, operator) as gateway:
+        await console.say("hello?")
+        [started] = await operator.wait_sent(1)
+        told = await gateway.store.alerts.told()
+    assert started.startswith("⚠ nightowl: the model (fake-model via openai) failed")
+    assert "proxy-pass-0123456789" not in started
+    assert all("proxy-pass-0123456789" not in row.what for row in told)
