@@ -47,6 +47,13 @@ class Failing:
     count: int = 0
     last_error: str = ""
     model: str = ""
+    #: When the last of them failed.
+    last: float = 0.0
+
+
+#: A summary model that failed this long before another model's summary succeeded was
+#: not the one that summary was first asked of: it is forgotten (a /model choice left).
+TAKEN_OVER_SECONDS = 120.0
 
 
 class ProviderFailures:
@@ -76,8 +83,14 @@ class ProviderFailures:
         outcome = str(payload.get("outcome"))
         if outcome == "ok":
             self.failing.pop(key, None)
+            # A model not asked just before this success was not passed over for it (a
+            # summary model another took over from is): it is no longer asked at all.
+            for other, failing in list(self.failing.items()):
+                if now - failing.last > TAKEN_OVER_SECONDS:
+                    del self.failing[other]
             return
         failing = self.failing.setdefault(key, Failing(now))
+        failing.last = now
         failing.count += 1
         failing.last_error, failing.model = str(payload.get("error") or outcome), model
 

@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from adapters.base import DeliveryError, OutboundMessage
+from gateway.alerts.conditions import HOUSEKEEPING, USES, ProviderFailures
 from gateway.alerts.sending import UNSENT_KEPT, AlertSender
 from gateway.app import Gateway
 from gateway.config.alerts import AlertsConfig
@@ -406,3 +407,20 @@ async def test_an_alert_never_says_a_secret_the_server_s_error_quotes(
     assert started.startswith("⚠ nightowl: the model (fake-model via openai) failed")
     assert "proxy-pass-0123456789" not in started
     assert all("proxy-pass-0123456789" not in row.what for row in told)
+
+
+def test_a_summary_model_no_longer_asked_is_forgotten_and_one_taken_over_from_is_not() -> None:
+    uses = ProviderFailures(HOUSEKEEPING, USES[HOUSEKEEPING][0], per_model=True)
+
+    def call(model: str, outcome: str, at: float) -> None:
+        uses.observe({"kind": "summary", "model": model, "provider": "p", "outcome": outcome}, at)
+
+    call("aux", "network", 1_000.0)  # the summary model fails...
+    call("main", "ok", 1_001.0)  # ...and the main model takes over
+    observed = uses.observation()
+    assert observed is not None and "(aux via p)" in observed.what
+    call("chosen", "network", 2_000.0)  # a /model choice's summary fails once, then is left
+    call("aux", "network", 5_000.0)
+    call("main", "ok", 5_001.0)
+    observed = uses.observation()
+    assert observed is not None and "chosen" not in observed.what and "aux" in observed.what
