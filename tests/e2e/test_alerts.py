@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from adapters.base import DeliveryError, OutboundMessage
-from gateway.config.schema import ConfigError, parse_config
+from gateway.config.schema import Config, ConfigError, parse_config
 from tests.dashboard.support import client_of, dashboard_config, log_in
 from tests.dashboard.test_metrics import samples
 from tests.e2e.discord_stack import running_stack
@@ -428,20 +428,28 @@ async def test_a_discord_gateway_connection_down_is_told_and_cleared_once_back(
     assert sent[1].content.startswith("✅ nightowl: resolved: discord receives nothing")
 
 
+HOOK_URL = "https://bot.example.org/tg/hook"
+
+
+def webhook_config(tmp_path: Path, llm: FakeLLM, telegram: FakeTelegram) -> Config:
+    """Telegram in webhook mode at :data:`HOOK_URL`, with the operator's alerts."""
+    return telegram_config(
+        tmp_path / "data",
+        llm,
+        telegram,
+        sections=alerts([f"telegram:{OPERATOR}"]),
+        webhook={"url": HOOK_URL, "port": free_port(), "secret_token": SECRET},
+    )
+
+
 async def test_a_webhook_another_process_deleted_is_set_again_and_told(
     tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
 ) -> None:
     """A script that calls getUpdates with the bot's token must delete the webhook first;
     Telegram then keeps every update for getUpdates, and the bot is deaf until the
     webhook is set again."""
-    url = "https://bot.example.org/tg/hook"
-    config = telegram_config(
-        tmp_path / "data",
-        fake_llm,
-        telegram,
-        sections=alerts([f"telegram:{OPERATOR}"]),
-        webhook={"url": url, "port": free_port(), "secret_token": SECRET},
-    )
+    url = HOOK_URL
+    config = webhook_config(tmp_path, fake_llm, telegram)
     async with telegram_gateway(config) as gateway:
         async with (
             aiohttp.ClientSession() as http,
@@ -463,14 +471,8 @@ async def test_a_webhook_another_deployment_moved_is_told_and_left_to_the_operat
     tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
 ) -> None:
     """Setting it back would fight the other deployment for the bot's updates."""
-    url = "https://bot.example.org/tg/hook"
-    config = telegram_config(
-        tmp_path / "data",
-        fake_llm,
-        telegram,
-        sections=alerts([f"telegram:{OPERATOR}"]),
-        webhook={"url": url, "port": free_port(), "secret_token": SECRET},
-    )
+    url = HOOK_URL
+    config = webhook_config(tmp_path, fake_llm, telegram)
     async with telegram_gateway(config) as gateway:
         other = f"https://new.example.org/bot{telegram.token}/hook"  # the token in its path
         async with (

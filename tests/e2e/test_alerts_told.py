@@ -23,7 +23,7 @@ from gateway.config.alerts import AlertsConfig
 from gateway.config.schema import Config
 from gateway.store import AlertStore, AlertTold, Claim, PairingRequest, StoreError
 from tests.e2e.test_alerts import OPERATOR, Outage, alerts
-from tests.fakes.llm_server import FakeLLM, Recorded, Reply
+from tests.fakes.llm_server import FakeLLM
 from tests.harness import RecordingAdapter, make_config, running_gateway
 from tests.waiting import CEILING, Recording
 
@@ -279,6 +279,19 @@ async def test_a_webhook_down_gets_the_alert_later_and_one_that_refuses_it_does_
     assert cleared[2]["state"] == "cleared" and len(posts.items) == 3
 
 
+@contextlib.asynccontextmanager
+async def summary_model_down(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[tuple[FakeLLM, Config]]:
+    """A summary model (auxiliary.compression) answering 500 to every call, and a config
+    with it beside ``llm`` and the operator's alerts."""
+    async with FakeLLM(responder=Outage().respond) as summaries:
+        aux = {"model": "summary-model", "base_url": summaries.openai_base_url, "api_key": "k"}
+        extra = alerts([f"telegram:{OPERATOR}"])
+        yield (
+            summaries,
+            make_config(tmp_path / "data", llm, auxiliary={"compression": aux}, **extra),
+        )
+
+
 async def summary_failed(console: RecordingAdapter) -> None:
     """Three replies, then ``/compress``: a summary the summary model is asked for."""
     for count, text in enumerate(("one " * 50, "two " * 50, "three " * 50), start=1):
@@ -293,17 +306,7 @@ async def test_a_failing_summary_model_is_told_though_replies_work(
 ) -> None:
     """The summary model is its own route: the main model's answers do not hide it."""
 
-    def down(request: Recorded) -> Reply:
-        return Reply(status=500, error_type="server_error", error_message="down")
-
-    async with FakeLLM(responder=down) as summaries:
-        aux = {"model": "summary-model", "base_url": summaries.openai_base_url, "api_key": "k"}
-        config = make_config(
-            tmp_path / "data",
-            fake_llm,
-            auxiliary={"compression": aux},
-            **alerts([f"telegram:{OPERATOR}"]),
-        )
+    async with summary_model_down(tmp_path, fake_llm) as (summaries, config):
         console, operator = RecordingAdapter(), RecordingAdapter("telegram")
         async with running_gateway(config, console, operator):
             await summary_failed(console)
@@ -322,17 +325,7 @@ async def test_a_failing_summary_model_told_before_a_restart_is_not_cleared_by_a
 ) -> None:
     """After a restart, a reply that works says nothing of the summary model."""
 
-    def down(request: Recorded) -> Reply:
-        return Reply(status=500, error_type="server_error", error_message="down")
-
-    async with FakeLLM(responder=down) as summaries:
-        aux = {"model": "summary-model", "base_url": summaries.openai_base_url, "api_key": "k"}
-        config = make_config(
-            tmp_path / "data",
-            fake_llm,
-            auxiliary={"compression": aux},
-            **alerts([f"telegram:{OPERATOR}"]),
-        )
+    async with summary_model_down(tmp_path, fake_llm) as (_, config):
         console, operator = RecordingAdapter(), RecordingAdapter("telegram")
         async with running_gateway(config, console, operator):
             await summary_failed(console)
