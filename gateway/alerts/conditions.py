@@ -156,8 +156,8 @@ class BudgetsReached:
         names = ", ".join(f"{budget} ({subject})" for budget, subject in sorted(self.refusing))
         return Observation(
             what=BUDGET_WHAT.format(names=names),
-            todo="Raise the budget (budgets: in config.yaml) and restart to lift it sooner; until it "
-            "resets, the messages it covers are stored but not answered",
+            todo="Raise the budget (budgets: in config.yaml) and restart to lift it sooner;"
+            " until it resets, the messages it covers are stored but not answered",
             since=self.since,
             at_once=True,
             until=max(self.refusing.values()),

@@ -147,7 +147,8 @@ class AlertSender:
             async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS) as client:
                 response = await client.post(url, json=body)
         except Exception as error:  # whatever it is, an alert must not break the gateway
-            log.log(_level(again), "alert webhook failed (tried again later): %s", _name(error))
+            what = type(error).__name__  # never the URL: a webhook's may hold its secret
+            log.log(_level(again), "alert webhook failed (tried again later): %s", what)
             return False
         status = response.status_code
         if status < 400:
@@ -160,10 +161,6 @@ class AlertSender:
 
 def _level(again: bool) -> int:
     return logging.INFO if again else logging.WARNING
-
-
-def _name(error: BaseException) -> str:
-    return type(error).__name__
 
 
 def _line(message: Unsent) -> str:

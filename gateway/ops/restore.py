@@ -208,12 +208,13 @@ def _point_at(config: Path, target: Path) -> None:
     text, found = DATA_DIR_LINE.subn(lambda _: line, text, count=1)
     if not found:
         text = f"{line}\n{text}"
-    with config.open("w", encoding="utf-8") as file:
-        file.write(text)
+    write_private(config, text, make_dir=False)
 
 
 #: The variable a restored config names its database by, when it named none.
 DSN_VARIABLE = "NIGHTOWL_DSN"
+#: Said when the restored config's ``store.dsn`` cannot be rewritten in place.
+_SET_DSN_BY_HAND = "  set store.dsn in the restored config.yaml to the database --dsn names"
 _VARIABLE = re.compile(r"^\$\{(\w+)\}$")
 
 
@@ -229,13 +230,13 @@ def point_dsn_at(target: Path, dsn: str) -> str:
         raw, lines = read_yaml(text, config)
         written = raw["store"]["dsn"]
     except (OSError, ConfigError, KeyError, TypeError):
-        return "  set store.dsn in the restored config.yaml to the database --dsn names"
+        return _SET_DSN_BY_HAND
     named = _VARIABLE.match(str(written))
     variable = named.group(1) if named else DSN_VARIABLE
     rows = text.splitlines(keepends=True)
     at = lines.get("store.dsn", 0) - 1
     if not named and not (0 <= at < len(rows) and rows[at].lstrip().startswith("dsn:")):
-        return "  set store.dsn in the restored config.yaml to the database --dsn names"
+        return _SET_DSN_BY_HAND
     env = target / ".env"
     existing = env.read_text(encoding="utf-8") if env.is_file() else ""
     write_private(env, env_with(existing, {variable: dsn}, "# Secrets for config.yaml."))
