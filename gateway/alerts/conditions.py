@@ -9,7 +9,9 @@ to tell anyone is the monitor's (:mod:`gateway.alerts.monitor`). Conditions:
 - ``undelivered``: replies stored but not accepted by their platform;
 - ``disk``: little room left where the data dir is;
 - ``pairing``: strangers' pairing requests waiting for an owner;
-- ``budget``: a budget refusing calls until it resets (from ``budget:reached``).
+- ``budget``: a budget refusing calls until it resets (from ``budget:reached``);
+- ``backup``: the last ``nightowl backup`` failed, or left the database out
+  (gateway/backup_status.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.backup_status import described, last_run
 from gateway.events import Payload
 
 #: Less free room than this share of the disk, or than :data:`DISK_MIN_FREE_BYTES`.
@@ -182,6 +185,21 @@ def disk_observation(
         what=f"the disk holding {data_dir} has {usage.free / 1024**2:,.0f} MB free ({share:.1%})",
         todo="Free some room (old logs, backups) or grow the disk: when it is full, "
         "messages are refused unstored",
+    )
+
+
+def backup_observation(data_dir: Path) -> Observation | None:
+    """The last backup kept in ``data_dir`` failed or holds no database (None: it was
+    whole, or none was kept). Told at once: a backup fails once a night, not a moment."""
+    run = last_run(data_dir)
+    if run is None or run.whole:
+        return None
+    return Observation(
+        what=described(run),
+        todo="Run `nightowl backup` to see what it says and fix that (the daily timer's "
+        "runs: journalctl -u nightowl-backup); this clears at the next whole backup",
+        since=run.at,
+        at_once=True,
     )
 
 

@@ -35,6 +35,7 @@ from gateway.alerts.conditions import (
     BudgetsReached,
     Observation,
     ProviderFailures,
+    backup_observation,
     disk_observation,
     pairing_observation,
     platform_observation,
@@ -309,13 +310,8 @@ class Alerts:
         found: dict[str, Observation | None] = {
             **{condition: use.observation() for condition, use in self.uses.items()},
             "budget": self.budgets.observation(now),
-            "disk": await asyncio.to_thread(
-                disk_observation,
-                self.data_dir,
-                self.disk_min_free_share,
-                self.disk_min_free_bytes,
-            ),
         }
+        found["disk"], found["backup"] = await asyncio.to_thread(self._look_at_files)
         for platform, adapter in self.adapters.items():
             try:
                 status = await adapter.check()
@@ -339,6 +335,11 @@ class Alerts:
                 if (alert := self.active.get(condition)) is not None and alert.holding:
                     found[condition] = Observation(alert.what, alert.todo)
         return {condition: seen for condition, seen in found.items() if seen is not None}
+
+    def _look_at_files(self) -> tuple[Observation | None, Observation | None]:
+        """The disk's room and the last backup's outcome, off the event loop."""
+        disk = disk_observation(self.data_dir, self.disk_min_free_share, self.disk_min_free_bytes)
+        return disk, backup_observation(self.data_dir)
 
     def _unknown(self, alert: ActiveAlert, now: float) -> bool:
         """A condition taken up from the store that no look can confirm yet: a model's

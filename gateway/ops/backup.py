@@ -30,12 +30,14 @@ import shutil
 import sys
 import tarfile
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from agent.model_metadata import CACHE_FILE_NAME
+from gateway.backup_status import BackupRun, record_run
 from gateway.build import WEBHOOK_SECRET_FILE
 from gateway.config.schema import Config
 from gateway.dashboard.logins import LOGINS_FILE
@@ -56,6 +58,8 @@ BACKUPS_DIR = "backups"
 #: ``nightowl-<UTC timestamp>[-n].tar.gz``: the names ``--keep`` counts.
 NAME = re.compile(r"nightowl-(\d{8}T\d{6}Z)(?:-(\d+))?\.tar\.gz")
 SKIPPED_DIRS = {"__pycache__"}
+#: What a PostgreSQL backup without ``pg_dump`` lacks, kept for the alert.
+NOT_DUMPED = "pg_dump is not on PATH (install postgresql-client, the server's version or newer)"
 
 
 class BackupError(StoreError):
@@ -152,8 +156,33 @@ def backup(
     keep: int | None = None,
     out: TextIO | None = None,
 ) -> int:
-    """Write the backup, say what it holds; 0 (a :class:`StoreError` otherwise)."""
+    """Write the backup, say what it holds; 0 (a :class:`StoreError` otherwise). Its
+    outcome is kept for the gateway's alerts and doctor (gateway/backup_status.py)."""
     out = out or sys.stdout
+    try:
+        copy, target = _backup(config, to, with_secrets, out)
+    except OSError as error:  # a full disk, a destination that is not a directory
+        failure = BackupError(f"could not write the backup: {error}")
+        record_run(config.data_dir, BackupRun(time.time(), False, str(failure)))
+        raise failure from error
+    except StoreError as error:
+        record_run(config.data_dir, BackupRun(time.time(), False, str(error)))
+        raise
+    dumped = copy.file is not None
+    record_run(
+        config.data_dir,
+        BackupRun(time.time(), True, str(target) if dumped else NOT_DUMPED, database=dumped),
+    )
+    if keep is not None:
+        removed = prune(target.parent, keep)
+        if removed:
+            print(f"Removed {len(removed)} older backup(s) (--keep {keep}).", file=out)
+    return 0
+
+
+def _backup(
+    config: Config, to: str | None, with_secrets: bool, out: TextIO
+) -> tuple[DatabaseCopy, Path]:
     missing = missing_database(config)
     if missing is not None:
         raise BackupError(f"no database at {missing} yet: start the gateway once first")
@@ -170,11 +199,7 @@ def backup(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     _report(target, copy, written, left_out, out)
-    if keep is not None:
-        removed = prune(target.parent, keep)
-        if removed:
-            print(f"Removed {len(removed)} older backup(s) (--keep {keep}).", file=out)
-    return 0
+    return copy, target
 
 
 async def _copy(config: Config, directory: Path) -> DatabaseCopy:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from agent.model_metadata import CACHE_FILE_NAME
+from gateway.backup_status import described, last_run, utc
 from gateway.build import WEBHOOK_SECRET_FILE
 from gateway.config.schema import (
     NO_KEY_NEEDED,
@@ -100,6 +101,7 @@ async def run_doctor(
     for check in await check_database(config, timeout):
         report.add(check)
     report.add(check_permissions(config, fix=fix, confirm=confirm))
+    report.add(check_backup(config))
     if config.dashboard.enabled:
         report.add(check_dashboard(config))
     return 0 if report.ok else 1
@@ -306,6 +308,26 @@ def _ask_to_fix(listing: str, confirm: Callable[[str], str] | None) -> bool:
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")
+
+
+# -- backups -------------------------------------------------------------------------------
+
+
+def check_backup(config: Config) -> Check:
+    """The last ``nightowl backup``'s outcome, as the alerts see it
+    (docs/operations.md#backup-alerts)."""
+    run = last_run(config.data_dir)
+    if run is None:
+        return Check(
+            "backup",
+            True,
+            "none made yet (`nightowl backup`; daily: `nightowl install-service --backup-daily`)",
+        )
+    if run.whole:
+        return Check("backup", True, f"the last one, {utc(run.at)}: {run.what}")
+    return Check(
+        "backup", False, described(run), "run `nightowl backup` to see what it says and fix that"
+    )
 
 
 # -- the dashboard -------------------------------------------------------------------------

@@ -4,6 +4,8 @@ when it clears."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import logging
 import socket
 from collections.abc import AsyncIterator
@@ -16,6 +18,7 @@ from aiohttp import web
 
 from adapters.base import DeliveryError, OutboundMessage
 from gateway.config.schema import Config, ConfigError, parse_config
+from gateway.ops.backup import BackupError, backup
 from tests.dashboard.support import client_of, dashboard_config, log_in
 from tests.dashboard.test_metrics import samples
 from tests.e2e.discord_stack import running_stack
@@ -182,6 +185,33 @@ async def test_a_nearly_full_disk_is_told_and_cleared(tmp_path: Path, fake_llm: 
     assert f"{tmp_path / 'data'} has " in started and "MB free" in started
     assert sent[1].startswith("✅ nightowl: resolved: the disk holding")
     assert {m.chat_id for m in operator.sent} == {str(OPERATOR)}
+
+
+async def test_a_failed_backup_is_told_at_once_and_cleared_by_the_next_whole_one(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """``nightowl backup`` run beside the gateway (as its daily timer runs it) fails:
+    the operator hears it at the next check, not the day the backup is needed."""
+    operator = RecordingAdapter("telegram")
+    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the backups should go\n")
+    async with running_gateway(config, operator) as gateway:
+        with pytest.raises(BackupError, match="could not write the backup: "):
+            await asyncio.to_thread(
+                backup, config, to=str(blocked / "owl.tar.gz"), out=io.StringIO()
+            )
+        [started] = await operator.wait_sent(1)
+        await asyncio.to_thread(backup, config, out=io.StringIO())
+        sent = await operator.wait_sent(2)
+        for _ in range(3):
+            await gateway.alerts.check()
+        assert len(operator.sent) == 2
+    assert started.startswith("⚠ nightowl: the backup of ")
+    assert " failed: could not write the backup: " in started
+    assert "(no whole backup since this was kept)" in started
+    assert "journalctl -u nightowl-backup" in started
+    assert sent[1].startswith("✅ nightowl: resolved: the backup of ")
 
 
 async def test_a_budget_reached_is_told_once_at_once(tmp_path: Path, fake_llm: FakeLLM) -> None:

@@ -18,7 +18,10 @@ import asyncpg
 import pytest
 import yaml
 
+from gateway.backup_status import STATUS_FILE
+from gateway.config.schema import load_config
 from gateway.ops.cli import main
+from gateway.ops.doctor import check_backup
 from gateway.ops.restore import point_dsn_at
 from tests.gateway.test_memory_cli import fill, fill_postgres
 from tests.postgres import ADMIN_DSN, TestDatabase, with_database
@@ -185,6 +188,33 @@ async def fresh_database(postgres_database: TestDatabase) -> object:
 
 
 @pytest.mark.skipif(shutil.which("pg_dump") is None, reason="pg_dump is not on PATH")
+def test_each_run_is_kept_for_the_alerts_and_doctor(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/operations.md#backup-alerts: a failure is one sentence on stderr and the
+    data dir's record; the next whole backup clears it; a later failure names it."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory\n")
+    code, out, err = nightowl(capsys, "backup", "-c", str(config), "--to", f"{blocked}/x.tar.gz")
+    assert code == 1 and out == ""
+    assert err.startswith("nightowl: could not write the backup: ") and err.count("\n") == 1
+    status = tmp_path / "data" / STATUS_FILE
+    assert stat.S_IMODE(status.stat().st_mode) == 0o600
+    failed = check_backup(load_config(config))
+    assert not failed.ok and "failed: could not write the backup: " in failed.detail
+    assert failed.detail.endswith("(no whole backup since this was kept)")
+
+    archive = backup(capsys, config)
+    whole = check_backup(load_config(config))
+    assert whole.ok and whole.detail.endswith(f": {archive}")
+
+    code, _, _ = nightowl(capsys, "backup", "-c", str(config), "--to", str(archive))
+    assert code == 1  # it exists: refused, and kept as the last run
+    again = check_backup(load_config(config))
+    assert not again.ok and "exists: choose another name with --to" in again.detail
+    assert "(the last whole backup: " in again.detail
+
+
 def test_postgres_backup_runs_pg_dump_and_restores_into_a_fresh_database(
     tmp_path: Path, postgres_dsn: str, fresh_database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -269,6 +299,8 @@ def test_without_pg_dump_the_backup_holds_the_files_and_the_command_to_run(
     )
     assert code == 0, err
     assert "✗ database   not in this backup (pg_dump was not on PATH when it was made)" in out
+    partial = check_backup(load_config(path))  # and the alert says so (a timer's backups)
+    assert not partial.ok and " holds no database: pg_dump is not on PATH" in partial.detail
 
 
 # -- install-service --backup-daily --------------------------------------------------------

@@ -96,8 +96,10 @@ async def test_all_good_against_the_fakes_exits_0(tmp_path: Path, fake_llm: Fake
         "discord",
         "database",
         "permissions",
+        "backup",
     ]
     assert "fake-model at http" in line(lines, "provider")
+    assert "none made yet (`nightowl backup`; daily: " in line(lines, "backup")
     # The fake does not say its window and the table does not know "fake-model".
     assert "nightowl assumes 32,768 tokens (a cautious guess)" in line(lines, "window")
     assert "set model.context_length" in line(lines, "window")

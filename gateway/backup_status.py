@@ -1,0 +1,94 @@
+"""What the last ``nightowl backup`` did, kept beside the data it backed up, so that a
+backup failing every night under its timer is told, not found the day it is needed
+(docs/operations.md#backup-alerts).
+
+``nightowl backup`` writes ``<data_dir>/backup_status.json`` (0600) after every run, by
+hand or by the timer; the gateway's alerts read it at each check (condition ``backup``)
+and ``nightowl doctor`` shows it. One small file, not a table: a backup reads the
+database and writes nothing there (gateway/ops/backup.py), and the file outlives a
+database that cannot be opened, which is when a backup fails.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gateway.private_files import write_private
+
+log = logging.getLogger(__name__)
+
+STATUS_FILE = "backup_status.json"
+
+
+@dataclass(frozen=True)
+class BackupRun:
+    """One run of ``nightowl backup``: when, whether it wrote an archive holding the
+    database, and one sentence (where it went, or why it failed)."""
+
+    at: float
+    #: An archive was written.
+    ok: bool
+    #: Where the archive went, or why there is none.
+    what: str
+    #: The archive holds the database (a PostgreSQL one without ``pg_dump`` does not).
+    database: bool = True
+    #: When the last run that wrote a whole archive ended, across failures since.
+    last_whole: float | None = None
+
+    @property
+    def whole(self) -> bool:
+        """An archive that can bring everything back."""
+        return self.ok and self.database
+
+
+def record_run(data_dir: Path, run: BackupRun) -> None:
+    """Keep ``run`` as the last one, carrying when the last whole one was. A data dir
+    that is not there (the backup found nothing to back up) or cannot be written (the
+    disk alert tells that) keeps nothing: the backup's own answer says what happened."""
+    if not data_dir.is_dir():
+        return
+    before = last_run(data_dir)
+    whole = run.at if run.whole else (before.last_whole if before else None)
+    kept = BackupRun(run.at, run.ok, run.what, run.database, whole)
+    try:
+        write_private(data_dir / STATUS_FILE, json.dumps(asdict(kept)) + "\n", make_dir=False)
+    except OSError as error:
+        log.warning("could not keep the backup's outcome in %s: %s", data_dir, error)
+
+
+def last_run(data_dir: Path) -> BackupRun | None:
+    """The last run kept in ``data_dir``; None when none was, or the file is unreadable."""
+    try:
+        raw = json.loads((data_dir / STATUS_FILE).read_text(encoding="utf-8"))
+        return BackupRun(
+            at=float(raw["at"]),
+            ok=bool(raw["ok"]),
+            what=str(raw["what"]),
+            database=bool(raw.get("database", True)),
+            last_whole=float(raw["last_whole"]) if raw.get("last_whole") is not None else None,
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def utc(moment: float) -> str:
+    """``2026-12-06 07:40 UTC``."""
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def described(run: BackupRun) -> str:
+    """What went wrong with ``run``, in one sentence with the last whole backup; empty
+    when it was whole."""
+    if run.whole:
+        return ""
+    if run.ok:
+        what = f"the backup of {utc(run.at)} holds no database: {run.what}"
+    else:
+        what = f"the backup of {utc(run.at)} failed: {run.what}"
+    if run.last_whole is None:
+        return f"{what} (no whole backup since this was kept)"
+    return f"{what} (the last whole backup: {utc(run.last_whole)})"
