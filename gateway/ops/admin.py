@@ -148,7 +148,9 @@ async def show_session(
         return 1
     rows = await store.conversation.load_active(record.id)
     sessions = await store.operator.list_sessions()
-    archived = next((s.archived_messages for s in sessions if s.session_id == record.id), 0)
+    listed = next((s for s in sessions if s.session_id == record.id), None)
+    archived = listed.archived_messages if listed else 0
+    refused = listed.refused_messages if listed else 0
     tokens = sum(row.token_count for row in rows)
     header = f"{key}  ({record.platform}, session {record.id}, model {record.model})"
     print(visible(header), file=out)
@@ -162,6 +164,12 @@ async def show_session(
         f"{archived:,} archived messages",
         file=out,
     )
+    if refused:  # kept, never sent to a model: only the export shows them
+        print(
+            f"{refused:,} message(s) a budget refused, kept out of the context"
+            f" (nightowl sessions export {key} has them)",
+            file=out,
+        )
     if record.anchor is not None:
         print(f"last reported prompt: {record.anchor.prompt_tokens:,} tokens", file=out)
     summary = current_summary(rows)

@@ -26,6 +26,7 @@ class SqlOperator:
                 # Archived: compressed away, not a message a budget refused (also inactive).
                 " COALESCE(SUM(CASE WHEN m.active = 0 AND m.refused = 0 THEN 1 ELSE 0 END), 0)"
                 " AS archived,"
+                " COALESCE(SUM(m.refused), 0) AS refused,"
                 " COALESCE(SUM(CASE WHEN m.active = 1 THEN m.token_count ELSE 0 END), 0) AS tokens"
                 " FROM sessions s LEFT JOIN messages m ON m.session_id = s.id"
                 " WHERE s.ended_at IS NULL GROUP BY s.id ORDER BY s.updated_at DESC"
@@ -39,6 +40,7 @@ class SqlOperator:
                 archived_messages=row["archived"],
                 active_tokens=row["tokens"],
                 updated_at=row["updated_at"],
+                refused_messages=row["refused"],
             )
             for row in rows
         ]

@@ -222,6 +222,8 @@ class SessionSummary:
     archived_messages: int
     active_tokens: int
     updated_at: float
+    #: Messages a budget refused: kept, never in the context (docs/cost.md#budgets).
+    refused_messages: int = 0
 
 
 @dataclass(frozen=True)

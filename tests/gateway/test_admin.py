@@ -331,6 +331,12 @@ def test_a_refused_message_is_not_counted_as_archived(
     assert code == 0
     by_key = {line.split()[0]: line.split()[1:5] for line in out.splitlines()[1:]}
     assert by_key["discord:200"][:3] == ["discord", "3", "0"]  # kept, not archived
+    code, out, _ = sessions(capsys, config, "show", "discord:200")
+    assert code == 0 and "over budget" not in out  # not in the context it shows
+    assert (
+        "1 message(s) a budget refused, kept out of the context"
+        " (nightowl sessions export discord:200 has them)"
+    ) in out
 
 
 async def test_export_marks_summary_and_refused_rows_alike_on_both_backends(
