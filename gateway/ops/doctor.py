@@ -3,18 +3,22 @@
 Checks, in order: the config parses; the secrets it needs resolve; the model provider
 lists the model and answers a 1-token request (and the summary model, when one is
 configured), and a self-hosted server says what window it serves (docs/design.md#served-window); the Telegram bot token works (getMe) and the Discord one logs in, when those
-platforms are enabled (those network checks live in :mod:`gateway.reachability`); the database opens read-only, passes ``PRAGMA integrity_check`` and has a known
+platforms are enabled, and the alerts can leave: each ``alerts.to`` on an enabled
+platform, the ``alerts.webhook`` accepting a connection (those network checks live in
+:mod:`gateway.reachability`); the database opens read-only, passes ``PRAGMA integrity_check`` and has a known
 schema; the config, its ``.env``, the data dir and the files nightowl keeps there
 (database and WAL files, chat.log, the context-length cache, the webhook secret, the
 dashboard's token and logins) are open to no other user, group included (``--fix``, or
 answering yes, makes them private); with the dashboard on, its token is not short enough
-to guess, and a ``listen`` beyond loopback without ``metrics_token`` is pointed out. The
-exit code is 0 only when every check passes. Nothing is created, migrated or sent to a
-chat.
+to guess, its port can be bound (or the running gateway holds it), and a ``listen``
+beyond loopback without ``metrics_token`` is pointed out. The exit code is 0 only when
+every check passes. Nothing is created, migrated or sent to a chat.
 """
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import os
 import re
 import stat
@@ -42,7 +46,14 @@ from gateway.dashboard.token import DASHBOARD_TOKEN_FILE
 from gateway.logs import CHAT_LOG_NAME, redact, setup_logging
 from gateway.ops.doctor_postgres import postgres_checks
 from gateway.ops.mcp_check import check_mcp_servers
-from gateway.ops.reachability import Check, check_discord, check_providers, check_telegram
+from gateway.ops.reachability import (
+    Check,
+    check_alerts,
+    check_discord,
+    check_providers,
+    check_telegram,
+    os_reason,
+)
 from gateway.store import DatabaseProbe, DatabaseReport, open_store
 from gateway.store.datadir_lock import lock_holder
 from gateway.store.errors import StoreError, write_problem
@@ -98,12 +109,15 @@ async def run_doctor(
         report.add(await check_telegram(config, timeout))
     if config.platforms.discord.enabled:
         report.add(await check_discord(config, timeout))
+    alerts = await check_alerts(config, timeout)
+    if alerts is not None:
+        report.add(alerts)
     for check in await check_database(config, timeout):
         report.add(check)
     report.add(check_permissions(config, fix=fix, confirm=confirm))
     report.add(check_backup(config))
     if config.dashboard.enabled:
-        report.add(check_dashboard(config))
+        report.add(await check_dashboard(config))
     return 0 if report.ok else 1
 
 
@@ -333,9 +347,10 @@ def check_backup(config: Config) -> Check:
 # -- the dashboard -------------------------------------------------------------------------
 
 
-def check_dashboard(config: Config) -> Check:
-    """A token short enough to guess fails; /metrics under no token of its own on a
-    ``listen`` beyond loopback is a note (docs/design.md#dashboard)."""
+async def check_dashboard(config: Config) -> Check:
+    """A token short enough to guess fails, and so does a port the gateway could not
+    listen on (it would run without its dashboard); /metrics under no token of its own on
+    a ``listen`` beyond loopback is a note (docs/design.md#dashboard)."""
     settings = config.dashboard
     if settings.token:
         source = "dashboard.token"
@@ -343,11 +358,53 @@ def check_dashboard(config: Config) -> Check:
         kept = config.data_dir / DASHBOARD_TOKEN_FILE
         source = str(kept) if kept.is_file() else f"{kept} (made at the first start)"
     metrics = "needs its token" if settings.metrics_token else "for this machine only"
-    detail = f"on {settings.listen or '*'}:{settings.port}, token from {source}; /metrics {metrics}"
+    where = f"{settings.listen or '*'}:{settings.port}"
+    bound, taken, port_hint = await _dashboard_port(config, where)
+    detail = f"on {where}{bound}, token from {source}; /metrics {metrics}"
     weak = short_token(settings)
     note = metrics_beyond_loopback(settings)
-    if weak:
-        detail = weak
+    failures = [said for said in (weak, taken) if said]
+    if failures:
+        detail = "; ".join(failures)
     if note:
         detail += f" (note: {note})"
-    return Check("dashboard", weak is None, detail, SHORT_TOKEN_FIX if weak else "")
+    hints = ([SHORT_TOKEN_FIX] if weak else []) + ([port_hint] if taken else [])
+    return Check("dashboard", not failures, detail, "; ".join(hints))
+
+
+async def _dashboard_port(config: Config, where: str) -> tuple[str, str, str]:
+    """Whether ``dashboard.listen:port`` can be bound, bound as aiohttp does it
+    (SO_REUSEADDR) and closed at once: words for the ✓ line, or why the gateway could
+    not listen there and what to do."""
+    settings = config.dashboard
+    if not settings.port:
+        return " (any free port)", "", ""
+    try:
+        server = await asyncio.get_running_loop().create_server(
+            asyncio.Protocol, settings.listen, settings.port, reuse_address=True
+        )
+    except OSError as error:
+        problem: OSError | None = error
+    else:
+        server.close()
+        await server.wait_closed()
+        problem = None
+    # A gateway on SQLite holds its data dir's lock; one on PostgreSQL leaves no sign.
+    holder = None if config.store.shared else lock_holder(config.database_path.parent)
+    gateway = f"the running gateway, pid {holder or '?'}"
+    if problem is None:
+        if holder is None:
+            return " (free)", "", ""
+        return f" (free: {gateway}, does not listen there: restart it)", "", ""
+    if problem.errno != errno.EADDRINUSE:
+        said = f"cannot listen on {where}: {os_reason(problem)}; {_WITHOUT_DASHBOARD}"
+        return "", said, "check dashboard.listen and dashboard.port"
+    if holder is not None:
+        return f" (in use by {gateway})", "", ""
+    if config.store.shared:
+        return " (in use: by the gateway if it runs here; on PostgreSQL doctor cannot tell)", "", ""
+    said = f"{where} is in use by another program; {_WITHOUT_DASHBOARD}"
+    return "", said, "choose another dashboard.port, or stop that program"
+
+
+_WITHOUT_DASHBOARD = "the gateway would log that and run without its dashboard"

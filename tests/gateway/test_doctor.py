@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import socket
 import stat
 from pathlib import Path
@@ -15,6 +16,7 @@ import yaml
 from gateway.ops.cli import main
 from gateway.ops.doctor import run_doctor
 from gateway.store import SQLiteStore
+from gateway.store.datadir_lock import DataDirLock
 from gateway.store.postgres import PostgresStore
 from gateway.store.postgres.schema import SCHEMA_VERSION as POSTGRES_VERSION
 from tests import db
@@ -276,13 +278,19 @@ async def test_a_short_dashboard_token_fails_and_metrics_beyond_loopback_are_not
     )
     assert "short-t0ken" not in "\n".join(lines)
 
-    sound = {"enabled": True, "token": "long-enough-token-0123", "listen": "0.0.0.0"}
+    port = closed_port()
+    sound = {
+        "enabled": True,
+        "token": "long-enough-token-0123",
+        "listen": "0.0.0.0",
+        "port": port,
+    }
     code, lines = await doctor(write_config(tmp_path, fake_llm.openai_base_url, dashboard=sound))
     assert code == 0, lines
     noted = line(lines, "dashboard")
     assert noted.startswith(
-        "✓ dashboard: on 0.0.0.0:8377, token from dashboard.token; /metrics for this machine"
-        " only (note: dashboard listens on 0.0.0.0 with no metrics_token: /metrics answers"
+        f"✓ dashboard: on 0.0.0.0:{port} (free), token from dashboard.token; /metrics for this"
+        " machine only (note: dashboard listens on 0.0.0.0 with no metrics_token: /metrics answers"
         " only requests from this machine — and so anything a reverse proxy here forwards"
         " without X-Forwarded-For"
     )
@@ -291,8 +299,120 @@ async def test_a_short_dashboard_token_fails_and_metrics_beyond_loopback_are_not
     code, lines = await doctor(write_config(tmp_path, fake_llm.openai_base_url, dashboard=sound))
     assert code == 0, lines
     assert line(lines, "dashboard") == (
-        "✓ dashboard: on 0.0.0.0:8377, token from dashboard.token; /metrics needs its token"
+        f"✓ dashboard: on 0.0.0.0:{port} (free), token from dashboard.token; /metrics needs its"
+        " token"
     )
+
+
+async def test_a_dashboard_port_another_program_holds_fails_and_the_gateways_own_passes(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The gateway would log a taken port and run without its dashboard: doctor says so
+    first, unless the holder is the gateway itself (it holds the data dir's lock)."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        dashboard = {"enabled": True, "listen": "127.0.0.1", "port": port}
+        config = write_config(tmp_path, fake_llm.openai_base_url, dashboard=dashboard)
+        await make_database(tmp_path)
+        code, lines = await doctor(config)
+        assert code == 1
+        assert line(lines, "dashboard") == (
+            f"✗ dashboard: 127.0.0.1:{port} is in use by another program; the gateway would"
+            " log that and run without its dashboard — choose another dashboard.port, or stop"
+            " that program"
+        )
+        lock = DataDirLock.acquire(tmp_path / "data")  # as a running gateway holds it
+        try:
+            code, lines = await doctor(config)
+            assert code == 0, lines
+            assert line(lines, "dashboard").startswith(
+                f"✓ dashboard: on 127.0.0.1:{port} (in use by the running gateway, pid"
+                f" {os.getpid()}), token from "
+            )
+            other.close()  # a gateway that started without its dashboard
+            _, lines = await doctor(config)
+        finally:
+            lock.release()
+    assert line(lines, "dashboard").startswith(
+        f"✓ dashboard: on 127.0.0.1:{port} (free: the running gateway, pid {os.getpid()}, does"
+        " not listen there: restart it), token from "
+    )
+
+
+async def listening() -> tuple[asyncio.Server, int, list[bytes], asyncio.Event]:
+    """A local server that keeps what each connection sent until it closed."""
+    received: list[bytes] = []
+    closed = asyncio.Event()
+
+    async def keep(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.read())
+        writer.close()
+        closed.set()
+
+    server = await asyncio.start_server(keep, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], received, closed
+
+
+async def test_an_alerts_webhook_nobody_listens_on_fails_without_its_secrets(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    port = closed_port()
+    webhook = f"http://hook:pw-0123456789@127.0.0.1:{port}/hooks/T0123/path-s3cret?token=q-s3cret"
+    config = write_config(tmp_path, fake_llm.openai_base_url, alerts={"webhook": webhook})
+    code, lines = await doctor(config)
+    assert code == 1
+    assert line(lines, "alerts") == (
+        f"✗ alerts: the alerts webhook http://127.0.0.1:{port} cannot be reached: connection"
+        " refused; alerts will only be logged — check alerts.webhook, the network, and that the"
+        " receiver is running"
+    )
+    said = "\n".join(lines)
+    for secret in ("pw-0123456789", "T0123", "path-s3cret", "q-s3cret", "hook:"):
+        assert secret not in said
+
+
+async def test_a_reachable_alerts_webhook_passes_with_nothing_sent_to_it(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    server, port, received, closed = await listening()
+    webhook = f"http://127.0.0.1:{port}/hooks/path-s3cret"
+    alerts = {"webhook": webhook, "after_seconds": 120}
+    async with server:
+        code, lines = await doctor(write_config(tmp_path, fake_llm.openai_base_url, alerts=alerts))
+        await asyncio.wait_for(closed.wait(), 5)
+    assert code == 0, lines
+    assert line(lines, "alerts") == (
+        f"✓ alerts: to http://127.0.0.1:{port} (it accepts connections; nothing was sent),"
+        " after 120 s"
+    )
+    assert received == [b""]  # connected and closed: no alert, fake or real
+
+
+async def test_an_alert_recipient_on_a_platform_not_enabled_fails(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    alerts = {"to": ["discord:42", "telegram:7"]}
+    async with FakeTelegram(token="123456:doctor-token") as telegram:
+        section = {"enabled": True, "token": telegram.token, "base_url": telegram.base_url}
+        config = write_config(
+            tmp_path, fake_llm.openai_base_url, alerts=alerts, platforms={"telegram": section}
+        )
+        code, lines = await doctor(config)
+        assert code == 1
+        assert line(lines, "alerts") == (
+            "✗ alerts: alerts.to has discord:42 but discord is not enabled: its alerts are only"
+            " logged — enable platforms.discord or remove discord:42 from alerts.to"
+        )
+        alerts["to"] = ["telegram:7"]
+        code, lines = await doctor(
+            write_config(
+                tmp_path, fake_llm.openai_base_url, alerts=alerts, platforms={"telegram": section}
+            )
+        )
+    assert code == 0, lines
+    assert line(lines, "alerts") == "✓ alerts: to telegram:7, after 300 s"
 
 
 async def test_a_corrupt_database_is_reported(tmp_path: Path, fake_llm: FakeLLM) -> None:
