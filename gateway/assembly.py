@@ -25,6 +25,7 @@ from agent.providers import Provider
 from agent.tokens import TokenCounter
 from agent.tools import BUILTIN_TOOLS, Tool, ToolBox, ToolSource
 from gateway.alerts import Alerts
+from gateway.alerts.conditions import ModelServer
 from gateway.build import (
     Providers,
     SummaryWindow,
@@ -189,6 +190,7 @@ class Assembly:
             told=self.store.alerts,
             host=socket.gethostname() if self.store.coordination.shared else None,
             secrets=configured_secrets(config),
+            model_server=_self_hosted(self.providers.main),
         )
         self.scheduler.alert_check = self.alerts.check
         self.scheduler.alert_seconds = self.alerts.check_seconds
@@ -339,3 +341,11 @@ class Assembly:
             return None
         human = source.partition(":")[0] in self.adapters
         return resolve_cache_ttl(self.config.prompt_caching.cache_ttl, human_paced=human)
+
+
+def _self_hosted(provider: Provider) -> ModelServer | None:
+    """The main model's server when it is one of the operator's own (Ollama, llama.cpp,
+    vLLM, a proxy): nothing else watches whether it is up before the first reply."""
+    if provider.base_url is None or not provider.may_cut_prompts:
+        return None
+    return ModelServer(provider.base_url, provider.model)

@@ -3,7 +3,8 @@
 Each probe looks once and says what is wrong now; how long it has been so and whether
 to tell anyone is the monitor's (:mod:`gateway.alerts.monitor`). Conditions:
 
-- ``provider``: every reply's model call failed since a moment (from ``llm:request``);
+- ``provider``: every reply's model call failed since a moment (from ``llm:request``),
+  or, before the first reply is asked, nothing listens at a self-hosted model's address;
 - ``provider:summaries``: the same for summaries and memory notes;
 - ``platform:<name>``: a platform's adapter receives nothing (:meth:`Adapter.check`);
 - ``undelivered``: replies stored but not accepted by their platform;
@@ -17,9 +18,12 @@ to tell anyone is the monitor's (:mod:`gateway.alerts.monitor`). Conditions:
 from __future__ import annotations
 
 import shutil
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from agent.served_window import not_listening
 from gateway.backup_status import described, last_run
 from gateway.events import Payload
 
@@ -186,6 +190,40 @@ def disk_observation(
         todo="Free some room (old logs, backups) or grow the disk: when it is full, "
         "messages are refused unstored",
     )
+
+
+@dataclass(frozen=True)
+class ModelServer:
+    """The main model's own server (a self-hosted one), looked at by connecting to it."""
+
+    base_url: str
+    model: str
+    #: Why nothing takes a connection there; None when something does.
+    look: Callable[[str], Awaitable[str | None]] = not_listening
+
+    async def observation(self) -> Observation | None:
+        problem = await self.look(self.base_url)
+        if problem is None:
+            return None
+        return Observation(
+            what=f"the model server of {self.model} at {_address(self.base_url)} takes no"
+            " connection"
+            f" ({problem})",
+            todo="Start it (is its service enabled at boot?) or fix model.base_url (`nightowl"
+            " doctor` tries the route); replies fail until it answers",
+        )
+
+
+def _address(base_url: str) -> str:
+    """``base_url`` without what may be secret in it (a user and password, a query)."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host  # IPv6
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def backup_observation(data_dir: Path) -> Observation | None:

@@ -33,6 +33,7 @@ from gateway.alerts.conditions import (
     REPLIES,
     USES,
     BudgetsReached,
+    ModelServer,
     Observation,
     ProviderFailures,
     backup_observation,
@@ -107,11 +108,14 @@ class Alerts:
         told: AlertStore,
         host: str | None = None,
         secrets: Sequence[str] = (),
+        model_server: ModelServer | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``told``: where what was told is kept; ``host``: this host's name when replicas
         share the database (None: this gateway is the only one); ``secrets``: what no
-        alert may say (a server's error can quote a URL with its password)."""
+        alert may say (a server's error can quote a URL with its password);
+        ``model_server``: the main model's own server, looked at until the first reply
+        is asked of it (a self-hosted one; None: a hosted API)."""
         self.settings = settings
         self.after = settings.after_seconds
         self.data_dir = data_dir
@@ -122,6 +126,7 @@ class Alerts:
         self.told = told
         self.host = host
         self.secrets = list(secrets)
+        self.model_server = model_server
         self.clock = clock
         #: Internal thresholds (a test trips them): the disk's free share and bytes.
         self.disk_min_free_share = DISK_MIN_FREE_SHARE
@@ -312,6 +317,10 @@ class Alerts:
             "budget": self.budgets.observation(now),
         }
         found["disk"], found["backup"] = await asyncio.to_thread(self._look_at_files)
+        if self.model_server is not None and not self.uses[REPLIES].seen:
+            # No reply asked yet (a quiet night after a reboot that started nightowl
+            # before its model server): whether anything listens where the calls will go.
+            found[REPLIES] = await self.model_server.observation()
         for platform, adapter in self.adapters.items():
             try:
                 status = await adapter.check()

@@ -214,6 +214,38 @@ async def test_a_failed_backup_is_told_at_once_and_cleared_by_the_next_whole_one
     assert sent[1].startswith("✅ nightowl: resolved: the backup of ")
 
 
+async def test_a_model_server_down_before_any_message_is_told_and_cleared_when_it_listens(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """A reboot started nightowl before its Ollama, and nobody writes overnight: no call
+    fails, yet the operator hears that nothing listens where the replies will go."""
+    operator = RecordingAdapter("telegram")
+    port = free_port()
+    server_url = f"http://127.0.0.1:{port}/v1"  # as told: without the proxy's password
+    config = make_config(
+        tmp_path / "data",
+        fake_llm,
+        model={"base_url": f"http://owl:pr0xy-pass@127.0.0.1:{port}/v1"},
+        **alerts([f"telegram:{OPERATOR}"]),
+    )
+    async with running_gateway(config, operator) as gateway:
+        [started] = await operator.wait_sent(1)
+        assert [a.condition for a in gateway.operations.alerts()] == ["provider"]
+        listening = await asyncio.start_server(lambda _, writer: writer.close(), "127.0.0.1", port)
+        async with listening:
+            sent = await operator.wait_sent(2)
+    assert started.startswith(
+        f"⚠ nightowl: the model server of fake-model at {server_url} takes no connection"
+        " (connection refused), since "
+    )
+    assert "is its service enabled at boot?" in started
+    assert "pr0xy-pass" not in started + sent[1]
+    assert sent[1].startswith(
+        f"✅ nightowl: resolved: the model server of fake-model at {server_url}"
+    )
+    assert not fake_llm.requests
+
+
 async def test_a_budget_reached_is_told_once_at_once(tmp_path: Path, fake_llm: FakeLLM) -> None:
     console, operator = RecordingAdapter(), RecordingAdapter("telegram")
     config = make_config(
