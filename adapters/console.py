@@ -1,4 +1,5 @@
-"""A chat in the terminal: one line in, the reply printed. Session key ``console:<name>``.
+"""A chat in the terminal: one line in (a paste is one, line breaks and all), the reply
+printed. Session key ``console:<name>`` (docs/operations.md#console).
 
 stdin is read on a daemon thread (a blocked read must never keep the process alive at
 exit); lines reach the event loop through a queue. A terminal is read without its
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 PROMPT = "you › "
 REPLY_PREFIX = "owl › "
 WAITING_NOTICE = "(waiting for the model…)"
+#: Said once when a terminal chat opens (docs/operations.md#console).
+GREETING = "nightowl: Enter sends, a paste is one message; /help lists the commands, Ctrl-D leaves."
 #: A reply taking longer than this shows WAITING_NOTICE once (a slow model, SDK retries).
 SLOW_REPLY_SECONDS = 2.0
 #: Delays between attempts to store a message the gateway refused (doubling, capped).
@@ -109,6 +112,8 @@ class ConsoleAdapter(Adapter):
             self._terminal = TerminalLines.open(self._stdin)
         threading.Thread(target=self._read, args=(put,), name="console-stdin", daemon=True).start()
         self._task = loop.create_task(self._pump(sink))
+        if self._interactive:
+            self._write(GREETING + "\n")
         self._print_prompt()
 
     def _read(self, put: Callable[[str | None], None]) -> None:

@@ -7,6 +7,12 @@ reads what arrives and does the little editing a plain terminal offers itself wi
 :class:`LineEditor`: erase a character (Backspace), a word (Ctrl-W) or the line (Ctrl-U),
 end the input (Ctrl-D on an empty line). The terminal's settings come back on
 :meth:`TerminalLines.restore`, at the end of input, and at exit.
+
+A paste is one message, however many lines it holds: the terminal is asked for
+bracketed paste (``ESC[?2004h``, which xterm, VTE, iTerm2, kitty, tmux and Windows
+Terminal honour), so it wraps what is pasted in ``ESC[200~`` … ``ESC[201~``; the line
+breaks inside stay in the line, and Enter sends it all (docs/operations.md#console).
+A terminal without it sends a paste as typed lines, one message each.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ _READ_SIZE = 65536
 # An escape sequence a key sends (arrows, Home, F-keys): ignored, as canonical mode would.
 _KEY_SEQUENCE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|[^\[O])", re.DOTALL)
 _INCOMPLETE_SEQUENCE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*|O)?\Z")
+#: Where a bracketed paste starts and ends.
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
+_PASTE_MARKS = re.compile("(" + re.escape(PASTE_START) + "|" + re.escape(PASTE_END) + ")")
+#: Asks the terminal to bracket pastes, and to stop.
+BRACKETED_PASTE_ON, BRACKETED_PASTE_OFF = b"\x1b[?2004h", b"\x1b[?2004l"
 
 
 @dataclass
@@ -48,6 +59,7 @@ class LineEditor:
         self.erase, self.kill, self.word_erase, self.end = erase, kill, word_erase, end
         self._line: list[str] = []
         self._pending = ""  # the start of a key's escape sequence, split across reads
+        self._pasting = False  # inside a bracketed paste: its line breaks stay in the line
 
     def feed(self, text: str) -> Fed:
         fed = Fed()
@@ -56,8 +68,30 @@ class LineEditor:
         incomplete = _INCOMPLETE_SEQUENCE.search(text)
         if incomplete:
             text, self._pending = text[: incomplete.start()], text[incomplete.start() :]
-        text = _KEY_SEQUENCE.sub("", text)
         echo: list[str] = []
+        for part in _PASTE_MARKS.split(text):
+            if part in (PASTE_START, PASTE_END):
+                self._pasting = part == PASTE_START
+            elif self._pasting:
+                echo.append(self._paste(_KEY_SEQUENCE.sub("", part)))
+            elif self._type(_KEY_SEQUENCE.sub("", part), fed, echo):
+                break
+        fed.echo = "".join(echo)
+        return fed
+
+    def _paste(self, text: str) -> str:
+        """Pasted text joins the line as it is: a line break is a line break in the
+        message, and no control character edits or ends anything."""
+        kept = [
+            "\n" if char in "\r\n" else char
+            for char in text.replace("\r\n", "\n")
+            if char in "\r\n\t" or unicodedata.category(char)[0] != "C"
+        ]
+        self._line += kept
+        return "".join(kept)
+
+    def _type(self, text: str, fed: Fed, echo: list[str]) -> bool:
+        """Typed keys: editing, lines ended by Enter; True at the end of input."""
         for char in text:
             if char in "\r\n":
                 fed.lines.append("".join(self._line))
@@ -74,12 +108,11 @@ class LineEditor:
             elif char == self.end:
                 if not self._line:
                     fed.end = True
-                    break
+                    return True
             elif char == "\t" or unicodedata.category(char)[0] != "C":
                 self._line.append(char)
                 echo.append(char)
-        fed.echo = "".join(echo)
-        return fed
+        return False
 
     def _erase_word(self) -> str:
         erased: list[str] = []
@@ -114,8 +147,10 @@ class TerminalLines:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         atexit.register(self.restore)
         # Now, not on the reader thread: a paste that arrives right after the prompt is
-        # printed must already meet a terminal without the line limit.
+        # printed must already meet a terminal without the line limit, and bracketed.
         self._raw_mode()
+        with contextlib.suppress(OSError):
+            os.write(fd, BRACKETED_PASTE_ON)
 
     @classmethod
     def open(cls, stream: Any) -> TerminalLines | None:
@@ -150,6 +185,7 @@ class TerminalLines:
             return
         self._restored.set()
         with contextlib.suppress(termios.error, OSError):
+            os.write(self.fd, BRACKETED_PASTE_OFF)
             termios.tcsetattr(self.fd, termios.TCSANOW, self._saved)
 
     def _raw_mode(self) -> None:

@@ -354,6 +354,27 @@ async def test_a_paste_longer_than_the_terminal_line_limit_reaches_the_model_who
     assert users(fake_llm.requests[-1])[-1] == "short one"
 
 
+async def test_a_multi_line_paste_is_one_message_and_one_model_call(
+    tmp_path: Path, fake_llm: FakeLLM, spawn: Spawn
+) -> None:
+    """The terminal brackets a paste (it was asked to): its lines stay one message, sent
+    by the Enter typed after it, not one turn (and one paid call) per line."""
+    config = str(write_config(tmp_path, fake_llm))
+    chat = await spawn("chat", "-c", config, cwd=tmp_path, terminal=True)
+    await chat.out.expect("you › ")
+    assert "\x1b[?2004h" in chat.out.text  # bracketed paste asked of the terminal
+    # A terminal sends a pasted line break as Enter does (CR); the driver makes it LF.
+    pasted = "".join(f"line {n}: some log output\r" for n in range(60))
+    await chat.type(f"look at this:\x1b[200~{pasted}\x1b[201~what went wrong?\r")
+    await chat.out.expect("owl › echo: look at this:line 0: some log output")
+    [text] = users(fake_llm.requests[-1])
+    assert text == "look at this:" + pasted.replace("\r", "\n") + "what went wrong?"
+    assert len(fake_llm.requests) == 1
+    await chat.out.expect("you › ")
+    assert await chat.end() == 0
+    assert "\x1b[?2004l" in chat.out.text  # and its end asked at exit
+
+
 async def test_a_slow_model_shows_waiting_once(
     tmp_path: Path, fake_llm: FakeLLM, spawn: Spawn
 ) -> None:
