@@ -128,7 +128,9 @@ def decide(spent: Spent, budgets: Budgets, estimate: Estimate, now: datetime) ->
 
     A call is refused when spent + ``estimate.most`` would pass a budget. An unknown
     estimate (the model has no price) is not guessed: only a budget already used up
-    refuses it (docs/cost.md#unknown-prices). A free call (estimate 0) passes no budget.
+    refuses it (docs/cost.md#unknown-prices). A free call (estimate $0) is never
+    refused, not even by a budget spending already went past (a lowered limit, a paid
+    model's last reply that cost more than its estimate, then ``/model`` to a free one).
     """
     unknown = estimate.most is None
     most = estimate.most if estimate.most is not None else Decimal(0)
@@ -142,7 +144,7 @@ def decide(spent: Spent, budgets: Budgets, estimate: Estimate, now: datetime) ->
         if limit is None:
             continue
         with localcontext(EXACT):
-            passes = used + most > limit or (unknown and used >= limit)
+            passes = (most > 0 and used + most > limit) or (unknown and used >= limit)
         if passes:
             message = refusal(name, limit, used, estimate, resets_at, now)
             return Verdict(False, name, limit, used, resets_at, message)
@@ -181,7 +183,7 @@ def refusal(
     what would make the call cheaper."""
     month = _utc(now).strftime("%B")
     used_up, share, nothing = (
-        text.format(limit=format_usd(limit), month=month) for text in _WHOSE[name]
+        text.format(limit=format_limit(limit), month=month) for text in _WHOSE[name]
     )
     if limit == 0:  # not "used its daily $0.00": a budget of nothing allows no paid call
         return f"This bot makes no paid model calls {nothing}."
@@ -220,6 +222,15 @@ def _reset_words(resets_at: datetime, now: datetime) -> str:
     if resets_at - _utc(now) <= timedelta(days=1):
         return f"at {clock}"
     return f"on {resets_at.day} {resets_at.strftime('%B')} at {clock}"
+
+
+def format_limit(limit: Decimal) -> str:
+    """A configured budget as it was written when cents would round it ($0.012, not
+    $0.01: the sums beside it must add up); else as :func:`format_usd`."""
+    exact = limit.normalize()
+    if exact == exact.quantize(Decimal("0.01")):
+        return format_usd(limit)
+    return f"{'-' if exact < 0 else ''}${abs(exact):,f}"
 
 
 def format_usd(amount: Decimal) -> str:

@@ -39,6 +39,7 @@ from agent.cost.budget import (
     Verdict,
     decide,
     estimate_message,
+    format_limit,
     format_usd,
 )
 from agent.cost.prices import CacheTTL, Price, cost_of, transcription_cost
@@ -284,7 +285,7 @@ class CostMeter:
             budget,
             subject,
             format_usd(verdict.spent or Decimal(0)),
-            format_usd(limit),
+            format_limit(limit),
             datetime.fromtimestamp(resets, UTC).strftime("%Y-%m-%d %H:%M UTC"),
         )
         self.events.emit(BudgetReached(budget, subject, str(limit), resets))

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from agent.cost.budget import Budgets, format_usd
+from agent.cost.budget import Budgets, format_limit, format_usd
 from gateway.cost.payer import person_of
 from gateway.store import CostLine, CostRecord, CostStore
 from gateway.store.costs import day_start, month_start
@@ -109,7 +109,7 @@ async def usage_lines(
         yours = await costs.calls(day_start(now), person=person)
         lines.append(f"You, in all chats: {spoken(summed(yours))} today")
     limits = [
-        f"{name} {format_usd(limit)}"
+        f"{name} {format_limit(limit)}"
         for name, limit in (
             ("you, daily", budgets.per_user_daily),
             ("this chat, daily", budgets.per_chat_daily),

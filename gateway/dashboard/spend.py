@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.cost.budget import Budgets, format_usd
+from agent.cost.budget import Budgets, format_limit
 from gateway.cost.report import said, summed_lines
 from gateway.store import CostStore
 from gateway.store.costs import day_start, month_start
@@ -34,7 +34,7 @@ async def spend(
             for line in days
         ],
         "budgets": [
-            {"name": name, "limit": format_usd(limit)}
+            {"name": name, "limit": format_limit(limit)}
             for name, limit in (
                 ("per person, daily", budgets.per_user_daily),
                 ("per chat, daily", budgets.per_chat_daily),

@@ -14,6 +14,7 @@ from agent.cost.budget import (
     decide,
     estimate_call,
     estimate_message,
+    format_limit,
     format_usd,
     next_daily_reset,
     next_monthly_reset,
@@ -151,6 +152,11 @@ def test_an_unknown_estimate_is_refused_only_by_a_used_up_budget() -> None:
     assert not decide(Spent(user_today=usd("0.50")), budgets, Estimate(None), NOW).allowed
     # A free call passes even a used-up budget: it spends nothing.
     assert decide(Spent(user_today=usd("0.50")), budgets, Estimate(usd("0")), NOW).allowed
+    # ... and one spending already went past (a limit lowered, then /model to a free one).
+    past = Spent(user_today=usd("0.72"), chat_today=usd("0.72"), month=usd("3"))
+    every = Budgets(usd("0.50"), usd("0.50"), usd("1"))
+    assert decide(past, every, Estimate(usd("0")), NOW).allowed
+    assert not decide(past, every, Estimate(usd("0.000001")), NOW).allowed
 
 
 def test_a_zero_budget_refuses_every_paid_call() -> None:
@@ -195,3 +201,17 @@ def test_a_local_clock_is_read_in_utc() -> None:
 )
 def test_money_reads_sensibly(amount: str, text: str) -> None:
     assert format_usd(Decimal(amount)) == text
+
+
+def test_a_budget_is_said_as_configured_when_cents_would_round_it() -> None:
+    """$0.012 stays $0.012 beside "$0.0093 spent": the sums must add up."""
+    assert [format_limit(usd(x)) for x in ("0.012", "0.5", "12", "1250.5")] == [
+        "$0.012",
+        "$0.50",
+        "$12.00",
+        "$1,250.50",
+    ]
+    verdict = decide(
+        Spent(user_today=usd("0.012")), Budgets(usd("0.012")), Estimate(usd("0.001")), NOW
+    )
+    assert verdict.message.startswith("You've used your daily $0.012 for this bot")
