@@ -24,14 +24,11 @@ the static table.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import httpx2
 
@@ -135,31 +132,6 @@ async def ask_served_window(
             base_url,
             asker.failure,
         )
-    return None
-
-
-async def not_listening(base_url: str, timeout: float = 5.0) -> str | None:
-    """Why nothing takes a connection at ``base_url``'s host and port ("connection
-    refused", "timed out", a name that does not resolve); None when something does.
-    Only a connection, no request: cheap enough to ask every minute while a model server
-    that was down at start has not been called yet (docs/operations.md#alerts)."""
-    parts = urlsplit(base_url)
-    host = parts.hostname or ""
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        async with asyncio.timeout(timeout):
-            _, writer = await asyncio.open_connection(host, port)
-    except TimeoutError:
-        return f"no answer in {timeout:g} s"
-    except OSError as error:  # refused, unreachable, a name that does not resolve
-        # asyncio's "Connect call failed (...)" hides its errno's words; a DNS failure's
-        # errno is negative, its own words are the ones to say.
-        number = error.errno or 0
-        said = os.strerror(number) if number > 0 else error.strerror or str(error)
-        return said.lower()
-    except ValueError as error:  # a port that is not a number
-        return str(error)
-    writer.close()
     return None
 
 

@@ -15,6 +15,7 @@ from adapters.base import Adapter
 from agent.calibration import Calibration, Calibrations
 from agent.context_compressor import ContextCompressor
 from agent.context_engine import EngineChoice, resolve_context_engine
+from agent.cost.prices import is_local_endpoint
 from agent.document_tools import READ_DOCUMENT
 from agent.lean_tools import FIND_TOOLS, schema_name
 from agent.loop import Agent
@@ -344,8 +345,9 @@ class Assembly:
 
 
 def _self_hosted(provider: Provider) -> ModelServer | None:
-    """The main model's server when it is one of the operator's own (Ollama, llama.cpp,
-    vLLM, a proxy): nothing else watches whether it is up before the first reply."""
-    if provider.base_url is None or not provider.may_cut_prompts:
+    """The main model's server when it runs on this machine or its network (Ollama,
+    llama.cpp, vLLM): nothing else watches whether it is up before the first reply. A
+    hosted API behind a ``base_url`` (OpenRouter, Groq) is not looked at."""
+    if provider.base_url is None or not is_local_endpoint(provider.base_url):
         return None
     return ModelServer(provider.base_url, provider.model)

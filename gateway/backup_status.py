@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,8 +55,12 @@ def record_run(data_dir: Path, run: BackupRun) -> None:
     before = last_run(data_dir)
     whole = run.at if run.whole else (before.last_whole if before else None)
     kept = BackupRun(run.at, run.ok, run.what, run.database, whole)
+    path = data_dir / STATUS_FILE
     try:
-        write_private(data_dir / STATUS_FILE, json.dumps(asdict(kept)) + "\n", make_dir=False)
+        write_private(path, json.dumps(asdict(kept)) + "\n", make_dir=False)
+        owner = data_dir.stat()
+        if os.geteuid() == 0 and owner.st_uid != 0:  # `sudo nightowl backup`: the
+            os.chown(path, owner.st_uid, owner.st_gid)  # gateway's user must read it
     except OSError as error:
         log.warning("could not keep the backup's outcome in %s: %s", data_dir, error)
 

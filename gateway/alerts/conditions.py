@@ -4,7 +4,7 @@ Each probe looks once and says what is wrong now; how long it has been so and wh
 to tell anyone is the monitor's (:mod:`gateway.alerts.monitor`). Conditions:
 
 - ``provider``: every reply's model call failed since a moment (from ``llm:request``),
-  or, before the first reply is asked, nothing listens at a self-hosted model's address;
+  or, before the first reply is asked, nothing listens at a local model server's address;
 - ``provider:summaries``: the same for summaries and memory notes;
 - ``platform:<name>``: a platform's adapter receives nothing (:meth:`Adapter.check`);
 - ``undelivered``: replies stored but not accepted by their platform;
@@ -21,10 +21,9 @@ import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from agent.served_window import not_listening
 from gateway.backup_status import described, last_run
+from gateway.connecting import connect_problem, shown_url
 from gateway.events import Payload
 
 #: Less free room than this share of the disk, or than :data:`DISK_MIN_FREE_BYTES`.
@@ -192,38 +191,31 @@ def disk_observation(
     )
 
 
+#: How a model server that takes no connection begins its alert (:class:`ModelServer`).
+MODEL_SERVER_WHAT = "the model server of "
+#: How long a look at it may take: a check waits for it.
+MODEL_SERVER_TIMEOUT = 3.0
+
+
 @dataclass(frozen=True)
 class ModelServer:
-    """The main model's own server (a self-hosted one), looked at by connecting to it."""
+    """The main model's own server (a local one), looked at by connecting to it."""
 
     base_url: str
     model: str
-    #: Why nothing takes a connection there; None when something does.
-    look: Callable[[str], Awaitable[str | None]] = not_listening
+    #: Why nothing takes a connection there (None: something does), within a timeout.
+    look: Callable[[str, float], Awaitable[str | None]] = connect_problem
 
     async def observation(self) -> Observation | None:
-        problem = await self.look(self.base_url)
+        problem = await self.look(self.base_url, MODEL_SERVER_TIMEOUT)
         if problem is None:
             return None
         return Observation(
-            what=f"the model server of {self.model} at {_address(self.base_url)} takes no"
-            " connection"
-            f" ({problem})",
+            what=f"{MODEL_SERVER_WHAT}{self.model} at {shown_url(self.base_url)} takes no"
+            f" connection ({problem})",
             todo="Start it (is its service enabled at boot?) or fix model.base_url (`nightowl"
             " doctor` tries the route); replies fail until it answers",
         )
-
-
-def _address(base_url: str) -> str:
-    """``base_url`` without what may be secret in it (a user and password, a query)."""
-    parts = urlsplit(base_url)
-    host = parts.hostname or ""
-    host = f"[{host}]" if ":" in host else host  # IPv6
-    try:
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        port = ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def backup_observation(data_dir: Path) -> Observation | None:
@@ -235,7 +227,8 @@ def backup_observation(data_dir: Path) -> Observation | None:
     return Observation(
         what=described(run),
         todo="Run `nightowl backup` to see what it says and fix that (the daily timer's "
-        "runs: journalctl -u nightowl-backup); this clears at the next whole backup",
+        "runs: journalctl --user -u nightowl-backup, without --user for a --system "
+        "install); this clears at the next whole backup",
         since=run.at,
         at_once=True,
     )

@@ -30,6 +30,7 @@ from gateway.alerts.conditions import (
     BOT_MONTHLY_WHAT,
     DISK_MIN_FREE_BYTES,
     DISK_MIN_FREE_SHARE,
+    MODEL_SERVER_WHAT,
     REPLIES,
     USES,
     BudgetsReached,
@@ -317,10 +318,13 @@ class Alerts:
             "budget": self.budgets.observation(now),
         }
         found["disk"], found["backup"] = await asyncio.to_thread(self._look_at_files)
-        if self.model_server is not None and not self.uses[REPLIES].seen:
+        if self.model_server is not None and self._looks_at_model_server:
             # No reply asked yet (a quiet night after a reboot that started nightowl
             # before its model server): whether anything listens where the calls will go.
-            found[REPLIES] = await self.model_server.observation()
+            try:
+                found[REPLIES] = await self.model_server.observation()
+            except Exception:  # a look must never stop the others
+                log.exception("looking at the model server failed")
         for platform, adapter in self.adapters.items():
             try:
                 status = await adapter.check()
@@ -350,6 +354,11 @@ class Alerts:
         disk = disk_observation(self.data_dir, self.disk_min_free_share, self.disk_min_free_bytes)
         return disk, backup_observation(self.data_dir)
 
+    @property
+    def _looks_at_model_server(self) -> bool:
+        """Until its first reply, the local model server is looked at, not waited for."""
+        return self.model_server is not None and not self.uses[REPLIES].seen
+
     def _unknown(self, alert: ActiveAlert, now: float) -> bool:
         """A condition taken up from the store that no look can confirm yet: a model's
         failures until this gateway's first call of that use; a budget until its reset,
@@ -360,5 +369,7 @@ class Alerts:
         if alert.condition == "budget":
             lifted = alert.what == BOT_MONTHLY_WHAT and self.uses[REPLIES].seen
             return alert.until is not None and alert.until > now and not lifted
+        if alert.what.startswith(MODEL_SERVER_WHAT) and self._looks_at_model_server:
+            return False  # what the look did not see again has cleared
         use = self.uses.get(alert.condition)
         return use is not None and not use.seen

@@ -384,8 +384,14 @@ def summary_model_route(config: Config) -> ModelRoute | None:
 
 def missing_llm_key_message(config: Config) -> str:
     variable = KEY_VARIABLES.get(config.model.provider, "OPENAI_API_KEY")
+    if config.source is None:  # no config file, so no .env beside one is read
+        return (
+            f"No LLM key configured: set {variable} in this shell (export {variable}=<key>),"
+            f" or run `nightowl init`, which writes a config and keeps the key in the .env"
+            f" beside it (it also sets up a local OpenAI-compatible server, which needs none)."
+        )
     return (
-        f"No LLM key configured: set {variable} in the environment or the .env beside "
-        f"config.yaml (or model.api_key in config.yaml, or model.base_url for a local "
-        f"OpenAI-compatible server)."
+        f"No LLM key configured: set {variable} in the environment or in"
+        f" {config.source.parent / '.env'} (or model.api_key in {config.source.name}, or"
+        f" model.base_url for a local OpenAI-compatible server)."
     )

@@ -51,7 +51,11 @@ COMMANDS: tuple[Command, ...] = (
         ' [summary] — what fills the context window; "summary" shows the current summary',
         "What fills the context window",
     ),
-    Command("usage", " — tokens used by this conversation", "Tokens used by this conversation"),
+    Command(
+        "usage",
+        " — tokens and cost of this conversation, and the budgets left",
+        "Tokens, cost and budgets left",
+    ),
     Command(
         "memory", " — what I remember here (and, in private, about you)", "What I remember here"
     ),

@@ -227,7 +227,8 @@ class Commands:
         if record is not None:
             u = record.usage
             lines.append(
-                f"This conversation's replies: {u.requests:,} model calls ·"
+                f"This conversation's replies: {u.requests:,} model"
+                f" call{'s' * (u.requests != 1)} ·"
                 f" {u.prompt_tokens:,} tokens in "
                 f"({u.cache_read_tokens:,} read from cache, {u.cache_write_tokens:,} written "
                 f"to it) · {u.completion_tokens:,} tokens out"

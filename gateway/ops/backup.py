@@ -159,8 +159,12 @@ def backup(
     """Write the backup, say what it holds; 0 (a :class:`StoreError` otherwise). Its
     outcome is kept for the gateway's alerts and doctor (gateway/backup_status.py)."""
     out = out or sys.stdout
+    now = datetime.datetime.now(datetime.UTC)
+    target = Path(to).expanduser().absolute() if to else _default_target(config, now)
+    if target.exists():  # a name chosen by hand: refused before any work, not a run
+        raise BackupError(f"{target} exists: choose another name with --to")
     try:
-        copy, target = _backup(config, to, with_secrets, out)
+        copy = _backup(config, target, now, with_secrets, out)
     except OSError as error:  # a full disk, a destination that is not a directory
         failure = BackupError(f"could not write the backup: {error}")
         record_run(config.data_dir, BackupRun(time.time(), False, str(failure)))
@@ -174,22 +178,23 @@ def backup(
         BackupRun(time.time(), True, str(target) if dumped else NOT_DUMPED, database=dumped),
     )
     if keep is not None:
-        removed = prune(target.parent, keep)
+        try:
+            removed = prune(target.parent, keep)
+        except OSError as error:
+            raise BackupError(
+                f"backed up, but older backups could not be removed: {error}"
+            ) from error
         if removed:
             print(f"Removed {len(removed)} older backup(s) (--keep {keep}).", file=out)
     return 0
 
 
 def _backup(
-    config: Config, to: str | None, with_secrets: bool, out: TextIO
-) -> tuple[DatabaseCopy, Path]:
+    config: Config, target: Path, now: datetime.datetime, with_secrets: bool, out: TextIO
+) -> DatabaseCopy:
     missing = missing_database(config)
     if missing is not None:
         raise BackupError(f"no database at {missing} yet: start the gateway once first")
-    now = datetime.datetime.now(datetime.UTC)
-    target = Path(to).expanduser().absolute() if to else _default_target(config, now)
-    if target.exists():
-        raise BackupError(f"{target} exists: choose another name with --to")
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     files, left_out = data_parts(config, with_secrets=with_secrets)
     scratch = Path(tempfile.mkdtemp(prefix=".nightowl-backup-", dir=target.parent))
@@ -199,7 +204,7 @@ def _backup(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     _report(target, copy, written, left_out, out)
-    return copy, target
+    return copy
 
 
 async def _copy(config: Config, directory: Path) -> DatabaseCopy:

@@ -335,10 +335,10 @@ NO_CONFIG_HINT = (
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
+    if not _require_llm_key(config):  # one sentence, which names `nightowl init` too
+        return EXIT_CONFIG
     if config.source is None:
         print(NO_CONFIG_HINT, file=sys.stderr)
-    if not _require_llm_key(config):
-        return EXIT_CONFIG
     adapters: list[Adapter] = platform_adapters(config)
     console = None
     if config.console_enabled:

@@ -40,6 +40,7 @@ from gateway.config.schema import (
     resolve_api_key,
 )
 from gateway.config.secrets import configured_secrets
+from gateway.connecting import os_reason
 from gateway.dashboard.exposure import SHORT_TOKEN_FIX, metrics_beyond_loopback, short_token
 from gateway.dashboard.logins import LOGINS_FILE
 from gateway.dashboard.token import DASHBOARD_TOKEN_FILE
@@ -48,11 +49,10 @@ from gateway.ops.doctor_postgres import postgres_checks
 from gateway.ops.mcp_check import check_mcp_servers
 from gateway.ops.reachability import (
     Check,
-    check_alerts,
+    check_alerts_reach,
     check_discord,
     check_providers,
     check_telegram,
-    os_reason,
 )
 from gateway.store import DatabaseProbe, DatabaseReport, open_store
 from gateway.store.datadir_lock import lock_holder
@@ -109,7 +109,7 @@ async def run_doctor(
         report.add(await check_telegram(config, timeout))
     if config.platforms.discord.enabled:
         report.add(await check_discord(config, timeout))
-    alerts = await check_alerts(config, timeout)
+    alerts = await check_alerts_reach(config, timeout)
     if alerts is not None:
         report.add(alerts)
     for check in await check_database(config, timeout):
@@ -171,10 +171,14 @@ def check_secrets(config: Config) -> Check:
     detail = ", ".join(found)
     from_shell = shell_only_variables(config)
     if from_shell:
-        dotenv = config.source.parent / ".env" if config.source else Path(".env")
+        where = (
+            f"put them in {config.source.parent / '.env'}"
+            if config.source
+            else "`nightowl init` writes a config and keeps them in the .env beside it"
+        )
         detail += (
             f" (note: {', '.join(from_shell)} came from this shell's environment, which a "
-            f"systemd service does not have; put them in {dotenv})"
+            f"systemd service does not have; {where})"
         )
     return Check("secrets", True, detail)
 

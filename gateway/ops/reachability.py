@@ -10,16 +10,13 @@ the alerts webhook accepts a TCP connection (nothing is sent to it).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import os
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from agent.model_metadata import ContextLengthResolver
 from agent.providers import ProviderError, ProviderSettings, make_provider
@@ -39,6 +36,7 @@ from gateway.config.schema import (
     resolve_api_key,
     summary_model_route,
 )
+from gateway.connecting import connect_problem, shown_url
 from nightowl_errors import redact
 
 
@@ -360,7 +358,7 @@ _TOKEN_HINT = {
 # -- alerts --------------------------------------------------------------------------------
 
 
-async def check_alerts(config: Config, timeout: float) -> Check | None:
+async def check_alerts_reach(config: Config, timeout: float) -> Check | None:
     """Whether the alerts can leave (docs/operations.md#alerts): each ``alerts.to`` on a
     platform that is enabled, the webhook's host accepting a TCP connection (nothing is
     sent to it: no alert, fake or real). None when nobody is to be told."""
@@ -382,7 +380,8 @@ async def check_alerts(config: Config, timeout: float) -> Check | None:
         )
     told = list(chats)
     if alerts.webhook:
-        shown, why = await _webhook_problem(alerts.webhook, timeout)
+        shown = shown_url(alerts.webhook)
+        why = await connect_problem(alerts.webhook, timeout)
         if why is None:
             told.append(f"{shown} (it accepts connections; nothing was sent)")
         else:
@@ -397,41 +396,3 @@ async def check_alerts(config: Config, timeout: float) -> Check | None:
         details, hints = zip(*problems, strict=True)
         return Check("alerts", False, "; ".join(details), "; ".join(dict.fromkeys(hints)))
     return Check("alerts", True, f"to {', '.join(told)}, after {alerts.after_seconds:g} s")
-
-
-async def _webhook_problem(url: str, timeout: float) -> tuple[str, str | None]:
-    """``url`` as it may be shown (scheme://host:port: its path, query and user may hold
-    its secret) and why it cannot be connected to, or None."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    shown_host = f"[{host}]" if ":" in host else host
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return f"{parts.scheme}://{shown_host}", "its port is not a number"
-    shown = f"{parts.scheme}://{shown_host}:{port}"
-    if not host:
-        return shown, "it names no host"
-    try:
-        async with asyncio.timeout(timeout):
-            _, writer = await asyncio.open_connection(host, port)
-    except TimeoutError:  # before OSError: it is one
-        return shown, f"no answer within {timeout:g} s"
-    except socket.gaierror as error:
-        return shown, f"{host} does not resolve ({error.strerror})"
-    except OSError as error:
-        return shown, os_reason(error)
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
-    return shown, None
-
-
-def os_reason(error: OSError) -> str:
-    """Why a socket call failed, in a few words ("connection refused"): asyncio's message
-    around it names addresses, and a resolver's error number is not the system's."""
-    if isinstance(error, socket.gaierror):
-        return str(error.strerror or error).lower()
-    if error.errno:
-        return os.strerror(error.errno).lower()
-    return str(error)

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import io
 import json
+import os
 import re
 import shutil
 import sys
@@ -25,7 +26,9 @@ import zlib
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
-from gateway.config.typed_yaml import ConfigError, read_yaml
+from gateway.config.routes import KEY_VARIABLES, resolve_api_key
+from gateway.config.schema import load_config
+from gateway.config.typed_yaml import VARIABLE, ConfigError, read_dotenv, read_yaml
 from gateway.ops.backup import (
     DATA_DIRS,
     DATA_FILES,
@@ -161,9 +164,33 @@ def restore(
     config = target / "config.yaml"
     if config.exists():
         had_secrets = "config/.env" in written  # a .env --dsn wrote holds only the DSN
-        secrets = "" if had_secrets else " (first put the secrets in .env beside it)"
+        needed = _variables_needed(config)
+        secrets = (
+            f" (first put {', '.join(needed)} in .env beside it)"
+            if needed and not had_secrets
+            else ""
+        )
         print(f"Check it with: nightowl doctor -c {config}{secrets}", file=out)
     return 0
+
+
+def _variables_needed(config: Path) -> list[str]:
+    """The variables the restored config needs that neither this shell nor the restored
+    ``.env`` gives: the ``${VAR}``s it names, and the model's key when it talks to a
+    hosted API with none configured. What doctor and run would stop at."""
+    try:
+        text = config.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    given = {**read_dotenv(config.parent / ".env"), **os.environ}
+    needed = [name for name in dict.fromkeys(VARIABLE.findall(text)) if name not in given]
+    try:
+        model = load_config(config, environ=dict(os.environ)).model
+    except ConfigError:
+        return needed  # a variable it names is unset: said above
+    if resolve_api_key(model.provider, model.api_key, model.base_url, given) is None:
+        needed.append(KEY_VARIABLES.get(model.provider, "OPENAI_API_KEY"))
+    return list(dict.fromkeys(needed))
 
 
 def _extract(file: Path, target: Path) -> dict[str, Path]:

@@ -210,7 +210,7 @@ async def test_a_failed_backup_is_told_at_once_and_cleared_by_the_next_whole_one
     assert started.startswith("⚠ nightowl: the backup of ")
     assert " failed: could not write the backup: " in started
     assert "(no whole backup since this was kept)" in started
-    assert "journalctl -u nightowl-backup" in started
+    assert "journalctl --user -u nightowl-backup" in started
     assert sent[1].startswith("✅ nightowl: resolved: the backup of ")
 
 
@@ -221,7 +221,7 @@ async def test_a_model_server_down_before_any_message_is_told_and_cleared_when_i
     fails, yet the operator hears that nothing listens where the replies will go."""
     operator = RecordingAdapter("telegram")
     port = free_port()
-    server_url = f"http://127.0.0.1:{port}/v1"  # as told: without the proxy's password
+    server_url = f"http://127.0.0.1:{port}"  # as told: no password, no path
     config = make_config(
         tmp_path / "data",
         fake_llm,
@@ -243,6 +243,30 @@ async def test_a_model_server_down_before_any_message_is_told_and_cleared_when_i
     assert sent[1].startswith(
         f"✅ nightowl: resolved: the model server of fake-model at {server_url}"
     )
+    assert not fake_llm.requests
+
+
+async def test_a_model_server_alert_told_before_a_restart_clears_after_it_when_it_listens(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Taken up at the restart, it is looked at again, not left standing until somebody
+    writes (a quiet bot: maybe never)."""
+    operator = RecordingAdapter("telegram")
+    port = free_port()
+    config = make_config(
+        tmp_path / "data",
+        fake_llm,
+        model={"base_url": f"http://127.0.0.1:{port}/v1"},
+        **alerts([f"telegram:{OPERATOR}"]),
+    )
+    async with running_gateway(config, operator):
+        [started] = await operator.wait_sent(1)
+    listening = await asyncio.start_server(lambda _, writer: writer.close(), "127.0.0.1", port)
+    async with listening, running_gateway(config, operator) as gateway:
+        sent = await operator.wait_sent(2)
+        assert gateway.operations.alerts() == []
+    assert started.startswith("⚠ nightowl: the model server of fake-model at ")
+    assert sent[1].startswith("✅ nightowl: resolved: the model server of fake-model at ")
     assert not fake_llm.requests
 
 

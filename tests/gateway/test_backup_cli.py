@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import shutil
 import stat
 import subprocess
@@ -111,8 +112,12 @@ def test_a_tampered_archive_is_refused_with_a_sentence_and_nothing_is_restored(
 
 
 def test_secrets_go_in_only_with_with_secrets(
-    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    config: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     without = backup(capsys, config)
     code, out, _ = nightowl(capsys, "backup", "-c", str(config), "--to", str(tmp_path / "b.tgz"))
     assert code == 0
@@ -120,12 +125,17 @@ def test_secrets_go_in_only_with_with_secrets(
     assert "config/.env" not in names(without)
     assert not any(b"sk-very-secret" in chunk for chunk in _contents(without))
 
+    code, out, err = nightowl(capsys, "restore", str(without), "--data-dir", str(tmp_path / "bare"))
+    assert code == 0, err  # the model's key is what doctor and run would stop at: named
+    assert out.splitlines()[-1].endswith("(first put OPENAI_API_KEY in .env beside it)")
+
     with_secrets = backup(capsys, config, "--with-secrets")
     assert "config/.env" in names(with_secrets)
     target = tmp_path / "restored"
     code, out, err = nightowl(capsys, "restore", str(with_secrets), "--data-dir", str(target))
     assert code == 0, err
     assert "✓ .env (the secrets)" in out.splitlines()
+    assert out.splitlines()[-1] == f"Check it with: nightowl doctor -c {target / 'config.yaml'}"
     assert (target / ".env").read_text() == "OPENAI_API_KEY=sk-very-secret\n"
     assert stat.S_IMODE((target / ".env").stat().st_mode) == 0o600
     code, out, err = nightowl(capsys, "memory", "list", "-c", str(target / "config.yaml"))
@@ -187,7 +197,6 @@ async def fresh_database(postgres_database: TestDatabase) -> object:
         await admin.close()
 
 
-@pytest.mark.skipif(shutil.which("pg_dump") is None, reason="pg_dump is not on PATH")
 def test_each_run_is_kept_for_the_alerts_and_doctor(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -208,13 +217,32 @@ def test_each_run_is_kept_for_the_alerts_and_doctor(
     whole = check_backup(load_config(config))
     assert whole.ok and whole.detail.endswith(f": {archive}")
 
-    code, _, _ = nightowl(capsys, "backup", "-c", str(config), "--to", str(archive))
-    assert code == 1  # it exists: refused, and kept as the last run
+    code, _, err = nightowl(capsys, "backup", "-c", str(config), "--to", str(archive))
+    assert code == 1 and "exists: choose another name with --to" in err
+    assert check_backup(load_config(config)) == whole  # a typo refused is not a run
+
+    (tmp_path / "data" / "state.db").unlink()  # the timer's next run finds no database
+    code, _, _ = nightowl(capsys, "backup", "-c", str(config))
+    assert code == 1
     again = check_backup(load_config(config))
-    assert not again.ok and "exists: choose another name with --to" in again.detail
+    assert not again.ok and "failed: no database at " in again.detail
     assert "(the last whole backup: " in again.detail
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: `sudo nightowl backup`")
+def test_a_backup_run_by_root_leaves_its_record_to_the_data_dir_s_owner(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Else the gateway, running as that owner, could not read it: no alert at all."""
+    data = tmp_path / "data"
+    os.chown(data, 65534, 65534)  # nobody's
+    backup(capsys, config)
+    record = data / STATUS_FILE
+    assert (record.stat().st_uid, record.stat().st_gid) == (65534, 65534)
+    assert stat.S_IMODE(record.stat().st_mode) == 0o600
+
+
+@pytest.mark.skipif(shutil.which("pg_dump") is None, reason="pg_dump is not on PATH")
 def test_postgres_backup_runs_pg_dump_and_restores_into_a_fresh_database(
     tmp_path: Path, postgres_dsn: str, fresh_database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -257,6 +257,8 @@ def test_llm_key_resolution_and_the_missing_key_sentence() -> None:
     assert resolve_api_key("anthropic", "configured", None, {}) == "configured"
     sentence = missing_llm_key_message(parse_config({"model": {"provider": "anthropic"}}, {}))
     assert "ANTHROPIC_API_KEY" in sentence and sentence.endswith(".") and ". " not in sentence
+    # No config file: no .env is read, so none is named; init writes both.
+    assert "config.yaml" not in sentence and "run `nightowl init`" in sentence
 
 
 def test_time_zone_must_be_a_real_one() -> None:
@@ -379,6 +381,7 @@ def test_an_unset_variable_is_an_error_only_in_a_secret_key_in_use(
     loaded = load_config(config)
     assert loaded.model.api_key is None
     assert run_with(config, capsys) == [f"nightowl: {missing_llm_key_message(loaded)}"]
+    assert f"in the environment or in {config.parent / '.env'} " in missing_llm_key_message(loaded)
 
 
 def test_an_unset_variable_in_an_allowlist_of_an_enabled_platform_stops_the_start(

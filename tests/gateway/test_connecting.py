@@ -1,0 +1,38 @@
+"""gateway/connecting.py: whether anything takes a connection at a URL, said in a few
+words, and the URL as it may be shown (docs/operations.md#alerts)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+from gateway.connecting import connect_problem, shown_url
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_localhost_is_every_address_it_names_and_its_refusal_is_said_plainly() -> None:
+    """``localhost`` is ::1 and 127.0.0.1 on most systems: asyncio would say "Multiple
+    exceptions: [Errno 111] Connect call failed ('::1', ...), ..." where one word does."""
+    port = free_port()
+    assert await connect_problem(f"http://localhost:{port}/v1", 3.0) == "connection refused"
+    only_ipv4 = await asyncio.start_server(lambda _, writer: writer.close(), "127.0.0.1", port)
+    async with only_ipv4:
+        assert await connect_problem(f"http://localhost:{port}/v1", 3.0) is None
+
+
+async def test_a_url_that_names_no_place_to_connect_is_said_so() -> None:
+    assert await connect_problem("http://127.0.0.1:port/v1", 3.0) == "its port is not a number"
+    assert await connect_problem("http:///v1", 3.0) == "it names no host"
+
+
+def test_a_url_is_shown_without_what_may_hold_a_secret() -> None:
+    assert (
+        shown_url("https://owl:pw@hooks.example.org/t0ken?key=1") == "https://hooks.example.org:443"
+    )
+    assert shown_url("http://[::1]:11434/v1") == "http://[::1]:11434"
+    assert shown_url("http://ollama/v1") == "http://ollama:80"
