@@ -51,6 +51,23 @@ def is_providers_own_api(
     return parts.scheme == "https" and parts.hostname == OFFICIAL_HOSTS.get(provider)
 
 
+def model_label(model: str, provider: str, base_url: str | None) -> str:
+    """A model as people are told of it: ``gpt-4o-mini via openai`` on the provider's own
+    API, ``qwen3:8b at 127.0.0.1:11434`` on any other server (an Ollama speaks OpenAI's
+    protocol but is not OpenAI, and two servers' models are told apart); never the
+    URL's user, password, path or query."""
+    if not base_url or is_providers_own_api(provider, base_url):
+        return f"{model} via {provider}"
+    parts = urlsplit(base_url if "//" in base_url else f"//{base_url}")
+    host = parts.hostname or base_url
+    host = f"[{host}]" if ":" in host else host  # IPv6
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return f"{model} at {host}{port}"
+
+
 def same_endpoint(
     provider: str, base_url: str | None, other_provider: str, other_base_url: str | None
 ) -> bool:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from adapters.base import PRIVATE_CHAT_TYPES, InboundMessage
 from agent.cost.budget import Budgets
 from agent.messages import JSON
+from gateway.config.routes import model_label
 from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.command_registry import HELP, command
 from gateway.conversation.fullness import Fullness, measure_fullness, next_memory_block
@@ -189,7 +190,7 @@ class Commands:
         learned = f" ({note})" if note else ""
         return "\n".join(
             [
-                f"Model: {provider.model} ({provider.name}) · "
+                f"Model: {model_label(provider.model, provider.name, provider.base_url)} · "
                 f"window {fullness.window:,} tokens{learned}",
                 f"Context: {fullness.phrase}, {fullness.how} · "
                 f"{len(transcript.messages)} message{'s' * (len(transcript.messages) != 1)} "

@@ -23,6 +23,7 @@ from agent.model_metadata import CACHE_FILE_NAME, ContextLengthResolver, Resolve
 from agent.providers import Provider
 from agent.served_window import ENLARGE_HINTS
 from gateway.config.models import DEFAULT_CHOICE, ModelChoice
+from gateway.config.routes import model_label
 from gateway.conversation.hygiene import measure_tokens
 from gateway.conversation.lanes import Lanes
 from gateway.conversation.sessions import SessionRegistry
@@ -77,7 +78,8 @@ class ModelChoices:
         return window_note(self.resolved(choice), choice.context_length, _config_key(choice))
 
     def describe(self, choice: ModelChoice) -> str:
-        return f"{choice.route.name} via {choice.route.provider}, {self.window(choice):,} tokens"
+        route = choice.route
+        return f"{model_label(route.name, route.provider, route.base_url)}, {self.window(choice):,} tokens"
 
     async def ask_servers(
         self, within: float, *also: Callable[[], Coroutine[Any, Any, None]]

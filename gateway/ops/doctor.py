@@ -30,6 +30,7 @@ from typing import TextIO
 from agent.model_metadata import CACHE_FILE_NAME
 from gateway.backup_status import described, last_run, utc
 from gateway.build import WEBHOOK_SECRET_FILE
+from gateway.config.routes import model_label
 from gateway.config.schema import (
     NO_KEY_NEEDED,
     Config,
@@ -155,7 +156,8 @@ def describe_config(config: Config) -> Check:
     return Check(
         "config",
         True,
-        f"{where} (model {model.name} via {model.provider}; {', '.join(platforms)})",
+        f"{where} (model {model_label(model.name, model.provider, model.base_url)};"
+        f" {', '.join(platforms)})",
     )
 
 

@@ -33,7 +33,7 @@ async def test_the_choice_survives_a_restart_and_new(tmp_path: Path) -> None:
             await adapter.say("/model")
             shown = (await adapter.wait_sent(1))[-1]
             assert "This chat uses default: fake-model" in shown
-            assert "• small — small-model via openai, 8,192 tokens" in shown
+            assert f"• small — small-model at 127.0.0.1:{llm.port}, 8,192 tokens" in shown
             await adapter.say("/model small")
             assert (await adapter.wait_sent(2))[-1].startswith("This chat now uses small")
             await adapter.say("hi")

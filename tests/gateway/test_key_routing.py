@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from gateway.build import build_providers
+from gateway.config.routes import model_label
 from gateway.config.schema import NO_KEY_NEEDED, Config, parse_config, resolve_api_key
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing
@@ -215,3 +216,15 @@ async def test_doctor_reads_the_key_from_the_env_file_beside_the_config_as_run_d
         "OPENAI_API_KEY is sent only to api.openai.com; to send it to this base_url, "
         "write model.api_key: ${OPENAI_API_KEY}"
     )
+
+
+def test_a_model_is_named_by_its_server_unless_that_is_the_provider_s_own_api() -> None:
+    """An Ollama speaks OpenAI's protocol but is not OpenAI; two servers' models differ."""
+    assert model_label("gpt-4o-mini", "openai", None) == "gpt-4o-mini via openai"
+    assert model_label("gpt-4o", "openai", "https://api.openai.com/v1") == "gpt-4o via openai"
+    assert (
+        model_label("qwen3:8b", "openai", "http://127.0.0.1:11434/v1")
+        == "qwen3:8b at 127.0.0.1:11434"
+    )
+    proxied = model_label("m", "openai", "https://owl:pw@proxy.lan/v1?key=k")
+    assert proxied == "m at proxy.lan"

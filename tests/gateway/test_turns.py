@@ -190,7 +190,9 @@ async def test_status_before_the_first_message_names_the_model_and_its_window(
     async with running_gateway(make_config(tmp_path, fake_llm), adapter):
         await adapter.say("/status")
         (status,) = await adapter.wait_sent(1)
-    assert status.startswith("No conversation yet. Say something!\nModel: fake-model via openai, ")
+    # A server of one's own is named by its address, not by the protocol it speaks.
+    at = f"fake-model at 127.0.0.1:{fake_llm.port}, "
+    assert status.startswith(f"No conversation yet. Say something!\nModel: {at}")
     # The fake does not say its window: the guess says so, and what to set.
     assert status.endswith(" tokens (a cautious guess: set model.context_length)")
 
