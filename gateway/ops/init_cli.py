@@ -476,8 +476,8 @@ class Scripted:
                 return Model("openai", args.model, base_url=url)
             try:
                 models = listed_models("openai", NO_KEY_NEEDED, url, args.timeout)
-            except ProviderError as exc:
-                return _refuse(f"{url}: {exc}", EXIT_FAILED)
+            except ProviderError as exc:  # what the interactive question adds, too
+                return _refuse(f"{url}: {exc}; check that the server runs there", EXIT_FAILED)
             if len(models) != 1:
                 return _refuse(
                     f"{url} serves {', '.join(models) or 'no listed model'}: pass --model",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import stat
 from pathlib import Path
 
@@ -202,6 +203,21 @@ async def test_non_interactive_writes_the_same_files(tmp_path: Path) -> None:
             "init", *flags, "--telegram-token", telegram.token, "--force", cwd=tmp_path
         )
         assert code == 0, out + err
+
+
+async def test_a_script_s_model_server_that_is_not_there_is_one_line_with_what_to_check(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code, _, err = await nightowl(
+        "init", "--non-interactive", "--data-dir", str(tmp_path / "owl"),
+        "--model-url", f"127.0.0.1:{port}", cwd=tmp_path,
+    )  # fmt: skip
+    assert code == 1 and not (tmp_path / "owl").exists()
+    assert f"http://127.0.0.1:{port}/v1: cannot connect (" in err
+    assert err.rstrip().endswith("; check that the server runs there.")
 
 
 async def test_a_script_gives_the_token_in_the_environment_and_names_the_owner(
