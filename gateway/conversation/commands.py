@@ -188,9 +188,11 @@ class Commands:
         busy = " · a reply is being written" if self.lanes.busy(key) else ""
         note = self.window_note(runtime) if self.window_note is not None else ""
         learned = f" ({note})" if note else ""
+        model = model_label(provider.model, provider.name, provider.base_url)
+        chosen = await self.models.chosen(key) if self.models else None
         return "\n".join(
             [
-                f"Model: {model_label(provider.model, provider.name, provider.base_url)} · "
+                f"Model: {f'{chosen} — ' if chosen else ''}{model} · "
                 f"window {fullness.window:,} tokens{learned}",
                 f"Context: {fullness.phrase}, {fullness.how} · "
                 f"{len(transcript.messages)} message{'s' * (len(transcript.messages) != 1)} "

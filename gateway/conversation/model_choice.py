@@ -200,6 +200,11 @@ class ModelCommand:
             f"{described} ({self.choices.window_note(choice).text})" if with_source else described
         )
 
+    async def chosen(self, key: str) -> str | None:
+        """The name of the choice the chat ``key`` switched to (None: the default)."""
+        choice = self.choices.get(await self.store.chat_model(key))
+        return None if choice.key == DEFAULT_CHOICE else choice.key
+
     async def switch(self, key: str, name: str) -> str:
         """Switch the chat to ``name``, in its lane; what to tell the user."""
         choice = self.choices.find(name)

@@ -38,6 +38,9 @@ async def test_the_choice_survives_a_restart_and_new(tmp_path: Path) -> None:
             assert (await adapter.wait_sent(2))[-1].startswith("This chat now uses small")
             await adapter.say("hi")
             await adapter.wait_sent(3)
+            await adapter.say("/status")  # names the choice, not only its model
+            status = (await adapter.wait_sent(4))[-1]
+            assert status.startswith(f"Model: small — small-model at 127.0.0.1:{llm.port} · ")
         assert llm.requests[-1].body["model"] == "small-model"
 
         adapter = RecordingAdapter()
