@@ -77,8 +77,12 @@ def verify(file: Path) -> dict[str, Any]:
         with tarfile.open(file, "r:gz") as archive:
             for member in archive:
                 stream = archive.extractfile(member) if member.isfile() else None
-                if stream is None:
-                    raise BackupError(f"{file} holds {member.name}, which no backup holds")
+                if stream is None:  # a directory, a link: nightowl backup writes files only
+                    kind = "a directory" if member.isdir() else "a link or special file"
+                    raise BackupError(
+                        f"{file} holds {member.name} ({kind}), which no backup holds: restore"
+                        " the archive nightowl backup wrote, not one unpacked and packed again"
+                    )
                 if member.name == MANIFEST:
                     manifest = json.loads(stream.read())
                 elif destination(member.name) is None:

@@ -110,6 +110,21 @@ def test_a_tampered_archive_is_refused_with_a_sentence_and_nothing_is_restored(
     code, _, err = nightowl(capsys, "restore", str(junk), "--data-dir", str(target))
     assert code == 1 and err.startswith(f"nightowl: {junk} is not a readable nightowl backup")
 
+    # Unpacked and packed again: tar adds the directories, which no backup holds.
+    repacked = tmp_path / "repacked.tar.gz"
+    with tarfile.open(backup(capsys, config)) as original, tarfile.open(repacked, "w:gz") as copy:
+        folder = tarfile.TarInfo("config")
+        folder.type = tarfile.DIRTYPE
+        copy.addfile(folder)
+        for member in original:
+            copy.addfile(member, original.extractfile(member))
+    code, _, err = nightowl(capsys, "restore", str(repacked), "--data-dir", str(target))
+    assert code == 1 and not target.exists()
+    assert err == (
+        f"nightowl: {repacked} holds config (a directory), which no backup holds: restore the"
+        " archive nightowl backup wrote, not one unpacked and packed again\n"
+    )
+
 
 def test_secrets_go_in_only_with_with_secrets(
     config: Path,
