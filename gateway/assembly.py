@@ -38,6 +38,7 @@ from gateway.build import (
 from gateway.config.models import DEFAULT_CHOICE, model_choices
 from gateway.config.schema import Config, main_model_route
 from gateway.config.secrets import configured_secrets
+from gateway.connecting import proxied
 from gateway.conversation.access import Access
 from gateway.conversation.chat_tools import describe_tools, offered_servers
 from gateway.conversation.commands import Commands
@@ -349,5 +350,7 @@ def _self_hosted(provider: Provider) -> ModelServer | None:
     llama.cpp, vLLM): nothing else watches whether it is up before the first reply. A
     hosted API behind a ``base_url`` (OpenRouter, Groq) is not looked at."""
     if provider.base_url is None or not is_local_endpoint(provider.base_url):
+        return None
+    if proxied(provider.base_url):  # the calls go through the proxy: a look proves nothing
         return None
     return ModelServer(provider.base_url, provider.model)

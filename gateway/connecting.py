@@ -11,6 +11,7 @@ import contextlib
 import os
 import socket
 from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 
 def shown_url(url: str) -> str:
@@ -59,6 +60,17 @@ async def connect_problem(url: str, timeout: float) -> str | None:
     except socket.gaierror as error:
         return f"{host} does not resolve ({error.strerror})"
     return problem
+
+
+def proxied(url: str) -> bool:
+    """Whether requests to ``url`` go through a proxy the environment names
+    (``HTTPS_PROXY``, ``ALL_PROXY``... and not ``NO_PROXY``), as httpx sends them: a
+    connection straight to its host proves nothing then."""
+    parts = urlsplit(url)
+    proxies = getproxies()
+    if not (proxies.get(parts.scheme) or proxies.get("all")):
+        return False
+    return not proxy_bypass(parts.hostname or "")
 
 
 def os_reason(error: OSError) -> str:

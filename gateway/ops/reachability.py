@@ -36,7 +36,7 @@ from gateway.config.schema import (
     resolve_api_key,
     summary_model_route,
 )
-from gateway.connecting import connect_problem, shown_url
+from gateway.connecting import connect_problem, proxied, shown_url
 from nightowl_errors import redact
 
 
@@ -381,8 +381,11 @@ async def check_alerts_reach(config: Config, timeout: float) -> Check | None:
     told = list(chats)
     if alerts.webhook:
         shown = shown_url(alerts.webhook)
-        why = await connect_problem(alerts.webhook, timeout)
-        if why is None:
+        through_proxy = proxied(alerts.webhook)
+        why = None if through_proxy else await connect_problem(alerts.webhook, timeout)
+        if through_proxy:
+            told.append(f"{shown} (through the environment's proxy: not checked)")
+        elif why is None:
             told.append(f"{shown} (it accepts connections; nothing was sent)")
         else:
             rest = "go to alerts.to only" if chats else "only be logged"

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from gateway.connecting import connect_problem, shown_url
+import pytest
+
+from gateway.connecting import connect_problem, proxied, shown_url
 
 
 def free_port() -> int:
@@ -36,3 +38,19 @@ def test_a_url_is_shown_without_what_may_hold_a_secret() -> None:
     )
     assert shown_url("http://[::1]:11434/v1") == "http://[::1]:11434"
     assert shown_url("http://ollama/v1") == "http://ollama:80"
+
+
+def test_a_url_the_environment_sends_through_a_proxy_is_known_as_such(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """httpx sends it there (trust_env), so a connection straight to its host proves
+    nothing: doctor says "not checked" and the alerts do not look."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        for spelled in (name, name.lower()):
+            monkeypatch.delenv(spelled, raising=False)
+    assert not proxied("https://hooks.example.org/t")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.lan:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    assert proxied("https://hooks.example.org/t")
+    assert not proxied("https://127.0.0.1:8443/t")  # NO_PROXY
+    assert not proxied("http://hooks.example.org/t")  # no proxy for http
