@@ -43,7 +43,7 @@ from gateway.alerts.conditions import (
     platform_observation,
     undelivered_observation,
 )
-from gateway.alerts.sending import AlertSender
+from gateway.alerts.sending import UNSENT_FILE, AlertSender
 from gateway.config.alerts import AlertsConfig, alert_target
 from gateway.events import AlertChanged, EventBus, Payload
 from gateway.store import AlertStore, AlertTold, Claim, ConversationStore, PairingRequest
@@ -142,7 +142,9 @@ class Alerts:
         self._told_at: dict[str, float] = {}
         self._taken_up = False
         self._restarted_at: dict[str, float] = {}
-        self.sender = AlertSender(settings, adapters, clock=lambda: self.clock())
+        self.sender = AlertSender(
+            settings, adapters, clock=lambda: self.clock(), kept=data_dir / UNSENT_FILE
+        )
         self._lock = asyncio.Lock()
         events.subscribe(
             ["llm:request", "budget:reached"], self.observe, name="alerts", inline=True

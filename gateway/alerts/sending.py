@@ -1,22 +1,27 @@
 """Where an alert goes: each ``alerts.to`` private chat through its platform's adapter,
 and the ``alerts.webhook`` as a JSON POST. A failure is logged, never raised: an alert
 that cannot be told must not break what it reports on. What could not be sent is kept
-(:data:`UNSENT_KEPT` per recipient, for :data:`UNSENT_SECONDS`, in this process's memory)
-and sent again, in order, at each check (:meth:`AlertSender.retry`): an alert matters
-most when something is down, and the way to the operator may be down with it."""
+(:data:`UNSENT_KEPT` per recipient, for :data:`UNSENT_SECONDS`) and sent again, in order,
+at each check (:meth:`AlertSender.retry`): an alert matters most when something is down,
+and the way to the operator may be down with it. It is kept in memory and, while there
+is any, in ``<data_dir>/alerts_unsent.json`` (0600), so a restart sends it too: the store
+counts it as told (docs/operations.md#alerts)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import httpx
 
 from adapters.base import Adapter, DeliveryError, OutboundMessage
 from gateway.config.alerts import AlertsConfig, alert_target
+from gateway.private_files import write_private
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +31,8 @@ WEBHOOK_TIMEOUT_SECONDS = 10.0
 UNSENT_KEPT = 20
 #: How long an unsent alert message is tried again before it is given up (logged).
 UNSENT_SECONDS = 24 * 3600.0
+#: Where the unsent messages wait across a restart, in the data dir.
+UNSENT_FILE = "alerts_unsent.json"
 #: The webhook's answers worth another try; any other 4xx will not change by itself.
 _WEBHOOK_RETRIED = frozenset({408, 425, 429})
 
@@ -48,13 +55,17 @@ class AlertSender:
         settings: AlertsConfig,
         adapters: Mapping[str, Adapter],
         clock: Callable[[], float] = time.time,
+        kept: Path | None = None,
     ) -> None:
+        """``kept``: the file the unsent messages wait in across a restart (None: memory
+        only)."""
         self.settings = settings
         self.adapters = adapters
         self.clock = clock
         #: The private chat of each ``to`` entry, once opened.
         self._chats: dict[str, str] = {}
-        self.unsent: deque[Unsent] = deque()
+        self._kept = kept
+        self.unsent: deque[Unsent] = deque(_load(kept))
         #: (recipient, condition) whose start was given up: its clearing goes too.
         self._given_up: set[tuple[str, str]] = set()
 
@@ -63,14 +74,19 @@ class AlertSender:
         return bool(self.settings.to or self.settings.webhook)
 
     async def send(self, condition: str, state: str, since: float, text: str) -> None:
+        had = bool(self.unsent)
         for entry in self.settings.to:
             await self._attempt(Unsent(entry, condition, state, text))
         if self.settings.webhook:
             body = {"condition": condition, "state": state, "since": since, "text": text}
             await self._attempt(Unsent("webhook", condition, state, text, body))
+        if had or self.unsent:
+            self._save()
 
     async def retry(self) -> None:
         """Send again what failed before, oldest first; what fails again stays."""
+        if not self.unsent:
+            return
         waiting, self.unsent = self.unsent, deque()
         now = self.clock()
         for message in waiting:
@@ -78,6 +94,20 @@ class AlertSender:
                 self._give_up(message, "after 24 h")
             else:
                 await self._attempt(message)
+        self._save()
+
+    def _save(self) -> None:
+        """The unsent messages into :data:`UNSENT_FILE`; none: no file."""
+        if self._kept is None:
+            return
+        try:
+            if self.unsent:
+                text = json.dumps([asdict(message) for message in self.unsent])
+                write_private(self._kept, text + "\n", make_dir=False)
+            else:
+                self._kept.unlink(missing_ok=True)
+        except OSError as error:  # a full disk: they stay in memory all the same
+            log.warning("unsent alerts not kept in %s: %s", self._kept, error)
 
     async def _attempt(self, message: Unsent) -> None:
         """Send ``message``, unless its recipient failed already (this check, or one it
@@ -165,3 +195,17 @@ def _level(again: bool) -> int:
 
 def _line(message: Unsent) -> str:
     return message.text.replace("\n", " ")
+
+
+def _load(kept: Path | None) -> list[Unsent]:
+    """The messages a previous run could not send (none when the file is missing or
+    unreadable: a damaged file is logged and left for the next save to replace)."""
+    if kept is None:
+        return []
+    try:
+        return [Unsent(**entry) for entry in json.loads(kept.read_text(encoding="utf-8"))]
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, TypeError) as error:
+        log.warning("unsent alerts in %s not read: %s", kept, error)
+        return []

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from adapters.base import DeliveryError, OutboundMessage
 from gateway.alerts.conditions import HOUSEKEEPING, USES, ProviderFailures
-from gateway.alerts.sending import UNSENT_KEPT, AlertSender
+from gateway.alerts.sending import UNSENT_FILE, UNSENT_KEPT, AlertSender
 from gateway.app import Gateway
 from gateway.config.alerts import AlertsConfig
 from gateway.config.schema import Config
@@ -350,6 +350,26 @@ async def test_unsent_alerts_are_bounded_per_recipient_and_a_start_goes_with_its
     kept = [(m.condition, m.state) for m in sender.unsent]
     assert len(kept) == UNSENT_KEPT and kept[:2] == [("c1", "started"), ("c1", "cleared")]
     assert len(operator.refused.items) == 1  # tried once; the others waited behind it
+
+
+async def test_an_alert_the_operator_could_not_be_sent_is_sent_after_a_restart(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Telegram refused it, then the gateway was restarted (a deploy, a reboot): the
+    store counts it as told, so only the kept message can still reach the operator."""
+    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    refusing = RefusingAdapter("telegram")
+    async with running_gateway(config, refusing) as gateway:
+        gateway.alerts.disk_min_free_bytes = 1 << 62  # more than any disk has
+        [refused] = await refusing.refused.wait_for(1)
+    kept = tmp_path / "data" / UNSENT_FILE
+    assert kept.stat().st_mode & 0o777 == 0o600 and "the disk holding" in kept.read_text()
+    operator = RecordingAdapter("telegram")
+    async with running_gateway(config, operator):  # the disk has room again
+        sent = await operator.wait_sent(2)
+    assert sent[0] == refused and refused.startswith("⚠ nightowl: the disk holding ")
+    assert sent[1].startswith("✅ nightowl: resolved: the disk holding ")
+    assert not kept.exists()
 
 
 async def test_a_budget_raised_and_restarted_is_told_cleared_once_a_reply_goes_through(
