@@ -22,6 +22,7 @@ import codecs
 import contextlib
 import os
 import re
+import select
 import termios
 import threading
 import unicodedata
@@ -38,6 +39,8 @@ _INCOMPLETE_SEQUENCE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*|O)?\Z")
 #: Where a bracketed paste starts and ends.
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 _PASTE_MARKS = re.compile("(" + re.escape(PASTE_START) + "|" + re.escape(PASTE_END) + ")")
+#: A paste still open after this long without input has lost its end marker.
+PASTE_QUIET = 0.5
 #: Asks the terminal to bracket pastes, and to stop.
 BRACKETED_PASTE_ON, BRACKETED_PASTE_OFF = b"\x1b[?2004h", b"\x1b[?2004l"
 
@@ -60,6 +63,14 @@ class LineEditor:
         self._line: list[str] = []
         self._pending = ""  # the start of a key's escape sequence, split across reads
         self._pasting = False  # inside a bracketed paste: its line breaks stay in the line
+
+    @property
+    def pasting(self) -> bool:
+        return self._pasting
+
+    def end_paste(self) -> None:
+        """A paste whose end marker never came (a terminal that lost it) ends here."""
+        self._pasting = False
 
     def feed(self, text: str) -> Fed:
         fed = Fed()
@@ -148,9 +159,8 @@ class TerminalLines:
         atexit.register(self.restore)
         # Now, not on the reader thread: a paste that arrives right after the prompt is
         # printed must already meet a terminal without the line limit, and bracketed.
+        self._brackets = os.environ.get("TERM", "") != "dumb"  # Emacs' M-x shell: no escapes
         self._raw_mode()
-        with contextlib.suppress(OSError):
-            os.write(fd, BRACKETED_PASTE_ON)
 
     @classmethod
     def open(cls, stream: Any) -> TerminalLines | None:
@@ -165,6 +175,9 @@ class TerminalLines:
         try:
             while not self._restored.is_set():
                 self._raw_mode()  # again each time: a shell resuming us (fg) restores its own
+                if self._editor.pasting and not select.select([self.fd], [], [], PASTE_QUIET)[0]:
+                    self._editor.end_paste()  # its end marker never came: typing edits again
+                    continue
                 data = os.read(self.fd, _READ_SIZE)
                 if not data:
                     return  # the terminal hung up
@@ -185,8 +198,10 @@ class TerminalLines:
             return
         self._restored.set()
         with contextlib.suppress(termios.error, OSError):
-            os.write(self.fd, BRACKETED_PASTE_OFF)
             termios.tcsetattr(self.fd, termios.TCSANOW, self._saved)
+        if self._brackets:
+            with contextlib.suppress(OSError):
+                os.write(self.fd, BRACKETED_PASTE_OFF)
 
     def _raw_mode(self) -> None:
         attrs = termios.tcgetattr(self.fd)
@@ -198,6 +213,9 @@ class TerminalLines:
         attrs[_CC][termios.VMIN] = 1
         attrs[_CC][termios.VTIME] = 0
         termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
+        if self._brackets:  # asked again too: a shell turns it off for its own line (fg)
+            with contextlib.suppress(OSError):
+                os.write(self.fd, BRACKETED_PASTE_ON)
 
 
 def _control(value: bytes | int, default: str) -> str:

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gateway.private_files import write_private
+from gateway.private_files import owned_as, write_private
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +57,7 @@ def record_run(data_dir: Path, run: BackupRun) -> None:
     path = data_dir / STATUS_FILE
     try:
         write_private(path, json.dumps(asdict(kept)) + "\n", make_dir=False)
-        owner = data_dir.stat()
-        if os.geteuid() == 0 and owner.st_uid != 0:  # `sudo nightowl backup`: the
-            os.chown(path, owner.st_uid, owner.st_gid)  # gateway's user must read it
+        owned_as([path], data_dir)
     except OSError as error:
         log.warning("could not keep the backup's outcome in %s: %s", data_dir, error)
 

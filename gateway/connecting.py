@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 from urllib.request import getproxies, proxy_bypass
 
 
@@ -18,13 +18,29 @@ def shown_url(url: str) -> str:
     """``scheme://host:port`` of ``url``: its user, password, path and query may hold a
     secret and are left out."""
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    host = f"[{host}]" if ":" in host else host  # IPv6
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # a port that is not a number
+        return f"{parts.scheme}://{_host(parts)}"
+    return f"{parts.scheme}://{_host(parts)}:{port}"
+
+
+def host_port(url: str) -> str:
+    """``host`` or ``host:port`` as ``url`` writes it (a URL without a scheme read as
+    one), nothing else of it, so nothing secret; ``?`` when it names no host."""
+    parts = urlsplit(url if "//" in url else f"//{url}")
+    try:
+        port = parts.port
     except ValueError:
-        return f"{parts.scheme}://{host}"
-    return f"{parts.scheme}://{host}:{port}"
+        port = None
+    return f"{_host(parts)}:{port}" if port else _host(parts)
+
+
+def _host(parts: SplitResult) -> str:
+    host = parts.hostname
+    if not host:
+        return "?"
+    return f"[{host}]" if ":" in host else host  # IPv6
 
 
 async def connect_problem(url: str, timeout: float) -> str | None:
@@ -35,8 +51,8 @@ async def connect_problem(url: str, timeout: float) -> str | None:
     try:
         parts = urlsplit(url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return "its port is not a number"
+    except ValueError:  # not a number, or past 65535
+        return "its port is not valid"
     host = parts.hostname
     if not host:
         return "it names no host"
@@ -59,6 +75,8 @@ async def connect_problem(url: str, timeout: float) -> str | None:
         return f"no answer within {timeout:g} s"
     except socket.gaierror as error:
         return f"{host} does not resolve ({error.strerror})"
+    except UnicodeError:  # an empty label (hooks..example.org), a label past 63 characters
+        return f"{host} is not a valid host name"
     return problem
 
 

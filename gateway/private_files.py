@@ -47,3 +47,14 @@ def write_private(path: Path, text: str, *, replace: bool = True, make_dir: bool
     except FileExistsError:
         return False
     return True
+
+
+def owned_as(paths: list[Path], directory: Path) -> None:
+    """``paths`` given to ``directory``'s owner when root made them there (``sudo
+    nightowl backup``): the gateway, running as that owner, must read them, and its own
+    next backup write beside them."""
+    owner = directory.stat()
+    if os.geteuid() != 0 or owner.st_uid == 0:
+        return
+    for path in paths:
+        os.chown(path, owner.st_uid, owner.st_gid)

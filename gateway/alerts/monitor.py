@@ -320,13 +320,15 @@ class Alerts:
             "budget": self.budgets.observation(now),
         }
         found["disk"], found["backup"] = await asyncio.to_thread(self._look_at_files)
-        if self.model_server is not None and self._looks_at_model_server:
+        if self.model_server is not None and not self.uses[REPLIES].seen:
             # No reply asked yet (a quiet night after a reboot that started nightowl
             # before its model server): whether anything listens where the calls will go.
             try:
                 found[REPLIES] = await self.model_server.observation()
-            except Exception:  # a look must never stop the others
+            except Exception:  # a look must never stop the others; what held still holds
                 log.exception("looking at the model server failed")
+                if (alert := self.active.get(REPLIES)) is not None and alert.holding:
+                    found[REPLIES] = Observation(alert.what, alert.todo)
         for platform, adapter in self.adapters.items():
             try:
                 status = await adapter.check()

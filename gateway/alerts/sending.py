@@ -65,9 +65,15 @@ class AlertSender:
         #: The private chat of each ``to`` entry, once opened.
         self._chats: dict[str, str] = {}
         self._kept = kept
-        self.unsent: deque[Unsent] = deque(_load(kept))
+        unsent, given_up, damaged = _load(kept)
+        recipients = {*settings.to, *(["webhook"] if settings.webhook else [])}
+        #: What could not be sent yet, oldest first; kept messages for a recipient the
+        #: config no longer names are dropped.
+        self.unsent: deque[Unsent] = deque(m for m in unsent if m.to in recipients)
         #: (recipient, condition) whose start was given up: its clearing goes too.
-        self._given_up: set[tuple[str, str]] = set()
+        self._given_up: set[tuple[str, str]] = {pair for pair in given_up if pair[0] in recipients}
+        #: The file says other than this (damaged, or a recipient dropped): save soon.
+        self._stale = damaged or len(self.unsent) != len(unsent)
 
     @property
     def has_recipients(self) -> bool:
@@ -80,12 +86,12 @@ class AlertSender:
         if self.settings.webhook:
             body = {"condition": condition, "state": state, "since": since, "text": text}
             await self._attempt(Unsent("webhook", condition, state, text, body))
-        if had or self.unsent:
+        if had or self.unsent or self._stale:
             self._save()
 
     async def retry(self) -> None:
         """Send again what failed before, oldest first; what fails again stays."""
-        if not self.unsent:
+        if not self.unsent and not self._stale:
             return
         waiting, self.unsent = self.unsent, deque()
         now = self.clock()
@@ -101,11 +107,15 @@ class AlertSender:
         if self._kept is None:
             return
         try:
-            if self.unsent:
-                text = json.dumps([asdict(message) for message in self.unsent])
-                write_private(self._kept, text + "\n", make_dir=False)
+            if self.unsent or self._given_up:
+                kept = {
+                    "unsent": [asdict(message) for message in self.unsent],
+                    "given_up": sorted(self._given_up),
+                }
+                write_private(self._kept, json.dumps(kept) + "\n", make_dir=False)
             else:
                 self._kept.unlink(missing_ok=True)
+            self._stale = False
         except OSError as error:  # a full disk: they stay in memory all the same
             log.warning("unsent alerts not kept in %s: %s", self._kept, error)
 
@@ -197,15 +207,18 @@ def _line(message: Unsent) -> str:
     return message.text.replace("\n", " ")
 
 
-def _load(kept: Path | None) -> list[Unsent]:
-    """The messages a previous run could not send (none when the file is missing or
-    unreadable: a damaged file is logged and left for the next save to replace)."""
+def _load(kept: Path | None) -> tuple[list[Unsent], list[tuple[str, str]], bool]:
+    """The messages a previous run could not send, the starts it gave up, and whether
+    the file was damaged (logged; the next save replaces it)."""
     if kept is None:
-        return []
+        return [], [], False
     try:
-        return [Unsent(**entry) for entry in json.loads(kept.read_text(encoding="utf-8"))]
+        raw = json.loads(kept.read_text(encoding="utf-8"))
+        unsent = [Unsent(**entry) for entry in raw["unsent"]]
+        given_up = [(str(to), str(condition)) for to, condition in raw["given_up"]]
     except FileNotFoundError:
-        return []
-    except (OSError, ValueError, TypeError) as error:
+        return [], [], False
+    except (OSError, ValueError, TypeError, KeyError) as error:
         log.warning("unsent alerts in %s not read: %s", kept, error)
-        return []
+        return [], [], True
+    return unsent, given_up, False

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from gateway.connecting import host_port
+
 #: Each provider's own key variable: sent to that provider's own API only.
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 #: The variable each SDK reads its base URL from when it is given none.
@@ -56,16 +58,10 @@ def model_label(model: str, provider: str, base_url: str | None) -> str:
     API, ``qwen3:8b at 127.0.0.1:11434`` on any other server (an Ollama speaks OpenAI's
     protocol but is not OpenAI, and two servers' models are told apart); never the
     URL's user, password, path or query."""
-    if not base_url or is_providers_own_api(provider, base_url):
+    url = base_url or os.environ.get(BASE_URL_VARIABLES.get(provider, ""), "")
+    if not url or is_providers_own_api(provider, url):
         return f"{model} via {provider}"
-    parts = urlsplit(base_url if "//" in base_url else f"//{base_url}")
-    host = parts.hostname or base_url
-    host = f"[{host}]" if ":" in host else host  # IPv6
-    try:
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        port = ""
-    return f"{model} at {host}{port}"
+    return f"{model} at {host_port(url)}"
 
 
 def same_endpoint(

@@ -19,6 +19,7 @@ are asked of the database, never listed here) and each file's sha256, which
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import hashlib
 import importlib.metadata
@@ -42,7 +43,7 @@ from gateway.build import WEBHOOK_SECRET_FILE
 from gateway.config.schema import Config
 from gateway.dashboard.logins import LOGINS_FILE
 from gateway.dashboard.token import DASHBOARD_TOKEN_FILE
-from gateway.private_files import private_file
+from gateway.private_files import owned_as, private_file
 from gateway.store.errors import StoreError
 from gateway.store.opening import missing_database, open_store
 from gateway.store.snapshot import DatabaseCopy, copy_database
@@ -172,6 +173,9 @@ def backup(
     except StoreError as error:
         record_run(config.data_dir, BackupRun(time.time(), False, str(error)))
         raise
+    if target.is_relative_to(config.data_dir):  # the default place, or one in the data dir
+        with contextlib.suppress(OSError):
+            owned_as([target.parent, target], config.data_dir)
     dumped = copy.file is not None
     record_run(
         config.data_dir,

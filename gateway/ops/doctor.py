@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TextIO
 
 from agent.model_metadata import CACHE_FILE_NAME
-from gateway.backup_status import described, last_run, utc
+from gateway.alerts.sending import UNSENT_FILE
+from gateway.backup_status import STATUS_FILE, described, last_run, utc
 from gateway.build import WEBHOOK_SECRET_FILE
 from gateway.config.routes import model_label
 from gateway.config.schema import (
@@ -285,6 +286,8 @@ _DATA_FILES = (
     LOGINS_FILE,  # says when the operator logged in (it opens no login)
     CHAT_LOG_NAME,  # names sessions, may quote what went wrong
     CHAT_LOG_NAME + ".1",
+    STATUS_FILE,  # where the backups go, and why the last one failed
+    UNSENT_FILE,  # alerts not sent yet: what is wrong with this install
 )
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
 from gateway.config.routes import KEY_VARIABLES, resolve_api_key
-from gateway.config.schema import load_config
+from gateway.config.schema import parse_config
 from gateway.config.typed_yaml import VARIABLE, ConfigError, read_dotenv, read_yaml
 from gateway.ops.backup import (
     DATA_DIRS,
@@ -168,33 +168,41 @@ def restore(
     config = target / "config.yaml"
     if config.exists():
         had_secrets = "config/.env" in written  # a .env --dsn wrote holds only the DSN
-        needed = _variables_needed(config)
-        secrets = (
-            f" (first put {', '.join(needed)} in .env beside it)"
-            if needed and not had_secrets
-            else ""
-        )
+        needed = [] if had_secrets else _variables_needed(config)
+        secrets = f" (first put {', '.join(needed)} in .env beside it)" if needed else ""
         print(f"Check it with: nightowl doctor -c {config}{secrets}", file=out)
     return 0
 
 
 def _variables_needed(config: Path) -> list[str]:
     """The variables the restored config needs that neither this shell nor the restored
-    ``.env`` gives: the ``${VAR}``s it names, and the model's key when it talks to a
-    hosted API with none configured. What doctor and run would stop at."""
+    ``.env`` gives: the ``${VAR}``s its values name (not its comments), and the model's
+    key when it talks to a hosted API with none configured. What doctor and run would
+    stop at; only advice, so anything unreadable makes it say nothing."""
     try:
-        text = config.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        raw, _ = read_yaml(config.read_text(encoding="utf-8"), config)
+        given = {**read_dotenv(config.parent / ".env"), **os.environ}
+        named = list(dict.fromkeys(VARIABLE.findall(" ".join(_strings(raw)))))
+        needed = [name for name in named if name not in given]
+        # Each named one given a stand-in: what is asked of the model's key is the same.
+        standing_in = {**given, **{name: "set" for name in needed}}
+        model = parse_config(raw or {}, standing_in).model
+    except Exception:  # advice only: a restore that worked never fails on it
         return []
-    given = {**read_dotenv(config.parent / ".env"), **os.environ}
-    needed = [name for name in dict.fromkeys(VARIABLE.findall(text)) if name not in given]
-    try:
-        model = load_config(config, environ=dict(os.environ)).model
-    except ConfigError:
-        return needed  # a variable it names is unset: said above
-    if resolve_api_key(model.provider, model.api_key, model.base_url, given) is None:
+    if resolve_api_key(model.provider, model.api_key, model.base_url, standing_in) is None:
         needed.append(KEY_VARIABLES.get(model.provider, "OPENAI_API_KEY"))
     return list(dict.fromkeys(needed))
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a parsed YAML document's values."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
 
 
 def _extract(file: Path, target: Path) -> dict[str, Path]:

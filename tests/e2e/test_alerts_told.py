@@ -372,6 +372,26 @@ async def test_an_alert_the_operator_could_not_be_sent_is_sent_after_a_restart(
     assert not kept.exists()
 
 
+async def test_kept_alerts_go_only_to_recipients_still_configured_and_a_damaged_file_goes(
+    tmp_path: Path,
+) -> None:
+    kept = tmp_path / UNSENT_FILE
+    refusing = RefusingAdapter("telegram")
+    before = AlertSender(AlertsConfig(to=("telegram:42",)), {"telegram": refusing}, kept=kept)
+    await before.send("disk", "started", 0.0, "⚠ the disk")
+    assert kept.exists()
+    operator = RecordingAdapter("telegram")
+    moved = AlertSender(AlertsConfig(to=("telegram:7",)), {"telegram": operator}, kept=kept)
+    await moved.retry()
+    assert list(moved.unsent) == [] and operator.texts() == []  # 42 is no longer told
+    assert not kept.exists()
+
+    kept.write_text("{not json")
+    damaged = AlertSender(AlertsConfig(to=("telegram:7",)), {"telegram": operator}, kept=kept)
+    await damaged.retry()
+    assert not kept.exists()  # replaced (by nothing) at once, not warned of at every start
+
+
 async def test_a_budget_raised_and_restarted_is_told_cleared_once_a_reply_goes_through(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

@@ -157,6 +157,31 @@ def test_secrets_go_in_only_with_with_secrets(
     assert code == 0 and "standup at half past nine" in out
 
 
+def test_restore_names_every_variable_the_config_still_needs_and_no_comment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As init writes it: a comment that speaks of ${VARIABLES}, a token named in a
+    value, and the model's key given by the provider's own variable."""
+    home = tmp_path / "home"
+    home.mkdir()
+    path = home / "config.yaml"
+    path.write_text(
+        "# secrets live in .env, named here as ${VARIABLES}\n"
+        f"data_dir: {tmp_path / 'data'}\nmodel:\n  name: m\n"
+        "platforms:\n  telegram:\n    enabled: true\n    token: ${TELEGRAM_BOT_TOKEN}\n"
+    )
+    asyncio.run(fill(tmp_path / "data" / "state.db"))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "1:token-of-this-shell")
+    archive = backup(capsys, path)
+    monkeypatch.delenv("TELEGRAM_BOT_TOKEN")
+    code, out, err = nightowl(capsys, "restore", str(archive), "--data-dir", str(tmp_path / "r"))
+    assert code == 0, err
+    assert out.splitlines()[-1].endswith(
+        "(first put TELEGRAM_BOT_TOKEN, OPENAI_API_KEY in .env beside it)"
+    )
+
+
 def _contents(archive: Path) -> list[bytes]:
     with tarfile.open(archive) as opened:
         return [opened.extractfile(m).read() for m in opened if m.isfile()]  # type: ignore[union-attr]
@@ -251,9 +276,10 @@ def test_a_backup_run_by_root_leaves_its_record_to_the_data_dir_s_owner(
     """Else the gateway, running as that owner, could not read it: no alert at all."""
     data = tmp_path / "data"
     os.chown(data, 65534, 65534)  # nobody's
-    backup(capsys, config)
+    archive = backup(capsys, config)
     record = data / STATUS_FILE
-    assert (record.stat().st_uid, record.stat().st_gid) == (65534, 65534)
+    for made in (record, archive, archive.parent):  # and the owner's next backup writes there
+        assert (made.stat().st_uid, made.stat().st_gid) == (65534, 65534), made
     assert stat.S_IMODE(record.stat().st_mode) == 0o600
 
 

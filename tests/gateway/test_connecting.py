@@ -28,7 +28,10 @@ async def test_localhost_is_every_address_it_names_and_its_refusal_is_said_plain
 
 
 async def test_a_url_that_names_no_place_to_connect_is_said_so() -> None:
-    assert await connect_problem("http://127.0.0.1:port/v1", 3.0) == "its port is not a number"
+    assert await connect_problem("http://127.0.0.1:port/v1", 3.0) == "its port is not valid"
+    assert await connect_problem("http://127.0.0.1:99999/v1", 3.0) == "its port is not valid"
+    said = await connect_problem("http://hooks..example.org/t", 3.0)
+    assert said == "hooks..example.org is not a valid host name"
     assert await connect_problem("http:///v1", 3.0) == "it names no host"
 
 
