@@ -96,7 +96,7 @@ class LineEditor:
         kept = [
             "\n" if char in "\r\n" else char
             for char in text.replace("\r\n", "\n")
-            if char in "\r\n\t" or unicodedata.category(char)[0] != "C"
+            if char in "\r\n" or _kept(char)
         ]
         self._line += kept
         return "".join(kept)
@@ -120,7 +120,7 @@ class LineEditor:
                 if not self._line:
                     fed.end = True
                     return True
-            elif char == "\t" or unicodedata.category(char)[0] != "C":
+            elif _kept(char):
                 self._line.append(char)
                 echo.append(char)
         return False
@@ -132,6 +132,15 @@ class LineEditor:
         while self._line and not self._line[-1].isspace():
             erased.append(_rub_out(self._line.pop()))
         return "".join(erased)
+
+
+#: Format characters text needs: the joiners of emoji sequences and of Persian words.
+_JOINERS = frozenset("\u200c\u200d")
+
+
+def _kept(char: str) -> bool:
+    """Whether ``char`` is text: a tab, a joiner, anything but a control or format one."""
+    return char == "\t" or char in _JOINERS or unicodedata.category(char)[0] != "C"
 
 
 def _rub_out(char: str) -> str:

@@ -28,3 +28,11 @@ def test_a_paste_whose_end_never_came_lets_typing_edit_again() -> None:
     editor.end_paste()  # what the reader does after a quiet half second
     fed = editor.feed("!\x7f\r")
     assert fed.lines == ["lost"] and not editor.pasting
+
+
+def test_joiners_stay_typed_or_pasted() -> None:
+    """A family emoji is three people joined by U+200D; Persian needs U+200C."""
+    family, word = "👩\u200d👩\u200d👧", "می\u200cخواهم"
+    editor = LineEditor()
+    assert editor.feed(f"{family}\r").lines == [family]
+    assert editor.feed(f"{PASTE_START}{word}{PASTE_END}\r").lines == [word]
