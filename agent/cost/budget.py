@@ -210,9 +210,11 @@ def _cheaper(estimate: Estimate, left: Decimal) -> str:
         reply_decides = estimate.reply * 2 >= estimate.most or estimate.reply >= left
     if not reply_decides:
         return " A shorter conversation (/new) costs less."
+    room = format_usd(estimate.reply)
+    part = "Nearly all" if room == format_usd(estimate.most) else f"Up to {room}"
     return (
-        f" Up to {format_usd(estimate.reply)} of that is room kept for the reply, which the"
-        " bot's operator can make smaller (model.max_output_tokens)."
+        f" {part} of that is room kept for the reply, which the bot's operator can make"
+        " smaller (model.max_output_tokens)."
     )
 
 
@@ -227,15 +229,21 @@ def _reset_words(resets_at: datetime, now: datetime) -> str:
 def format_limit(limit: Decimal) -> str:
     """A configured budget as it was written when cents would round it ($0.012, not
     $0.01: the sums beside it must add up); else as :func:`format_usd`."""
-    exact = limit.normalize()
-    if exact == exact.quantize(Decimal("0.01")):
-        return format_usd(limit)
+    with localcontext(EXACT):  # a budget of any size (the default 28 digits stop short)
+        exact = limit.normalize()
+        if exact == exact.quantize(Decimal("0.01")):
+            return format_usd(limit)
     return f"{'-' if exact < 0 else ''}${abs(exact):,f}"
 
 
 def format_usd(amount: Decimal) -> str:
     """Money for people: cents from a cent up ($0.50, $12.00, $1,250.00); under a cent,
     two significant digits ($0.0042, $0.00013); nothing is $0.00."""
+    with localcontext(EXACT):  # an amount of any size (the default 28 digits stop short)
+        return _usd(amount)
+
+
+def _usd(amount: Decimal) -> str:
     if amount == 0:
         return "$0.00"
     sign = "-" if amount < 0 else ""

@@ -126,6 +126,20 @@ def test_when_the_reply_s_room_is_most_of_the_estimate_it_is_named_not_new() -> 
     )
 
 
+def test_a_reply_s_room_that_rounds_to_the_whole_estimate_is_not_called_a_part_of_it() -> None:
+    """Not "could cost up to $0.03 ... Up to $0.03 of that is room kept for the reply"."""
+    estimate = estimate_message(300, 0, 16_384, SONNET)  # $0.0009 prompt, $0.25 reply
+    verdict = decide(Spent(user_today=usd("0.40")), Budgets(usd("0.50")), estimate, NOW)
+    assert format_usd(estimate.reply) == format_usd(estimate.most or usd("0"))
+    assert "Nearly all of that is room kept for the reply, which the bot's" in verdict.message
+
+
+def test_money_of_any_size_reads() -> None:
+    """Past Decimal's default 28 digits (a budget someone set "high enough")."""
+    assert format_usd(usd("1e26")) == "$100,000,000,000,000,000,000,000,000.00"
+    assert format_limit(usd("1e26")) == "$100,000,000,000,000,000,000,000,000.00"
+
+
 def test_new_is_advised_only_where_the_reply_s_room_alone_fits_what_is_left() -> None:
     # 100,000 prompt tokens ($0.015) and a 4,096-token reply ($0.0025) at 4o-mini's prices.
     estimate = estimate_message(100_000, 0, 4_096, MINI)
