@@ -80,14 +80,14 @@ class AlertSender:
         return bool(self.settings.to or self.settings.webhook)
 
     async def send(self, condition: str, state: str, since: float, text: str) -> None:
-        had = bool(self.unsent)
+        had, given_up = bool(self.unsent), set(self._given_up)
         for entry in self.settings.to:
             await self._attempt(Unsent(entry, condition, state, text))
         if self.settings.webhook:
             body = {"condition": condition, "state": state, "since": since, "text": text}
             await self._attempt(Unsent("webhook", condition, state, text, body))
-        if had or self.unsent or self._stale:
-            self._save()
+        if had or self.unsent or self._stale or given_up != self._given_up:
+            self._save()  # else nothing waits, before or now: no file to touch
 
     async def retry(self) -> None:
         """Send again what failed before, oldest first; what fails again stays."""

@@ -386,6 +386,12 @@ async def test_kept_alerts_go_only_to_recipients_still_configured_and_a_damaged_
     assert list(moved.unsent) == [] and operator.texts() == []  # 42 is no longer told
     assert not kept.exists()
 
+    # A start given up before the restart: its clearing goes with it, and the file with it.
+    kept.write_text('{"unsent": [], "given_up": [["telegram:7", "disk"]]}')
+    gave_up = AlertSender(AlertsConfig(to=("telegram:7",)), {"telegram": operator}, kept=kept)
+    await gave_up.send("disk", "cleared", 0.0, "✅ the disk")
+    assert operator.texts() == [] and not kept.exists()
+
     kept.write_text("{not json")
     damaged = AlertSender(AlertsConfig(to=("telegram:7",)), {"telegram": operator}, kept=kept)
     await damaged.retry()
