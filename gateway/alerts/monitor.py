@@ -79,6 +79,8 @@ class ActiveAlert:
     key: str = ""
     #: Told while the store could not keep it: its clearing is told whatever the store says.
     unrecorded: bool = False
+    #: The ``until`` the store holds for it (raised when a later end joins).
+    stored_until: float | None = None
 
 
 def when(moment: float) -> str:
@@ -216,7 +218,9 @@ class Alerts:
         if platform:
             await self._restart(platform, now)
         if alert.reported:
+            await self._extend(alert)
             return
+        alert.stored_until = alert.until
         claim = await self._claim(alert, "started", now)
         if claim is Claim.ALREADY:  # told by another replica, or before a restart
             alert.reported = True
@@ -226,6 +230,19 @@ class Alerts:
                 f"⚠ nightowl: {alert.what}, since {when(alert.since)}.\nWhat to do: {alert.todo}."
             )
             await self._tell(alert, "started", text, now)
+
+    async def _extend(self, alert: ActiveAlert) -> None:
+        """A told start's later end into the store (a monthly budget joined a daily one):
+        else a restart after the earlier end would take the start as over by itself."""
+        later = alert.until is not None and alert.until > (alert.stored_until or alert.until)
+        if not later or not self.sender.has_recipients or alert.until is None:
+            return
+        try:
+            await self.told.extend(self._key(alert), alert.until)
+        except Exception:  # the store's trouble is logged where it happens; tried again
+            log.exception("alerts: the store cannot keep when %s ends", alert.condition)
+            return
+        alert.stored_until = alert.until
 
     async def _cleared(self, alert: ActiveAlert, now: float) -> None:
         if not alert.reported:
@@ -293,7 +310,7 @@ class Alerts:
             if condition not in self.active:
                 self.active[condition] = ActiveAlert(
                     condition, row.since, row.what, "", reported=True, until=row.until,
-                    taken_up=True, key=row.condition,
+                    taken_up=True, key=row.condition, stored_until=row.until,
                 )  # fmt: skip
 
     async def _tell(self, alert: ActiveAlert, state: str, text: str, now: float) -> None:

@@ -55,6 +55,16 @@ class SqlAlerts:
             return Claim.TOLD, None
         return _verdict(alert.state, stored, now), stored
 
+    async def extend(self, condition: str, until: float) -> None:
+        await self.connection.atomically(
+            lambda db: db.execute(
+                "UPDATE alerts_told SET until = ? WHERE condition = ? AND state = 'started'"
+                " AND until IS NOT NULL AND until < ?",
+                (until, condition, until),
+            ),
+            synced=False,
+        )
+
 
 async def _stored(db: Handle, condition: str) -> AlertTold | None:
     rows = await db.fetch_all(

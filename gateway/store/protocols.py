@@ -465,3 +465,8 @@ class AlertStore(Protocol):
         it already or told anything of it within ``after`` seconds; when not taken, the
         stored row that stopped it."""
         ...
+
+    async def extend(self, condition: str, until: float) -> None:
+        """A told start that ends by itself ends later than was stored (a budget with a
+        later reset joined the one told): a restart meanwhile must not think it over."""
+        ...

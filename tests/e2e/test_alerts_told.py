@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import time
 from asyncio import FIRST_COMPLETED
 from collections import deque
 from collections.abc import AsyncIterator
@@ -21,6 +22,7 @@ from gateway.alerts.sending import UNSENT_FILE, UNSENT_KEPT, AlertSender
 from gateway.app import Gateway
 from gateway.config.alerts import AlertsConfig
 from gateway.config.schema import Config
+from gateway.events import BudgetReached
 from gateway.store import AlertStore, AlertTold, Claim, PairingRequest, StoreError
 from tests.e2e.test_alerts import OPERATOR, Outage, alerts
 from tests.fakes.llm_server import FakeLLM
@@ -217,6 +219,11 @@ class WritesRefused:
             raise StoreError("database or disk is full")
         return await self.store.claim(alert, after)
 
+    async def extend(self, condition: str, until: float) -> None:
+        if self.full:
+            raise StoreError("database or disk is full")
+        await self.store.extend(condition, until)
+
 
 async def test_a_start_the_store_could_not_keep_gets_its_clearing_once_it_can(
     tmp_path: Path, fake_llm: FakeLLM
@@ -396,6 +403,27 @@ async def test_kept_alerts_go_only_to_recipients_still_configured_and_a_damaged_
     damaged = AlertSender(AlertsConfig(to=("telegram:7",)), {"telegram": operator}, kept=kept)
     await damaged.retry()
     assert not kept.exists()  # replaced (by nothing) at once, not warned of at every start
+
+
+async def test_a_later_budget_joining_a_told_one_moves_its_stored_end(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """A person's daily budget was told (ends at midnight); the bot's monthly one joins:
+    a restart after midnight must not take the alert as over by itself."""
+    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    operator = RecordingAdapter("telegram")
+    async with running_gateway(config, operator) as gateway:
+        now = time.time()
+        midnight, month_end = now + 3_600, now + 10 * 86_400
+        gateway.events.emit(BudgetReached("user_daily", "telegram:42", "0.5", midnight))
+        await gateway.events.drain()
+        await operator.wait_sent(1)
+        gateway.events.emit(BudgetReached("monthly", "bot", "20", month_end))
+        await gateway.events.drain()
+        await looks(gateway)
+        [row] = await gateway.store.alerts.told()
+    assert (row.condition, row.state, row.until) == ("budget", "started", month_end)
+    assert len(operator.sent) == 1  # told once; only its end moved
 
 
 async def test_a_budget_raised_and_restarted_is_told_cleared_once_a_reply_goes_through(

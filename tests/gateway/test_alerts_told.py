@@ -50,6 +50,17 @@ async def test_a_clearing_nobody_told_the_start_of_is_not_told(store: Any) -> No
     assert claim is Claim.ALREADY and stored is None
 
 
+async def test_a_told_start_s_end_only_moves_later_and_only_while_it_holds(store: Any) -> None:
+    alerts = store.alerts
+    await alerts.claim(told("started", T, until=T + 10), AFTER)
+    await alerts.extend("disk", T + 100)
+    await alerts.extend("disk", T + 50)  # an earlier end never shortens it
+    assert [row.until for row in await alerts.told()] == [T + 100]
+    await alerts.claim(told("cleared", T + AFTER), AFTER)
+    await alerts.extend("disk", T + 1_000)  # told over: nothing to extend
+    assert [row.until for row in await alerts.told()] == [T + 100]
+
+
 async def test_a_start_that_ended_by_itself_is_no_longer_told(store: Any) -> None:
     """A budget told as refusing until its reset: the next one is a new start, not the
     same one told already."""
