@@ -38,6 +38,8 @@ class BackupRun:
     database: bool = True
     #: When the last run that wrote a whole archive ended, across failures since.
     last_whole: float | None = None
+    #: How often runs are expected (seconds; the daily timer's ``--daily``), else None.
+    every: float | None = None
 
     @property
     def whole(self) -> bool:
@@ -53,7 +55,9 @@ def record_run(data_dir: Path, run: BackupRun) -> None:
         return
     before = last_run(data_dir)
     whole = run.at if run.whole else (before.last_whole if before else None)
-    kept = BackupRun(run.at, run.ok, run.what, run.database, whole)
+    # A run by hand between the timer's keeps the timer expected.
+    every = run.every if run.every is not None else (before.every if before else None)
+    kept = BackupRun(run.at, run.ok, run.what, run.database, whole, every)
     path = data_dir / STATUS_FILE
     try:
         write_private(path, json.dumps(asdict(kept)) + "\n", make_dir=False)
@@ -72,6 +76,7 @@ def last_run(data_dir: Path) -> BackupRun | None:
             what=str(raw["what"]),
             database=bool(raw.get("database", True)),
             last_whole=float(raw["last_whole"]) if raw.get("last_whole") is not None else None,
+            every=float(raw["every"]) if raw.get("every") is not None else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -80,6 +85,20 @@ def last_run(data_dir: Path) -> BackupRun | None:
 def utc(moment: float) -> str:
     """``2026-12-06 07:40 UTC``."""
     return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+#: A scheduled run this late past its time has not happened: twice its interval, and an
+#: hour for the timer's random delay.
+LATE_AFTER_INTERVALS, LATE_SLACK_SECONDS = 2, 3600.0
+
+
+def overdue(run: BackupRun, now: float) -> bool:
+    """A timer's backup that should have run again by ``now`` (a stopped timer: a user's
+    timers end at logout without ``loginctl enable-linger``)."""
+    return (
+        run.every is not None
+        and now - run.at > LATE_AFTER_INTERVALS * run.every + LATE_SLACK_SECONDS
+    )
 
 
 def described(run: BackupRun) -> str:

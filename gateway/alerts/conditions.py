@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.backup_status import described, last_run
+from gateway.backup_status import described, last_run, overdue, utc
 from gateway.connecting import connect_problem, shown_url
 from gateway.events import Payload
 
@@ -218,11 +218,23 @@ class ModelServer:
         )
 
 
-def backup_observation(data_dir: Path) -> Observation | None:
-    """The last backup kept in ``data_dir`` failed or holds no database (None: it was
-    whole, or none was kept). Told at once: a backup fails once a night, not a moment."""
+def backup_observation(data_dir: Path, now: float) -> Observation | None:
+    """The last backup kept in ``data_dir`` failed or holds no database, or the daily
+    timer's next one is overdue (None: it was whole and on time, or none was kept).
+    Told at once: a backup fails once a night, not a moment."""
     run = last_run(data_dir)
-    if run is None or run.whole:
+    if run is None:
+        return None
+    if run.whole and overdue(run, now):
+        return Observation(
+            what=f"the daily backup has not run since {utc(run.at)}",
+            todo="Check its timer: systemctl --user list-timers nightowl-backup.timer (a"
+            " user's timers stop at logout without `loginctl enable-linger`; --system:"
+            " without --user); this clears at the next whole backup",
+            since=run.at,
+            at_once=True,
+        )
+    if run.whole:
         return None
     return Observation(
         what=described(run),

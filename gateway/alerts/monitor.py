@@ -373,7 +373,7 @@ class Alerts:
     def _look_at_files(self) -> tuple[Observation | None, Observation | None]:
         """The disk's room and the last backup's outcome, off the event loop."""
         disk = disk_observation(self.data_dir, self.disk_min_free_share, self.disk_min_free_bytes)
-        return disk, backup_observation(self.data_dir)
+        return disk, backup_observation(self.data_dir, self.clock())
 
     @property
     def _looks_at_model_server(self) -> bool:

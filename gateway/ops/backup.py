@@ -156,6 +156,7 @@ def backup(
     with_secrets: bool = False,
     keep: int | None = None,
     out: TextIO | None = None,
+    every: float | None = None,
 ) -> int:
     """Write the backup, say what it holds; 0 (a :class:`StoreError` otherwise). Its
     outcome is kept for the gateway's alerts and doctor (gateway/backup_status.py)."""
@@ -168,10 +169,10 @@ def backup(
         copy = _backup(config, target, now, with_secrets, out)
     except OSError as error:  # a full disk, a destination that is not a directory
         failure = BackupError(f"could not write the backup: {error}")
-        record_run(config.data_dir, BackupRun(time.time(), False, str(failure)))
+        record_run(config.data_dir, BackupRun(time.time(), False, str(failure), every=every))
         raise failure from error
     except StoreError as error:
-        record_run(config.data_dir, BackupRun(time.time(), False, str(error)))
+        record_run(config.data_dir, BackupRun(time.time(), False, str(error), every=every))
         raise
     if target.is_relative_to(config.data_dir):  # the default place, or one in the data dir
         with contextlib.suppress(OSError):
@@ -179,7 +180,9 @@ def backup(
     dumped = copy.file is not None
     record_run(
         config.data_dir,
-        BackupRun(time.time(), True, str(target) if dumped else NOT_DUMPED, database=dumped),
+        BackupRun(
+            time.time(), True, str(target) if dumped else NOT_DUMPED, database=dumped, every=every
+        ),
     )
     if keep is not None:
         try:

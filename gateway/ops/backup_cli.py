@@ -11,6 +11,9 @@ from gateway.config.schema import Config
 from gateway.ops.backup import backup
 from gateway.ops.restore import restore
 
+#: What ``--daily`` says to expect between runs.
+DAY_SECONDS = 86_400.0
+
 
 def add_backup_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     """``backup`` and ``restore`` (the latter's work is in gateway/ops/restore.py)."""
@@ -35,6 +38,11 @@ def add_backup_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
         type=_positive,
         metavar="N",
         help="then remove all but the newest N nightowl-*.tar.gz in that directory",
+    )
+    backup.add_argument(
+        "--daily",
+        action="store_true",
+        help="this is the daily timer's run: the alerts say so if none follows in two days",
     )
     backup.set_defaults(handler=cmd_backup)
     restore = commands.add_parser(
@@ -67,7 +75,8 @@ def _positive(text: str) -> int:
 
 
 def cmd_backup(config: Config, args: argparse.Namespace) -> int:
-    return backup(config, to=args.to, with_secrets=args.with_secrets, keep=args.keep)
+    every = DAY_SECONDS if args.daily else None
+    return backup(config, to=args.to, with_secrets=args.with_secrets, keep=args.keep, every=every)
 
 
 def cmd_restore(config: Config, args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ DEFAULT_KEEP = 7
 
 def render_backup_service(spec: UnitSpec, keep: int) -> str:
     config = spec.config_path.absolute()
-    argv = [*spec.command, "backup", "-c", str(config), "--keep", str(keep)]
+    argv = [*spec.command, "backup", "-c", str(config), "--keep", str(keep), "--daily"]
     lines = [
         "# nightowl-backup — written by `nightowl install-service --backup-daily`;",
         "# started once a day by nightowl-backup.timer. Re-run install-service rather than",

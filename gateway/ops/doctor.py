@@ -23,13 +23,14 @@ import os
 import re
 import stat
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from agent.model_metadata import CACHE_FILE_NAME
 from gateway.alerts.sending import UNSENT_FILE
-from gateway.backup_status import STATUS_FILE, described, last_run, utc
+from gateway.backup_status import STATUS_FILE, described, last_run, overdue, utc
 from gateway.build import WEBHOOK_SECRET_FILE
 from gateway.config.routes import model_label
 from gateway.config.schema import (
@@ -345,6 +346,13 @@ def check_backup(config: Config) -> Check:
             "backup",
             True,
             "none made yet (`nightowl backup`; daily: `nightowl install-service --backup-daily`)",
+        )
+    if run.whole and overdue(run, time.time()):
+        return Check(
+            "backup",
+            False,
+            f"the daily backup has not run since {utc(run.at)}",
+            "check its timer: systemctl --user list-timers nightowl-backup.timer",
         )
     if run.whole:
         return Check("backup", True, f"the last one, {utc(run.at)}: {run.what}")

@@ -8,6 +8,7 @@ import asyncio
 import io
 import logging
 import socket
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from aiohttp import web
 
 from adapters.base import DeliveryError, OutboundMessage
+from gateway.backup_status import BackupRun, record_run
 from gateway.config.schema import Config, ConfigError, parse_config
 from gateway.ops.backup import BackupError, backup
 from tests.dashboard.support import client_of, dashboard_config, log_in
@@ -212,6 +214,20 @@ async def test_a_failed_backup_is_told_at_once_and_cleared_by_the_next_whole_one
     assert "(no whole backup since this was kept)" in started
     assert "journalctl --user -u nightowl-backup" in started
     assert sent[1].startswith("✅ nightowl: resolved: the backup of ")
+
+
+async def test_a_daily_backup_that_stopped_coming_is_told(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    operator = RecordingAdapter("telegram")
+    config = make_config(tmp_path / "data", fake_llm, **alerts([f"telegram:{OPERATOR}"]))
+    (tmp_path / "data").mkdir()
+    three_days_ago = time.time() - 3 * 86_400
+    record_run(config.data_dir, BackupRun(three_days_ago, True, "/b.tar.gz", every=86_400))
+    async with running_gateway(config, operator):
+        [started] = await operator.wait_sent(1)
+    assert started.startswith("⚠ nightowl: the daily backup has not run since ")
+    assert "loginctl enable-linger" in started
 
 
 async def test_a_model_server_down_before_any_message_is_told_and_cleared_when_it_listens(

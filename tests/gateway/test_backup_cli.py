@@ -269,6 +269,27 @@ def test_each_run_is_kept_for_the_alerts_and_doctor(
     assert "(the last whole backup: " in again.detail
 
 
+def test_a_daily_run_that_stops_coming_is_said_by_doctor(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The timer's runs say --daily: a user's timer stops at logout without lingering,
+    and only the missing next run tells that it stopped."""
+    code, _, err = nightowl(capsys, "backup", "-c", str(config), "--daily")
+    assert code == 0, err
+    assert check_backup(load_config(config)).ok  # on time
+    record = tmp_path / "data" / STATUS_FILE
+    run = json.loads(record.read_text())
+    assert run["every"] == 86_400
+    run["at"] -= 3 * 86_400  # three days on, no run since
+    record.write_text(json.dumps(run))
+    late = check_backup(load_config(config))
+    assert not late.ok and late.detail.startswith("the daily backup has not run since ")
+    assert "systemctl --user list-timers nightowl-backup.timer" in late.hint
+    code, _, _ = nightowl(capsys, "backup", "-c", str(config))  # by hand: on time again,
+    assert check_backup(load_config(config)).ok
+    assert json.loads(record.read_text())["every"] == 86_400  # and the timer still expected
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: `sudo nightowl backup`")
 def test_a_backup_run_by_root_leaves_its_record_to_the_data_dir_s_owner(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -386,7 +407,7 @@ def test_backup_daily_writes_a_timer_and_a_oneshot_service_beside_the_unit(
     assert unit.exists()
     values = dict(line.split("=", 1) for line in service.read_text().splitlines() if "=" in line)
     assert values["Type"] == "oneshot" and values["UMask"] == "0077"
-    assert values["ExecStart"].endswith(f"backup -c {config} --keep 5")
+    assert values["ExecStart"].endswith(f"backup -c {config} --keep 5 --daily")
     assert "OnCalendar=daily" in timer.read_text() and "Persistent=true" in timer.read_text()
     assert "systemctl --user enable --now nightowl-backup.timer" in out
     analyze = shutil.which("systemd-analyze")
