@@ -65,34 +65,30 @@ class AlertSender:
         #: The private chat of each ``to`` entry, once opened.
         self._chats: dict[str, str] = {}
         self._kept = kept
-        unsent, given_up, damaged = _load(kept)
+        unsent, given_up = _load(kept)
         recipients = {*settings.to, *(["webhook"] if settings.webhook else [])}
         #: What could not be sent yet, oldest first; kept messages for a recipient the
         #: config no longer names are dropped.
         self.unsent: deque[Unsent] = deque(m for m in unsent if m.to in recipients)
         #: (recipient, condition) whose start was given up: its clearing goes too.
         self._given_up: set[tuple[str, str]] = {pair for pair in given_up if pair[0] in recipients}
-        #: The file says other than this (damaged, or a recipient dropped): save soon.
-        self._stale = damaged or len(self.unsent) != len(unsent)
+        #: What the file holds ("": no file; None: unknown, so the next save writes it).
+        self._written: str | None = None if kept is not None and kept.exists() else ""
 
     @property
     def has_recipients(self) -> bool:
         return bool(self.settings.to or self.settings.webhook)
 
     async def send(self, condition: str, state: str, since: float, text: str) -> None:
-        had, given_up = bool(self.unsent), set(self._given_up)
         for entry in self.settings.to:
             await self._attempt(Unsent(entry, condition, state, text))
         if self.settings.webhook:
             body = {"condition": condition, "state": state, "since": since, "text": text}
             await self._attempt(Unsent("webhook", condition, state, text, body))
-        if had or self.unsent or self._stale or given_up != self._given_up:
-            self._save()  # else nothing waits, before or now: no file to touch
+        self._save()
 
     async def retry(self) -> None:
         """Send again what failed before, oldest first; what fails again stays."""
-        if not self.unsent and not self._stale:
-            return
         waiting, self.unsent = self.unsent, deque()
         now = self.clock()
         for message in waiting:
@@ -103,21 +99,24 @@ class AlertSender:
         self._save()
 
     def _save(self) -> None:
-        """The unsent messages into :data:`UNSENT_FILE`; none: no file."""
+        """What waits into :data:`UNSENT_FILE` when it changed; nothing waits: no file."""
         if self._kept is None:
             return
+        text = ""
+        if self.unsent or self._given_up:
+            kept = {"unsent": [asdict(m) for m in self.unsent], "given_up": sorted(self._given_up)}
+            text = json.dumps(kept) + "\n"
+        if text == self._written:
+            return
         try:
-            if self.unsent or self._given_up:
-                kept = {
-                    "unsent": [asdict(message) for message in self.unsent],
-                    "given_up": sorted(self._given_up),
-                }
-                write_private(self._kept, json.dumps(kept) + "\n", make_dir=False)
+            if text:
+                write_private(self._kept, text, make_dir=False)
             else:
                 self._kept.unlink(missing_ok=True)
-            self._stale = False
         except OSError as error:  # a full disk: they stay in memory all the same
             log.warning("unsent alerts not kept in %s: %s", self._kept, error)
+            return
+        self._written = text
 
     async def _attempt(self, message: Unsent) -> None:
         """Send ``message``, unless its recipient failed already (this check, or one it
@@ -207,18 +206,18 @@ def _line(message: Unsent) -> str:
     return message.text.replace("\n", " ")
 
 
-def _load(kept: Path | None) -> tuple[list[Unsent], list[tuple[str, str]], bool]:
-    """The messages a previous run could not send, the starts it gave up, and whether
-    the file was damaged (logged; the next save replaces it)."""
+def _load(kept: Path | None) -> tuple[list[Unsent], list[tuple[str, str]]]:
+    """The messages a previous run could not send, and the starts it gave up (none from
+    a damaged file: logged, and the next save replaces it)."""
     if kept is None:
-        return [], [], False
+        return [], []
     try:
         raw = json.loads(kept.read_text(encoding="utf-8"))
         unsent = [Unsent(**entry) for entry in raw["unsent"]]
         given_up = [(str(to), str(condition)) for to, condition in raw["given_up"]]
     except FileNotFoundError:
-        return [], [], False
+        return [], []
     except (OSError, ValueError, TypeError, KeyError) as error:
         log.warning("unsent alerts in %s not read: %s", kept, error)
-        return [], [], True
-    return unsent, given_up, False
+        return [], []
+    return unsent, given_up
