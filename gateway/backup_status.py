@@ -101,11 +101,12 @@ def overdue(run: BackupRun, now: float) -> bool:
     )
 
 
-def described(run: BackupRun) -> str:
-    """What went wrong with ``run``, in one sentence with the last whole backup; empty
-    when it was whole."""
+def described(run: BackupRun, now: float) -> str:
+    """What is wrong with ``run`` at ``now``, in one sentence: it failed or left the
+    database out (with the last whole backup), or the timer's next one is overdue;
+    empty when it was whole and on time."""
     if run.whole:
-        return ""
+        return f"the daily backup has not run since {utc(run.at)}" if overdue(run, now) else ""
     if run.ok:
         what = f"the backup of {utc(run.at)} holds no database: {run.what}"
     else:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.backup_status import described, last_run, overdue, utc
+from gateway.backup_status import described, last_run
 from gateway.connecting import connect_problem, shown_url
 from gateway.events import Payload
 
@@ -154,9 +154,13 @@ class BudgetsReached:
         if self.since is None:
             self.since = now
 
-    def observation(self, now: float) -> Observation | None:
+    def refusing_at(self, now: float) -> dict[tuple[str, str], float]:
+        """The budgets still refusing at ``now`` (a reset one forgotten)."""
         self.refusing = {key: at for key, at in self.refusing.items() if at > now}
-        if not self.refusing:
+        return self.refusing
+
+    def observation(self, now: float) -> Observation | None:
+        if not self.refusing_at(now):
             self.since = None
             return None
         names = ", ".join(f"{budget} ({subject})" for budget, subject in sorted(self.refusing))
@@ -223,27 +227,22 @@ def backup_observation(data_dir: Path, now: float) -> Observation | None:
     timer's next one is overdue (None: it was whole and on time, or none was kept).
     Told at once: a backup fails once a night, not a moment."""
     run = last_run(data_dir)
-    if run is None:
+    what = described(run, now) if run is not None else ""
+    if run is None or not what:
         return None
-    if run.whole and overdue(run, now):
-        return Observation(
-            what=f"the daily backup has not run since {utc(run.at)}",
-            todo="Check its timer: systemctl --user list-timers nightowl-backup.timer (a"
-            " user's timers stop at logout without `loginctl enable-linger`; --system:"
-            " without --user); this clears at the next whole backup",
-            since=run.at,
-            at_once=True,
+    if run.whole:  # whole, but the next one did not come
+        todo = (
+            "Check its timer: systemctl --user list-timers nightowl-backup.timer (a user's"
+            " timers stop at logout without `loginctl enable-linger`; --system: without"
+            " --user); this clears at the next whole backup"
         )
-    if run.whole:
-        return None
-    return Observation(
-        what=described(run),
-        todo="Run `nightowl backup` to see what it says and fix that (the daily timer's "
-        "runs: journalctl --user -u nightowl-backup, without --user for a --system "
-        "install); this clears at the next whole backup",
-        since=run.at,
-        at_once=True,
-    )
+    else:
+        todo = (
+            "Run `nightowl backup` to see what it says and fix that (the daily timer's runs:"
+            " journalctl --user -u nightowl-backup, without --user for a --system install);"
+            " this clears at the next whole backup"
+        )
+    return Observation(what=what, todo=todo, since=run.at, at_once=True)
 
 
 def undelivered_observation(count: int) -> Observation | None:

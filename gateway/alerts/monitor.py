@@ -170,9 +170,8 @@ class Alerts:
 
     def budgets_refusing(self) -> list[tuple[str, str, float]]:
         """(budget, subject, resets at) of each budget refusing calls now."""
-        now = self.clock()
-        refusing = self.budgets.refusing.items()
-        return [(budget, subject, at) for (budget, subject), at in refusing if at > now]
+        refusing = self.budgets.refusing_at(self.clock()).items()
+        return [(budget, subject, at) for (budget, subject), at in refusing]
 
     def current(self) -> list[ActiveAlert]:
         """The conditions holding now (told or not yet), oldest first."""
@@ -234,15 +233,17 @@ class Alerts:
     async def _extend(self, alert: ActiveAlert) -> None:
         """A told start's later end into the store (a monthly budget joined a daily one):
         else a restart after the earlier end would take the start as over by itself."""
-        later = alert.until is not None and alert.until > (alert.stored_until or alert.until)
-        if not later or not self.sender.has_recipients or alert.until is None:
+        until = alert.until
+        if until is None or until <= (alert.stored_until or until):
+            return
+        if not self.sender.has_recipients:  # nothing was claimed, so nothing to move
             return
         try:
-            await self.told.extend(self._key(alert), alert.until)
+            await self.told.extend(self._key(alert), until)
         except Exception:  # the store's trouble is logged where it happens; tried again
             log.exception("alerts: the store cannot keep when %s ends", alert.condition)
             return
-        alert.stored_until = alert.until
+        alert.stored_until = until
 
     async def _cleared(self, alert: ActiveAlert, now: float) -> None:
         if not alert.reported:
@@ -337,11 +338,11 @@ class Alerts:
             "budget": self.budgets.observation(now),
         }
         found["disk"], found["backup"] = await asyncio.to_thread(self._look_at_files)
-        if self.model_server is not None and not self.uses[REPLIES].seen:
+        if (server := self._model_server_to_look_at()) is not None:
             # No reply asked yet (a quiet night after a reboot that started nightowl
             # before its model server): whether anything listens where the calls will go.
             try:
-                found[REPLIES] = await self.model_server.observation()
+                found[REPLIES] = await server.observation()
             except Exception:  # a look must never stop the others; what held still holds
                 log.exception("looking at the model server failed")
                 if (alert := self.active.get(REPLIES)) is not None and alert.holding:
@@ -375,10 +376,9 @@ class Alerts:
         disk = disk_observation(self.data_dir, self.disk_min_free_share, self.disk_min_free_bytes)
         return disk, backup_observation(self.data_dir, self.clock())
 
-    @property
-    def _looks_at_model_server(self) -> bool:
+    def _model_server_to_look_at(self) -> ModelServer | None:
         """Until its first reply, the local model server is looked at, not waited for."""
-        return self.model_server is not None and not self.uses[REPLIES].seen
+        return None if self.uses[REPLIES].seen else self.model_server
 
     def _unknown(self, alert: ActiveAlert, now: float) -> bool:
         """A condition taken up from the store that no look can confirm yet: a model's
@@ -390,7 +390,7 @@ class Alerts:
         if alert.condition == "budget":
             lifted = alert.what == BOT_MONTHLY_WHAT and self.uses[REPLIES].seen
             return alert.until is not None and alert.until > now and not lifted
-        if alert.what.startswith(MODEL_SERVER_WHAT) and self._looks_at_model_server:
+        if alert.what.startswith(MODEL_SERVER_WHAT) and self._model_server_to_look_at():
             return False  # what the look did not see again has cleared
         use = self.uses.get(alert.condition)
         return use is not None and not use.seen

@@ -30,7 +30,7 @@ from typing import TextIO
 
 from agent.model_metadata import CACHE_FILE_NAME
 from gateway.alerts.sending import UNSENT_FILE
-from gateway.backup_status import STATUS_FILE, described, last_run, overdue, utc
+from gateway.backup_status import STATUS_FILE, described, last_run, utc
 from gateway.build import WEBHOOK_SECRET_FILE
 from gateway.config.routes import model_label
 from gateway.config.schema import (
@@ -347,18 +347,17 @@ def check_backup(config: Config) -> Check:
             True,
             "none made yet (`nightowl backup`; daily: `nightowl install-service --backup-daily`)",
         )
-    if run.whole and overdue(run, time.time()):
+    wrong = described(run, time.time())
+    if not wrong:
+        return Check("backup", True, f"the last one, {utc(run.at)}: {run.what}")
+    if run.whole:  # whole, but the next one did not come
         return Check(
             "backup",
             False,
-            f"the daily backup has not run since {utc(run.at)}",
+            wrong,
             "check its timer: systemctl --user list-timers nightowl-backup.timer",
         )
-    if run.whole:
-        return Check("backup", True, f"the last one, {utc(run.at)}: {run.what}")
-    return Check(
-        "backup", False, described(run), "run `nightowl backup` to see what it says and fix that"
-    )
+    return Check("backup", False, wrong, "run `nightowl backup` to see what it says and fix that")
 
 
 # -- the dashboard -------------------------------------------------------------------------

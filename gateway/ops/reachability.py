@@ -381,11 +381,9 @@ async def check_alerts_reach(config: Config, timeout: float) -> Check | None:
     told = list(chats)
     if alerts.webhook:
         shown = shown_url(alerts.webhook)
-        through_proxy = proxied(alerts.webhook)
-        why = None if through_proxy else await connect_problem(alerts.webhook, timeout)
-        if through_proxy:
+        if proxied(alerts.webhook):
             told.append(f"{shown} (through the environment's proxy: not checked)")
-        elif why is None:
+        elif (why := await connect_problem(alerts.webhook, timeout)) is None:
             told.append(f"{shown} (it accepts connections; nothing was sent)")
         else:
             rest = "go to alerts.to only" if chats else "only be logged"
