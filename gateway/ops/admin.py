@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from agent.compression.markers import is_summary_message, text_of
 from gateway.config.schema import Config
+from gateway.connecting import os_reason
 from gateway.ops.store_command import no_database, with_store
 from gateway.private_files import write_private
 from gateway.store import MemoryOwner, OperatorStore, SessionSummary, Store, StoredMessage
@@ -254,7 +255,7 @@ async def export_session(
         return 1
     except OSError as exc:
         where = "standard output" if output is None else output
-        print(f"nightowl: could not write {where}: {_os_reason(exc)}", file=err)
+        print(f"nightowl: could not write {where}: {os_reason(exc)}", file=err)
         return 1
     where = "" if output is None else f" to {output}"
     print(f"exported {len(rows):,} rows ({archived:,} archived){where}", file=err)
@@ -286,10 +287,6 @@ def write_export(output: str, text: str, *, force: bool = False) -> None:
     if path.exists() and not force:
         raise ExportRefused(f"{path} exists; pass --force to overwrite it")
     write_private(path, text, make_dir=False)
-
-
-def _os_reason(exc: OSError) -> str:
-    return (exc.strerror or str(exc)).lower() if exc.errno else str(exc)
 
 
 # -- forget --------------------------------------------------------------------------------

@@ -254,7 +254,6 @@ def _point_at(config: Path, target: Path) -> None:
 DSN_VARIABLE = "NIGHTOWL_DSN"
 #: Said when the restored config's ``store.dsn`` cannot be rewritten in place.
 _SET_DSN_BY_HAND = "  set store.dsn in the restored config.yaml to the database --dsn names"
-_VARIABLE = re.compile(r"^\$\{(\w+)\}$")
 
 
 def point_dsn_at(target: Path, dsn: str) -> str:
@@ -270,7 +269,7 @@ def point_dsn_at(target: Path, dsn: str) -> str:
         written = raw["store"]["dsn"]
     except (OSError, ConfigError, KeyError, TypeError):
         return _SET_DSN_BY_HAND
-    named = _VARIABLE.match(str(written))
+    named = VARIABLE.fullmatch(str(written))
     variable = named.group(1) if named else DSN_VARIABLE
     rows = text.splitlines(keepends=True)
     at = lines.get("store.dsn", 0) - 1
