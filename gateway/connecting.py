@@ -19,10 +19,9 @@ def shown_url(url: str) -> str:
     secret and are left out."""
     parts = urlsplit(url)
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return f"{parts.scheme}://{_host(parts)}:{_port(parts)}"
     except ValueError:  # a port that is not a number
         return f"{parts.scheme}://{_host(parts)}"
-    return f"{parts.scheme}://{_host(parts)}:{port}"
 
 
 def host_port(url: str) -> str:
@@ -34,6 +33,11 @@ def host_port(url: str) -> str:
     except ValueError:
         port = None
     return f"{_host(parts)}:{port}" if port else _host(parts)
+
+
+def _port(parts: SplitResult) -> int:
+    """The port ``parts`` names, or its scheme's (ValueError: not a port)."""
+    return parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def _host(parts: SplitResult) -> str:
@@ -50,7 +54,7 @@ async def connect_problem(url: str, timeout: float) -> str | None:
     127.0.0.1), and the last one's reason is said, not asyncio's list of them all."""
     try:
         parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = _port(parts)
     except ValueError:  # not a number, or past 65535
         return "its port is not valid"
     host = parts.hostname
