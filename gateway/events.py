@@ -138,6 +138,9 @@ class ModelRequest(Event):
     #: characters of the server's words (the route's key redacted; the log and the
     #: alerts redact every configured secret); "" when it succeeded.
     error: str = ""
+    #: The model as people are told of it: ``qwen3:8b at 127.0.0.1:11434`` on a server
+    #: of one's own, ``gpt-4o-mini via openai`` on the provider's API (no credentials).
+    label: str = ""
 
 
 @dataclass(frozen=True)

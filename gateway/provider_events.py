@@ -24,6 +24,7 @@ from agent.providers.base import Completion, Provider, ProviderError, TextCallba
 from agent.providers.errors import EMPTY_RESPONSE, JSON_DECODE, STREAM_CLOSED
 from agent.served_window import ServedWindow
 from gateway.build import Providers
+from gateway.config.routes import model_label
 from gateway.cost.meter import CostMeter
 from gateway.events import EventBus, ModelRequest
 
@@ -180,6 +181,7 @@ class ReportedProvider(Provider):
                 model=self.inner.model,
                 outcome=outcome,
                 seconds=round(time.perf_counter() - started, 4),
+                label=model_label(self.inner.model, self.inner.name, self.inner.base_url),
                 **fields,
             )
         )

@@ -76,7 +76,8 @@ class ProviderFailures:
         self.condition = condition
         self.kinds = kinds
         self.per_model = per_model
-        #: What fails: by ``<model> via <provider>`` (per model), else one entry.
+        #: What fails: by the model's label (per model; gateway/config/routes.py:
+        #: ``model_label``), else one entry.
         self.failing: dict[str, Failing] = {}
         #: A call of this use was seen since start.
         self.seen = False
@@ -85,7 +86,7 @@ class ProviderFailures:
         if str(payload.get("kind")) not in self.kinds:
             return
         self.seen = True
-        model = f"{payload.get('model')} via {payload.get('provider')}"
+        model = str(payload.get("label") or f"{payload.get('model')} via {payload.get('provider')}")
         key = model if self.per_model else ""
         outcome = str(payload.get("outcome"))
         if outcome == "ok":

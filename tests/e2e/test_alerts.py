@@ -20,6 +20,7 @@ from aiohttp import web
 from adapters.base import DeliveryError, OutboundMessage
 from gateway.backup_status import BackupRun, record_run
 from gateway.config.schema import Config, ConfigError, parse_config
+from gateway.connecting import host_port
 from gateway.ops.backup import BackupError, backup
 from tests.dashboard.support import client_of, dashboard_config, log_in
 from tests.dashboard.test_metrics import samples
@@ -124,7 +125,8 @@ async def test_a_provider_failing_every_call_is_told_once_and_its_recovery_once(
 
     [start] = told(telegram, "⚠")
     text = visible(start.text)
-    assert "the model (fake-model via openai) failed every call (1 so far)" in text
+    # The model named as its server is (model_label), not as the SDK that speaks to it.
+    assert f"the model (fake-model at {host_port(llm.openai_base_url)}) failed every" in text
     assert "the last with other (HTTP 500): " in text and "down" in text
     failures = [r for r in caplog.records if r.name == "gateway.provider_events"]
     assert failures and failures[0].levelno == logging.WARNING

@@ -22,6 +22,7 @@ from gateway.alerts.sending import UNSENT_FILE, UNSENT_KEPT, AlertSender
 from gateway.app import Gateway
 from gateway.config.alerts import AlertsConfig
 from gateway.config.schema import Config
+from gateway.connecting import host_port
 from gateway.events import BudgetReached
 from gateway.store import AlertStore, AlertTold, Claim, PairingRequest, StoreError
 from tests.e2e.test_alerts import OPERATOR, Outage, alerts
@@ -145,8 +146,9 @@ async def test_a_failing_model_told_before_a_restart_stands_until_a_call_says_ot
             assert [a.condition for a in gateway.operations.alerts()] == ["provider"]
             await console.say("and now?")
             [cleared] = await after.wait_sent(1)
-    assert started.startswith("⚠ nightowl: the model (fake-model via openai) failed")
-    assert cleared.startswith("✅ nightowl: resolved: the model (fake-model via openai)")
+    model = f"fake-model at {host_port(llm.openai_base_url)}"
+    assert started.startswith(f"⚠ nightowl: the model ({model}) failed")
+    assert cleared.startswith(f"✅ nightowl: resolved: the model ({model})")
 
 
 async def test_replicas_tell_a_shared_condition_once(
@@ -322,7 +324,8 @@ async def test_a_failing_summary_model_is_told_though_replies_work(
             await console.wait_sent(5)  # a reply: the main model works
             [started] = await operator.wait_sent(1)
     assert started.startswith(
-        "⚠ nightowl: the model for summaries (summary-model via openai) failed every call"
+        f"⚠ nightowl: the model for summaries (summary-model at "
+        f"{host_port(summaries.openai_base_url)}) failed every call"
     )
     assert "replies go on" in started
 
@@ -471,7 +474,7 @@ async def test_an_alert_never_says_a_secret_the_server_s_error_quotes(
         await console.say("hello?")
         [started] = await operator.wait_sent(1)
         told = await gateway.store.alerts.told()
-    assert started.startswith("⚠ nightowl: the model (fake-model via openai) failed")
+    assert started.startswith(f"⚠ nightowl: the model (fake-model at 127.0.0.1:{port}) failed")
     assert "proxy-pass-0123456789" not in started
     assert all("proxy-pass-0123456789" not in row.what for row in told)
 
