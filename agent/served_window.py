@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -59,6 +59,10 @@ class ServedWindow:
     tokens: int | None
     #: What the model declares (its training window): an upper bound, never served more.
     declared: int | None = None
+    #: False: the server does not have this model at all (never pulled, a name typed
+    #: wrong), and every request for it is refused; ``models`` are the ones it has.
+    has_model: bool = True
+    models: tuple[str, ...] = ()
 
     @property
     def cuts_silently(self) -> bool:
@@ -145,6 +149,8 @@ class _Http:
         #: Whether any request got an HTTP response (of any status), and why one did not.
         self.answered = False
         self.failure: str | None = None
+        #: The status of the last response.
+        self.status: int | None = None
 
     async def json(
         self, method: str, url: str, body: Any = None, timeout: float | None = None
@@ -161,12 +167,22 @@ class _Http:
             self.failure = self.failure or type(exc).__name__
             return None
         self.answered = True
+        self.status = response.status_code
         if response.status_code != 200:
             return None
         try:
             return response.json()
         except ValueError:
             return None
+
+
+def _is_vllm(entry: Mapping[str, Any]) -> bool:
+    return entry.get("owned_by") == "vllm" or "max_model_len" in entry
+
+
+def _names(names: Iterable[Any]) -> tuple[str, ...]:
+    """The model names a server listed (at most ten, in its order)."""
+    return tuple(name for name in names if isinstance(name, str) and name)[:10]
 
 
 def _positive(value: Any) -> int | None:
@@ -187,6 +203,11 @@ async def _ollama(asker: _Http, root: str, base: str, model: str) -> ServedWindo
     # What the model's own files say: its declared length, and a Modelfile's num_ctx
     # (served whether it is loaded or not).
     shown = await asker.json("POST", f"{root}/api/show", {"model": model})
+    if shown is None and asker.status == 404:  # "model 'x' not found": not pulled
+        tags = await asker.json("GET", f"{root}/api/tags")
+        listed = tags.get("models") if isinstance(tags, Mapping) else None
+        names = [m.get("name") for m in listed if isinstance(m, Mapping)] if listed else []
+        return ServedWindow("ollama", None, has_model=False, models=_names(names))
     declared = num_ctx = None
     if isinstance(shown, Mapping):
         parameters = shown.get("parameters")
@@ -245,10 +266,20 @@ async def _lmstudio(asker: _Http, root: str, base: str, model: str) -> ServedWin
 async def _openai_models(asker: _Http, root: str, base: str, model: str) -> ServedWindow | None:
     listing = await asker.json("GET", f"{base}/models")
     data = listing.get("data") if isinstance(listing, Mapping) else None
-    for entry in data if isinstance(data, list) else []:
-        if not isinstance(entry, Mapping) or entry.get("id") != model:
+    entries = [e for e in data if isinstance(e, Mapping)] if isinstance(data, list) else []
+    if (
+        entries
+        and all(_is_vllm(e) for e in entries)
+        and not any(e.get("id") == model for e in entries)
+    ):
+        # vLLM serves only its --served-model-name: "The model `x` does not exist."
+        return ServedWindow(
+            "vllm", None, has_model=False, models=_names(e.get("id") for e in entries)
+        )
+    for entry in entries:
+        if entry.get("id") != model:
             continue
-        if entry.get("owned_by") == "vllm" or "max_model_len" in entry:
+        if _is_vllm(entry):
             return ServedWindow("vllm", _positive(entry.get("max_model_len")))
         meta = entry.get("meta")
         if isinstance(meta, Mapping):  # llama.cpp without /props: only the training window

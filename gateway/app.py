@@ -10,6 +10,7 @@ from typing import Any
 
 from agent.prompt_caching import caching_enabled, caching_log_line, resolve_cache_ttl
 from gateway.assembly import Assembly
+from gateway.config.routes import model_label
 from gateway.events import GatewayStarted, GatewayStopped, load_hook
 from gateway.store.errors import damage_found
 
@@ -45,9 +46,8 @@ class Gateway(Assembly):
             ttl = resolve_cache_ttl(self.config.prompt_caching.cache_ttl, human_paced=True)
             log.info(caching_log_line(main.model, main.name, ttl))
         log.info(
-            "model %s via %s, window %s tokens, context engine %s",
-            main.model,
-            main.name,
+            "model %s, window %s tokens, context engine %s",
+            model_label(main.model, main.name, main.base_url),
             f"{self.current_window():,}",
             self.engine_choice.resolved,
         )

@@ -34,7 +34,8 @@ class ProviderError(NightowlError):
     ``prompt_tokens`` when it stated the prompt's size as the server counted it
     (docs/design.md#overflow-errors).
     ``detail`` refines a kind where callers need it (see :mod:`agent.providers.errors`):
-    ``stream_closed``, ``json_decode`` and ``empty_response`` (kind ``other``), ``quota``
+    ``stream_closed``, ``json_decode``, ``empty_response`` and ``no_such_model`` (kind
+    ``other``), ``quota``
     (kind ``auth``); empty otherwise.
     The message never contains credentials: it is built from the server's error text.
     """

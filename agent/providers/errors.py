@@ -12,7 +12,8 @@ live in one place:
 - ``rate_limit`` (429, ``retry_after`` from the headers or "try again in Ns"),
   ``overloaded`` (529, ``overloaded_error``, 503 "overloaded"/"at capacity"),
   ``auth`` (401/403, and quota exhaustion with ``detail="quota"``), ``timeout``,
-  ``network``, and ``other`` for everything else.
+  ``network``, and ``other`` for everything else — a 404 naming the model as
+  ``detail="no_such_model"`` (never pulled, or its name typed wrong).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ STREAM_CLOSED = "stream_closed"
 JSON_DECODE = "json_decode"
 EMPTY_RESPONSE = "empty_response"
 QUOTA = "quota"
+#: The server has no such model (kind ``other``): never pulled, or a name typed wrong.
+NO_SUCH_MODEL = "no_such_model"
 
 MAX_MESSAGE_CHARS = 500
 
@@ -113,6 +116,13 @@ _PROMPT_PATTERNS = tuple(
 _RETRY_IN = re.compile(r"try again in (\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
 _OVERLOADED = re.compile(r"overloaded|at capacity", re.IGNORECASE)
 _QUOTA = re.compile(r"insufficient_quota|exceeded your current quota|credit", re.IGNORECASE)
+#: A 404 about the model, not the path: OpenAI's ``model_not_found``, Anthropic's
+#: ``not_found_error`` ("model: x"), Ollama's "model 'x' not found", vLLM's "The model
+#: `x` does not exist." (tests/fakes/local_servers.py).
+_NO_SUCH_MODEL = re.compile(
+    r"model_not_found|not_found_error|\bmodel\b.{0,200}\b(?:not found|does not exist)",
+    re.IGNORECASE,
+)
 
 
 def looks_like_overflow(*texts: str | None) -> bool:
@@ -189,6 +199,8 @@ def classify_kind(
         return "overloaded", ""
     if status in (408, 504) or error_type == "timeout_error":
         return "timeout", ""
+    if status == 404 and _NO_SUCH_MODEL.search(f"{code} {error_type} {message}"):
+        return "other", NO_SUCH_MODEL
     return "other", ""
 
 

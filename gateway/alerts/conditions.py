@@ -114,8 +114,8 @@ class ProviderFailures:
         since = min(f.since for f in self.failing.values())
         if self.condition == REPLIES:
             todo = (
-                "Check the provider's status, the API key and model.base_url (`nightowl "
-                "doctor` tries the route); meanwhile no replies are written"
+                "Check the provider's status, the API key, model.base_url and model.name "
+                "(`nightowl doctor` tries the route); meanwhile no replies are written"
             )
         else:
             todo = (

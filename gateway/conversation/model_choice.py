@@ -21,7 +21,7 @@ from typing import Any
 
 from agent.model_metadata import CACHE_FILE_NAME, ContextLengthResolver, ResolvedWindow
 from agent.providers import Provider
-from agent.served_window import ENLARGE_HINTS
+from agent.served_window import ENLARGE_HINTS, ServedWindow
 from gateway.config.models import DEFAULT_CHOICE, ModelChoice
 from gateway.config.routes import model_label
 from gateway.conversation.hygiene import measure_tokens
@@ -87,8 +87,8 @@ class ModelChoices:
         """Ask every model's server what window it serves (docs/design.md#served-window),
         and do ``also`` (the summary model's ask) beside them, waiting at most ``within``
         seconds; the asks still under way are returned, to finish in the background. A
-        server that serves less than the config says is told to the operator in the log,
-        once, when it answers."""
+        server that serves less than the config says, or does not have the model at all,
+        is told to the operator in the log, once, when it answers."""
         asks: dict[str, asyncio.Task[None]] = {
             f"also {n}": asyncio.create_task(ask()) for n, ask in enumerate(also)
         }
@@ -104,13 +104,30 @@ class ModelChoices:
 
     async def _ask(self, asked: ModelChoice) -> None:
         route = asked.route
-        await self.windows.ask_server(
+        served = await self.windows.ask_server(
             route.name, route.provider, route.base_url, self.provider(asked).served_window
         )
+        if served is not None and not served.has_model:
+            log.warning("%s", missing_model(asked, served))
         for choice in self.choices.values():  # every choice on that endpoint and model
             note = self.window_note(choice)
             if choice.route == route and note.served_less:
                 log.warning("%s: %s", _config_key(choice).rsplit(".", 1)[0], note.text)
+
+
+def missing_model(choice: ModelChoice, served: ServedWindow) -> str:
+    """What to do about a server that does not have the model: the names it has, and on
+    Ollama the pull that would fetch it."""
+    route = choice.route
+    where = model_label(route.name, route.provider, route.base_url).rsplit(" at ", 1)[-1]
+    section = _config_key(choice).rsplit(".", 1)[0]
+    has = f" (it has {', '.join(served.models)})" if served.models else " (it lists none)"
+    fix = f"set {section}.name to one it has"
+    if served.server == "ollama":
+        fix += f", or fetch it with `ollama pull {route.name}`"
+    return (
+        f"the model server at {where} has no model {route.name}{has}, so every reply fails: {fix}"
+    )
 
 
 def _config_key(choice: ModelChoice) -> str:

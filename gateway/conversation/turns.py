@@ -17,6 +17,7 @@ from adapters.base import Adapter, DeliveryError, OutboundMessage
 from agent.cost.budget import Budgets
 from agent.memory import MemoryBlock
 from agent.providers.base import ProviderError
+from agent.providers.errors import NO_SUCH_MODEL
 from agent.tools import ToolContext
 from agent.turn_result import CUT_SHORT, EMPTY_ANSWER, CompressionExhausted, TurnResult
 from agent.usage_anchor import UsageAnchor, anchored_tokens
@@ -395,6 +396,11 @@ def describe_provider_error(error: ProviderError | CompressionExhausted) -> str:
         return (
             "This conversation no longer fits the model's context window, even after "
             "summarizing it. Send /compress to try again, or /new to start fresh."
+        )
+    if error.detail == NO_SUCH_MODEL:
+        return (
+            "The model server doesn't have the model this bot is set to use. The bot's "
+            "owner needs to fix the model's name (or fetch the model)."
         )
     wait = f" in about {int(error.retry_after) + 1} s" if error.retry_after else " in a minute"
     return {

@@ -109,7 +109,8 @@ async def check_window(
     route: ModelRoute, configured: int | None, timeout: float, data_dir: Path
 ) -> Check | None:
     """What the server says it serves the model with (docs/design.md#served-window),
-    against ``model.context_length``; None when a hosted API does not say, or the window
+    against ``model.context_length``; None when the server lacks the model (the provider's
+    check says so), a hosted API does not say, or the window
     is configured or known (``data_dir``: where learned windows are kept)."""
     key = resolve_api_key(route.provider, route.api_key, route.base_url)
     provider = make_provider(
@@ -124,6 +125,8 @@ async def check_window(
         await provider.aclose()
     if served is None:
         return _unsaid_window(route, configured, data_dir)
+    if not served.has_model:  # the provider's line says so, with the names it has
+        return None
     if served.tokens is None:
         declared = f" (it declares {served.declared:,})" if served.declared else ""
         return Check(

@@ -10,7 +10,8 @@ import pytest
 from aiohttp import web
 
 from agent.providers import ProviderSettings, make_provider
-from agent.providers.errors import classify_failure
+from agent.providers.base import ProviderError
+from agent.providers.errors import NO_SUCH_MODEL, classify_failure
 from agent.served_window import ServedWindow, ask_served_window, server_root
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama, FakeVllm
@@ -43,6 +44,46 @@ async def test_a_bare_ollama_model_name_means_its_latest_tag() -> None:
     async with FakeOllama(model="llama3.2:latest", served=2_048, loaded=True) as ollama:
         served = await ask_served_window(ollama.openai_base_url, "llama3.2")
     assert served is not None and served.tokens == 2_048
+
+
+async def test_ollama_without_the_model_says_so_and_names_the_ones_it_has() -> None:
+    # Names are case-sensitive: "qwen3:8B" was never pulled, "qwen3:8b" was.
+    async with FakeOllama(served=4_096, loaded=True) as ollama:
+        served = await ask_served_window(ollama.openai_base_url, "qwen3:8B", load_timeout=30)
+    assert served == ServedWindow("ollama", None, has_model=False, models=("qwen3:8b",))
+    assert ollama.loads == 0  # nothing to load
+
+
+@pytest.mark.parametrize("wording", ["2024", "2025"])
+async def test_vllm_asked_for_another_model_says_which_one_it_serves(wording: str) -> None:
+    async with FakeVllm(served=8_192, model="Qwen/Qwen3-8B", wording=wording) as server:
+        served = await ask_served_window(server.openai_base_url, "qwen3:8b")
+        assert served == ServedWindow("vllm", None, has_model=False, models=("Qwen/Qwen3-8B",))
+        # ...and the chat request for it is refused as vLLM refuses it.
+        provider = make_provider(
+            ProviderSettings("openai", "qwen3:8b", api_key="k", base_url=server.openai_base_url)
+        )
+        try:
+            with pytest.raises(ProviderError) as refused:
+                await provider.complete([{"role": "user", "content": "hi"}], max_tokens=10)
+        finally:
+            await provider.aclose()
+    assert refused.value.status == 404 and refused.value.detail == NO_SUCH_MODEL
+
+
+def test_a_404_names_a_missing_model_only_when_it_is_about_the_model() -> None:
+    def detail(message: str, error_type: str | None = None, code: str | None = None) -> str:
+        failure = classify_failure(
+            "openai", status=404, error_type=error_type, code=code, message=message
+        )
+        return failure.detail
+
+    openai = "The model `gpt-9` does not exist or you do not have access to it."
+    assert detail(openai, "invalid_request_error", "model_not_found") == NO_SUCH_MODEL
+    assert detail("model: claude-9", "not_found_error") == NO_SUCH_MODEL  # Anthropic
+    assert detail("model 'qwen3:8B' not found", "api_error") == NO_SUCH_MODEL  # Ollama
+    # A base_url without /v1 on Ollama: a wrong path, not a missing model.
+    assert detail("404 page not found") == ""
 
 
 async def test_llama_cpp_says_one_slots_window_not_the_training_one() -> None:

@@ -5,6 +5,7 @@ matrix; the fakes behave as the real servers do (tests/fakes/local_servers.py)."
 
 from __future__ import annotations
 
+import logging
 import random
 from pathlib import Path
 
@@ -76,6 +77,36 @@ async def test_a_configured_window_larger_than_ollama_serves_loses_and_the_opera
         "OLLAMA_CONTEXT_LENGTH (or num_ctx in the model's Modelfile), or lower "
         "model.context_length)" in status
     )
+
+
+async def test_a_model_never_pulled_is_told_at_start_and_to_whoever_writes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # model.name "qwen3:8B" where Ollama has "qwen3:8b": every request is a 404.
+    async with FakeOllama(served=4_096, loaded=True) as ollama:
+        adapter = RecordingAdapter()
+        config = make_config(tmp_path, ollama, model={"name": "qwen3:8B"})
+        with caplog.at_level(logging.WARNING):
+            async with running_gateway(config, adapter) as gateway:
+                told = [r.getMessage() for r in caplog.records if "no model" in r.getMessage()]
+                await adapter.say("hello")
+                [reply] = await adapter.wait_sent(1)
+                session = await gateway.store.conversation.current_session("console:t")
+                assert session is not None
+                kept = await gateway.store.conversation.load_active(session.id)
+    assert told == [
+        f"the model server at 127.0.0.1:{ollama.port} has no model qwen3:8B (it has "
+        "qwen3:8b), so every reply fails: set model.name to one it has, or fetch it with "
+        "`ollama pull qwen3:8B`"
+    ]
+    assert reply == (
+        "The model server doesn't have the model this bot is set to use. The bot's owner "
+        "needs to fix the model's name (or fetch the model)."
+    )
+    # Kept, and answered with what to do; the refused call not tried again.
+    said = [row.message.get("content") for row in kept if row.message["role"] == "user"]
+    assert said == ["hello"]
+    assert len([r for r in ollama.requests if is_turn_request(r)]) == 1
 
 
 @pytest.mark.parametrize(

@@ -414,7 +414,7 @@ class FakeLLM:
         # Refusals a real server makes before generating leave the script untouched.
         if self.api_key is not None and recorded.api_key != self.api_key:
             return _error_response(api, Reply(status=401))
-        overflow = self._overflow_reply(recorded)
+        overflow = self._missing_model_reply(recorded) or self._overflow_reply(recorded)
         if overflow is not None:
             self.refusals += 1
             if overflow.raw_body is not None:  # another server's own error shape
@@ -469,6 +469,11 @@ class FakeLLM:
         if inspect.isawaitable(reply):
             reply = await reply
         return reply
+
+    def _missing_model_reply(self, recorded: Recorded) -> Reply | None:
+        """A refusal of a model the server does not have (the local servers'; this fake
+        answers any name)."""
+        return None
 
     def _overflow_reply(self, recorded: Recorded) -> Reply | None:
         window = self.context_window

@@ -46,6 +46,11 @@ is the truth, as with the real ones.
   (``"num_ctx                        8192"``); 404 ``model 'x' not found``. An empty
   ``POST /api/generate`` loads a model (``done_reason: "load"``; docs/api.md).
   ``GET /api/tags`` lists models; ``/v1/models`` has ``owned_by: "library"`` and no window.
+- A model that was never pulled (or a name typed wrong: names are case-sensitive) is a
+  404 on every endpoint, also ``/v1/chat/completions``: ``{"error": {"message": "model
+  'qwen3:8B' not found", "type": "api_error", "param": null, "code": null}}`` (the native
+  ``{"error": "model 'x' not found"}`` in OpenAI's envelope; before v0.5 it added ", try
+  pulling it first"; netease-youdao/QAnything#555, CrestApps/CrestApps.Core#142).
 - ``POST /api/chat`` (native) honours ``options.num_ctx``, streams NDJSON by default and
   reports ``prompt_eval_count``, ``eval_count`` and ``done_reason``; tool-call arguments
   are JSON objects. Errors are ``{"error": "..."}``.
@@ -62,6 +67,9 @@ the window is not refused — the reply stops when the slot fills, ``finish_reas
 
 **vLLM** (:class:`FakeVllm`, ``vllm/entrypoints/openai``; vllm-project/vllm#12886,
 #20409, PR #22803): ``GET /v1/models`` gives ``max_model_len``, ``owned_by: "vllm"``.
+A name other than ``--served-model-name`` (by default the path or repo it was started
+with) is a 404: ``The model `x` does not exist.``, type ``NotFoundError``
+(vllm-project/vllm#3485), in the envelope of the wording below.
 Prompt + ``max_tokens`` must fit: 400, worded as OpenAI's before v0.10.1 ("However, you
 requested 4200 tokens (3000 in the messages, 1200 in the completion)", envelope ``{"object":
 "error", ..., "code": 400}``) and since as ``'max_tokens' or 'max_completion_tokens' is too
@@ -229,6 +237,13 @@ class FakeOllama(_LocalServer):
 
     def _known(self, name: Any) -> bool:
         return name in (self.model, f"{self.model}:latest") or f"{name}:latest" == self.model
+
+    def _missing_model_reply(self, recorded: Recorded) -> Reply | None:
+        name = recorded.body.get("model")
+        if self._known(name):
+            return None
+        message = f"model '{name}' not found"
+        return Reply(status=404, error_type="api_error", error_message=message)
 
     def _details(self) -> dict[str, Any]:
         return {
@@ -503,6 +518,15 @@ class FakeVllm(_LocalServer):
             "max_model_len": self.served,
         }
         return self._json({"object": "list", "data": [entry]})
+
+    def _missing_model_reply(self, recorded: Recorded) -> Reply | None:
+        name = recorded.body.get("model")
+        if name == self.model:
+            return None
+        error = {"message": f"The model `{name}` does not exist.", "type": "NotFoundError"}
+        error |= {"param": None, "code": 404}
+        body = {"object": "error"} | error if self.wording == "2024" else {"error": error}
+        return Reply(status=404, raw_body=json.dumps(body))
 
     def _overflow_reply(self, recorded: Recorded) -> Reply | None:
         prompt, out, window = recorded.prompt_tokens, recorded.max_tokens, self.served
