@@ -353,4 +353,4 @@ def _self_hosted(provider: Provider) -> ModelServer | None:
         return None
     if proxied(provider.base_url):  # the calls go through the proxy: a look proves nothing
         return None
-    return ModelServer(provider.base_url, provider.model)
+    return ModelServer(provider.base_url, provider.model, ask=provider.served_window)

@@ -4,7 +4,8 @@ Each probe looks once and says what is wrong now; how long it has been so and wh
 to tell anyone is the monitor's (:mod:`gateway.alerts.monitor`). Conditions:
 
 - ``provider``: every reply's model call failed since a moment (from ``llm:request``),
-  or, before the first reply is asked, nothing listens at a local model server's address;
+  or, before the first reply is asked, nothing listens at a local model server's address
+  or the server there does not have the model;
 - ``provider:summaries``: the same for summaries and memory notes;
 - ``platform:<name>``: a platform's adapter receives nothing (:meth:`Adapter.check`);
 - ``undelivered``: replies stored but not accepted by their platform;
@@ -17,11 +18,14 @@ to tell anyone is the monitor's (:mod:`gateway.alerts.monitor`). Conditions:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.served_window import ServedWindow
 from gateway.backup_status import described, last_run
 from gateway.connecting import connect_problem, shown_url
 from gateway.events import Payload
@@ -204,22 +208,36 @@ MODEL_SERVER_TIMEOUT = 3.0
 
 @dataclass(frozen=True)
 class ModelServer:
-    """The main model's own server (a local one), looked at by connecting to it."""
+    """The main model's own server (a local one), looked at by connecting to it, then
+    asking it about the model (``ask``: the provider's ``served_window``)."""
 
     base_url: str
     model: str
     #: Why nothing takes a connection there (None: something does), within a timeout.
     look: Callable[[str, float], Awaitable[str | None]] = connect_problem
+    ask: Callable[[], Awaitable[ServedWindow | None]] | None = None
 
     async def observation(self) -> Observation | None:
+        where = f"{MODEL_SERVER_WHAT}{self.model} at {shown_url(self.base_url)}"
         problem = await self.look(self.base_url, MODEL_SERVER_TIMEOUT)
-        if problem is None:
+        if problem is not None:
+            return Observation(
+                what=f"{where} takes no connection ({problem})",
+                todo="Start it (is its service enabled at boot?) or fix model.base_url "
+                "(`nightowl doctor` tries the route); replies fail until it answers",
+            )
+        served = None
+        if self.ask is not None:
+            with contextlib.suppress(TimeoutError):  # a slow answer says nothing
+                async with asyncio.timeout(MODEL_SERVER_TIMEOUT):
+                    served = await self.ask()
+        if served is None or served.has_model:
             return None
+        has = f"it has {', '.join(served.models)}" if served.models else "it lists none"
+        fetch = f", or fetch it (`ollama pull {self.model}`)" if served.server == "ollama" else ""
         return Observation(
-            what=f"{MODEL_SERVER_WHAT}{self.model} at {shown_url(self.base_url)} takes no"
-            f" connection ({problem})",
-            todo="Start it (is its service enabled at boot?) or fix model.base_url (`nightowl"
-            " doctor` tries the route); replies fail until it answers",
+            what=f"{where} does not have that model ({has})",
+            todo=f"Set model.name to a model it has{fetch}; replies fail until then",
         )
 
 

@@ -8,6 +8,7 @@ answers), at a low priority so a chat does not notice it.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,32 @@ def backup_steps(spec: UnitSpec, written: list[Path]) -> list[str]:
         f"{systemctl} start {SERVICE_NAME}   # one backup now, to see it work",
         f"{journal} -u nightowl-backup",
     ]
+
+
+def unit_without_daily(config_path: Path) -> tuple[Path, str] | None:
+    """The backup unit in systemd's own places (the user's, then the system's) that runs
+    ``config_path``'s backup without ``--daily`` (written before the runs said so, so a
+    timer that stops goes unnoticed), and the ``install-service`` command that writes it
+    again as it was; None when there is none."""
+    config = str(config_path.absolute())
+    for system in (False, True):
+        path = default_unit_path(system).with_name(SERVICE_NAME)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        start = next((line for line in text.splitlines() if line.startswith("ExecStart=")), "")
+        words = start.split()
+        if quote_exec_arg(config) not in start or "--daily" in words:
+            continue
+        keep = words[words.index("--keep") + 1] if "--keep" in words[:-1] else None
+        command = [
+            "sudo nightowl install-service --system" if system else "nightowl install-service"
+        ]
+        command += ["-c", shlex.quote(config), "--backup-daily"]
+        command += ["--keep", keep] if keep and keep != str(DEFAULT_KEEP) else []
+        return path, " ".join([*command, "--force"])
+    return None
 
 
 def _escape(text: str) -> str:

@@ -48,6 +48,7 @@ from gateway.dashboard.exposure import SHORT_TOKEN_FIX, metrics_beyond_loopback,
 from gateway.dashboard.logins import LOGINS_FILE
 from gateway.dashboard.token import DASHBOARD_TOKEN_FILE
 from gateway.logs import CHAT_LOG_NAME, redact, setup_logging
+from gateway.ops.backup_units import unit_without_daily
 from gateway.ops.doctor_postgres import postgres_checks
 from gateway.ops.mcp_check import check_mcp_servers
 from gateway.ops.reachability import (
@@ -341,6 +342,16 @@ def check_backup(config: Config) -> Check:
     """The last ``nightowl backup``'s outcome, as the alerts see it
     (docs/operations.md#backup-alerts)."""
     run = last_run(config.data_dir)
+    stale = unit_without_daily(config.source) if config.source is not None else None
+    if stale is not None:
+        path, again = stale
+        return Check(
+            "backup",
+            False,
+            f"{path} runs without --daily (written by an older nightowl): a daily backup "
+            "that stops coming would not be noticed",
+            f"write it again: {again}",
+        )
     if run is None:
         return Check(
             "backup",

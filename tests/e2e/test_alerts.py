@@ -28,8 +28,15 @@ from tests.e2e.discord_stack import running_stack
 from tests.e2e.telegram_helpers import ANN, BOB, telegram_config, telegram_gateway, visible
 from tests.fakes.discord_world import ALICE, DM_CHANNEL_ID
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
+from tests.fakes.local_servers import FakeOllama
 from tests.fakes.telegram_server import FakeTelegram, SentMessage
-from tests.harness import RecordingAdapter, make_config, running_gateway, turns_done
+from tests.harness import (
+    RecordingAdapter,
+    is_turn_request,
+    make_config,
+    running_gateway,
+    turns_done,
+)
 from tests.waiting import Recording
 
 OPERATOR = 42  # ANN: Telegram's private chat with a user has the user's id
@@ -286,6 +293,33 @@ async def test_a_model_server_alert_told_before_a_restart_clears_after_it_when_i
     assert started.startswith("⚠ nightowl: the model server of fake-model at ")
     assert sent[1].startswith("✅ nightowl: resolved: the model server of fake-model at ")
     assert not fake_llm.requests
+
+
+async def test_a_model_the_server_lacks_is_told_before_any_message_and_cleared_once_pulled(
+    tmp_path: Path,
+) -> None:
+    """Set up at night with a name Ollama doesn't have (a typo, or never pulled): the
+    operator hears it before the first morning message fails."""
+    operator = RecordingAdapter("telegram")
+    async with FakeOllama(model="qwen3:8b", loaded=True) as ollama:
+        config = make_config(
+            tmp_path / "data",
+            ollama,
+            model={"name": "qwen3:8B", "context_length": 4_096},
+            **alerts([f"telegram:{OPERATOR}"]),
+        )
+        async with running_gateway(config, operator) as gateway:
+            [started] = await operator.wait_sent(1)
+            assert [a.condition for a in gateway.operations.alerts()] == ["provider"]
+            ollama.model = "qwen3:8B"  # `ollama pull qwen3:8B`
+            sent = await operator.wait_sent(2)
+        assert not [r for r in ollama.requests if is_turn_request(r)]
+    where = f"the model server of qwen3:8B at http://127.0.0.1:{ollama.port}"
+    assert started.startswith(
+        f"⚠ nightowl: {where} does not have that model (it has qwen3:8b), since "
+    )
+    assert "Set model.name to a model it has, or fetch it (`ollama pull qwen3:8B`)" in started
+    assert sent[1].startswith(f"✅ nightowl: resolved: {where} does not have that model")
 
 
 async def test_a_budget_reached_is_told_once_at_once(tmp_path: Path, fake_llm: FakeLLM) -> None:

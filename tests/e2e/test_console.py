@@ -417,7 +417,7 @@ async def test_chat_keeps_log_lines_out_of_the_conversation(
     assert out == "owl › fine after a retry\n"
     assert err == "", "no INFO telemetry or SDK retry lines between chat lines"
     log = (tmp_path / "data" / "chat.log").read_text()
-    assert "Retrying request" in log and "model fake-model via" in log
+    assert "Retrying request" in log and "model fake-model at 127.0.0.1:" in log
 
 
 async def test_run_with_only_the_console_in_a_terminal_logs_to_chat_log(
@@ -433,7 +433,7 @@ async def test_run_with_only_the_console_in_a_terminal_logs_to_chat_log(
     await chat.out.expect("owl › hello there")
     assert await chat.end() == 0
     assert "INFO" not in chat.err.text and "INFO" not in chat.out.text
-    assert "model fake-model via" in (tmp_path / "data" / "chat.log").read_text()
+    assert "model fake-model at 127.0.0.1:" in (tmp_path / "data" / "chat.log").read_text()
 
 
 def test_doctor_read_by_head_ends_without_a_traceback(tmp_path: Path) -> None:

@@ -425,6 +425,31 @@ def test_backup_daily_writes_a_timer_and_a_oneshot_service_beside_the_unit(
     assert "--keep 3" in service.read_text()
 
 
+def test_a_timer_written_before_daily_runs_is_said_by_doctor_with_its_fix(
+    config: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A unit from before ``--daily`` records no schedule, so its timer stopping would
+    never be told: doctor names the command that writes it again, ``--keep`` kept."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    code, _, err = nightowl(capsys, "install-service", "-c", str(config), "--backup-daily")
+    assert code == 0, err
+    service = tmp_path / "xdg" / "systemd" / "user" / "nightowl-backup.service"
+    assert check_backup(load_config(config)).ok  # as written now
+    old = service.read_text().replace(" --keep 7 --daily", " --keep 14")
+    service.write_text(old)  # as an older nightowl wrote it
+    stale = check_backup(load_config(config))
+    assert not stale.ok and stale.detail.startswith(f"{service} runs without --daily")
+    again = f"nightowl install-service -c {config} --backup-daily --keep 14 --force"
+    assert stale.hint == f"write it again: {again}"
+    code, _, err = nightowl(capsys, *again.split()[1:])
+    assert code == 0, err
+    assert "--keep 14 --daily" in service.read_text()
+    assert check_backup(load_config(config)).ok
+
+
 def test_a_restored_config_with_the_dsn_written_in_it_gets_it_through_the_env(
     tmp_path: Path,
 ) -> None:
