@@ -29,6 +29,8 @@ class Gateway(Assembly):
 
     async def start(self) -> None:
         await self.store.open()
+        if not self.store.coordination.shared:  # the only process: its last one's calls died
+            await self.store.costs.drop_holds()
         await self.pairing.load()
         await self.moves.load()
         # Loading the tokenizer can take a second (or a download); not on the event loop.

@@ -117,7 +117,7 @@ class ReportedProvider(Provider):
             return await self._complete(messages, max_tokens, tools, on_text, cache_ttl, timeout)
         finally:
             if meter is not None:
-                meter.release(hold)
+                await meter.release(hold)
 
     async def _complete(
         self,

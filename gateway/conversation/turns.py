@@ -159,7 +159,7 @@ class TurnRunner:
         refusals: dict[str | None, BudgetRefused] = {}
         for person in dict.fromkeys(whose.values()):
             try:
-                meter.release(await meter.judge(person, runtime.key, estimate))
+                await meter.judge(person, runtime.key, estimate, hold=False)
             except BudgetRefused as refused:
                 refusals[person] = refused
         if not refusals:

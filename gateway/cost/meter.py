@@ -12,8 +12,8 @@ Whose call it is comes from :mod:`gateway.cost.payer`.
   for a person over budget, and stops only when the chat's day or the bot's month is
   used up (an unknown estimate: :func:`~agent.cost.budget.decide` refuses it only then).
 
-An allowed call's estimate is held (:class:`Hold`) until its row is written, so calls
-side by side count each other. A refusal raises :class:`BudgetRefused` (a
+An allowed call's estimate is held in the store (:class:`~gateway.store.CostHold`) until
+its row is written, so calls side by side count each other, on every replica. A refusal raises :class:`BudgetRefused` (a
 :class:`ProviderError` of kind ``other`` and detail ``budget``, so the agent ends the
 turn the way it ends any failed call and a compression aborts without a fallback),
 carrying the one sentence for the person. The operator hears once per budget and period: one WARNING line and a
@@ -26,8 +26,8 @@ import asyncio
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -48,8 +48,7 @@ from agent.providers.base import Provider, ProviderError, Usage
 from gateway.cost.payer import current
 from gateway.cost.pricing import Pricing
 from gateway.events import BudgetReached, EventBus, ModelRequest
-from gateway.store import CostRecord, CostStore, StoreError
-from gateway.store.costs import day_start, month_start
+from gateway.store import CostHold, CostRecord, CostStore, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -121,16 +120,9 @@ def shared_prefix(before: Sequence[Message], now: Sequence[Message]) -> list[Mes
     return same
 
 
-@dataclass(frozen=True, eq=False)
-class Hold:
-    """An allowed call's estimate, counted as spent until its row is written
-    (docs/cost.md#how-budgets-are-enforced): calls running side by side see each other."""
-
-    person: str | None
-    chat: str | None
-    day: float
-    month: float
-    amount: Decimal
+#: How long a hold counts when its process died before letting it go: longer than a
+#: call takes (a call that outlives it counts only from its cost's row on).
+HOLD_SECONDS = 900.0
 
 
 class CostMeter:
@@ -149,10 +141,6 @@ class CostMeter:
         self.clock = clock
         #: (budget, subject, period) already told to the operator; pruned to this period.
         self._told: set[tuple[str, str, str]] = set()
-        #: The estimates of allowed calls whose rows are not written yet (this process's).
-        self._holds: list[Hold] = []
-        #: One check at a time, so two calls never both take the last of a budget.
-        self._checking = asyncio.Lock()
 
     @property
     def budgets(self) -> Budgets:
@@ -205,11 +193,10 @@ class CostMeter:
 
     async def allow(
         self, kind: str, provider: Provider, messages: Sequence[Message], **request: Any
-    ) -> Hold | None:
+    ) -> CostHold | None:
         """Raise :class:`BudgetRefused` when the call would pass a budget; otherwise the
-        call's :class:`Hold` (None: nothing held), to :meth:`release` once its row is
-        written or it failed. ``request``: :meth:`estimate`'s keywords, read only when a
-        budget is set."""
+        call's hold (None: nothing held), to :meth:`release` once its row is written or it
+        failed. ``request``: :meth:`estimate`'s keywords, read only when a budget is set."""
         if self.budgets == Budgets():
             return None
         estimate = self.estimate(kind, provider, messages, **request)
@@ -223,46 +210,45 @@ class CostMeter:
         estimate: Estimate,
         *,
         housekeeping: bool = False,
-    ) -> Hold | None:
+        hold: bool = True,
+    ) -> CostHold | None:
         """Decide for a call of ``person`` (None: no person's budget applies) in ``chat``
-        that may cost ``estimate``: raise :class:`BudgetRefused`, or hold the estimate."""
+        that may cost ``estimate``: raise :class:`BudgetRefused`, or hold the estimate
+        (``hold=False``: only say whether it would pass now)."""
         limits = self.budgets
         if limits == Budgets():
             return None
         if housekeeping or person is None:
             limits = Budgets(per_chat_daily=limits.per_chat_daily, monthly=limits.monthly)
-        async with self._checking:
-            now = self.clock()
-            spent = await self.spent(person, chat, now)
-            verdict = decide(spent, limits, estimate, datetime.fromtimestamp(now, UTC))
-            if not verdict.allowed:
-                self._tell_operator(verdict, person, chat, now)
-                raise BudgetRefused(verdict)
-            if not estimate.most:
+        now = self.clock()
+        moment = datetime.fromtimestamp(now, UTC)
+        if not hold or not estimate.most:  # nothing to hold: a look is enough
+            verdict = decide(await self.costs.spent(person, chat, now), limits, estimate, moment)
+            if verdict.allowed:
                 return None
-            hold = Hold(person, chat, day_start(now), month_start(now), estimate.most)
-            self._holds.append(hold)
-            return hold
+            self._tell_operator(verdict, person, chat, now)
+            raise BudgetRefused(verdict)
+        held = CostHold(uuid.uuid4().hex, now, chat, person, estimate.most, now + HOLD_SECONDS)
+        verdicts: list[Verdict] = []
 
-    def release(self, hold: Hold | None) -> None:
-        """The call's row is written (or it left none): its estimate no longer counts."""
-        if hold is not None and hold in self._holds:
-            self._holds.remove(hold)
+        def admits(spent: Spent) -> bool:
+            verdicts.append(decide(spent, limits, estimate, moment))
+            return verdicts[-1].allowed
 
-    async def spent(self, person: str | None, chat: str | None, now: float) -> Spent:
-        """What the store says was spent, plus this process's calls in flight."""
-        stored = await self.costs.spent(person, chat, now)
-        day, month = day_start(now), month_start(now)
-        user, in_chat, whole = stored.user_today, stored.chat_today, stored.month
-        for hold in self._holds:
-            if hold.month != month:
-                continue
-            whole += hold.amount
-            if hold.day == day and person is not None and hold.person == person:
-                user += hold.amount
-            if hold.day == day and chat is not None and hold.chat == chat:
-                in_chat += hold.amount
-        return Spent(user_today=user, chat_today=in_chat, month=whole)
+        if await self.costs.hold(held, admits):
+            return held
+        self._tell_operator(verdicts[-1], person, chat, now)
+        raise BudgetRefused(verdicts[-1])
+
+    async def release(self, hold: CostHold | None) -> None:
+        """The call's row is written (or it left none): its estimate no longer counts. A
+        store that fails to let it go is logged; the hold then ends by expiring."""
+        if hold is None:
+            return
+        try:
+            await asyncio.shield(self.costs.release(hold.id))
+        except StoreError as exc:
+            log.warning("a budget's hold could not be let go (it expires by itself): %s", exc)
 
     def _tell_operator(
         self, verdict: Verdict, person: str | None, chat: str | None, now: float
@@ -341,7 +327,7 @@ class CostMeter:
 
     async def allow_transcription(
         self, model: str, base_url: str | None, seconds: float, chat: str, person: str | None
-    ) -> Hold | None:
+    ) -> CostHold | None:
         """The budget check before a transcription: ``seconds`` of audio (the longest it
         may be when its length is not known) at the route's per-minute price. Raises
         :class:`BudgetRefused`; ``person`` None: the chat's and the bot's budgets only."""

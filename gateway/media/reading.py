@@ -136,7 +136,7 @@ class MediaReader:
             )
         finally:
             if self.meter is not None:
-                self.meter.release(hold)
+                await self.meter.release(hold)
         return f"[{label}] {text}", None
 
     # -- documents (docs/design.md#documents) --------------------------------------------

@@ -22,7 +22,7 @@ docs/design.md#storage:
 from gateway.store import protocols, records
 from gateway.store.backend import Access, Store
 from gateway.store.connection import SEEN_KEYS_SECONDS
-from gateway.store.cost_records import CostLine, CostRecord
+from gateway.store.cost_records import CostHold, CostLine, CostRecord
 from gateway.store.errors import DataDirInUse, SessionEnded, StoreError
 from gateway.store.opening import open_store
 from gateway.store.protocols import *  # noqa: F403 (what its __all__ names)
@@ -32,6 +32,7 @@ from gateway.store.sqlite import SQLiteStore
 __all__ = [
     "SEEN_KEYS_SECONDS",
     "Access",
+    "CostHold",
     "CostLine",
     "CostRecord",
     "DataDirInUse",

@@ -32,6 +32,20 @@ class CostRecord:
     cost: Decimal | None = None
 
 
+@dataclass(frozen=True)
+class CostHold:
+    """An allowed call's estimate, counted as spent from ``at`` until its cost is kept or
+    it failed (docs/cost.md#calls-side-by-side), by every replica of one database; the
+    hold of a process that died counts until ``expires_at``."""
+
+    id: str
+    at: float
+    session_key: str | None
+    person: str | None
+    amount: Decimal
+    expires_at: float
+
+
 @dataclass
 class CostLine:
     """The calls of one group (a UTC day ``YYYY-MM-DD``, a chat, a person, a model, a

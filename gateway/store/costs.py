@@ -10,13 +10,13 @@ like 0.1234567) is rounded half up to the picodollar, once per call. NULL: unkno
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from agent.cost.budget import Spent
-from gateway.store.cost_records import CostLine, CostRecord, Grouping
+from gateway.store.cost_records import CostHold, CostLine, CostRecord, Grouping
 from gateway.store.dialect import Database, Handle
 from gateway.store.message_rows import insert_messages
 from gateway.store.queue_rows import delete_inbox
@@ -87,14 +87,43 @@ class SqlCosts:
         await self.connection.atomically(write, synced=False)
 
     async def spent(self, person: str | None, chat: str | None, now: float) -> Spent:
-        """Three reads that stay cheap on a long month (migration 13): the person's and
-        the chat's rows of today through their covering indexes, the month from its days."""
-        day = day_start(now)
         async with self.connection.read() as db:
-            user = await _sum(db, "costs WHERE person = ? AND at >= ?", person, day)
-            in_chat = await _sum(db, "costs WHERE session_key = ? AND at >= ?", chat, day)
-            month = await _sum(db, "cost_days WHERE day >= ?", None, month_start(now))
-        return Spent(user_today=user, chat_today=in_chat, month=month)
+            return await _spent(db, person, chat, now)
+
+    async def hold(self, hold: CostHold, admits: Callable[[Spent], bool]) -> bool:
+        sql = self.connection.dialect
+
+        async def judged(db: Handle) -> bool:
+            if sql.SERIALIZE_BUDGETS:
+                await db.execute(sql.SERIALIZE_BUDGETS)
+            await db.execute("DELETE FROM cost_holds WHERE expires_at <= ?", (hold.at,))
+            if not admits(await _spent(db, hold.person, hold.session_key, hold.at)):
+                return False
+            await db.execute(
+                "INSERT INTO cost_holds(id, person, session_key, at, amount_pusd, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    hold.id,
+                    hold.person,
+                    hold.session_key,
+                    hold.at,
+                    to_pico(hold.amount),
+                    hold.expires_at,
+                ),
+            )
+            return True
+
+        # Nothing here need outlive a power cut: a hold is in flight, or gone.
+        return await self.connection.atomically(judged, synced=False)
+
+    async def release(self, hold_id: str) -> None:
+        async def drop(db: Handle) -> None:
+            await db.execute("DELETE FROM cost_holds WHERE id = ?", (hold_id,))
+
+        await self.connection.atomically(drop, synced=False)
+
+    async def drop_holds(self) -> None:
+        await self.connection.write_unsynced("DELETE FROM cost_holds")
 
     async def calls(
         self,
@@ -179,6 +208,27 @@ class SqlCosts:
             return ids
 
         return await self.connection.atomically(keep)
+
+
+async def _spent(db: Handle, person: str | None, chat: str | None, now: float) -> Spent:
+    """Four reads that stay cheap on a long month (migration 13): the person's and the
+    chat's rows of today through their covering indexes, the month from its days, and the
+    holds of the calls in flight (a handful of rows)."""
+    day, month = day_start(now), month_start(now)
+    user = await _sum(db, "costs WHERE person = ? AND at >= ?", person, day)
+    in_chat = await _sum(db, "costs WHERE session_key = ? AND at >= ?", chat, day)
+    whole = await _sum(db, "cost_days WHERE day >= ?", None, month)
+    held = await db.fetch_all(
+        "SELECT COALESCE(SUM(CASE WHEN person = ? AND at >= ? THEN amount_pusd END), 0),"
+        " COALESCE(SUM(CASE WHEN session_key = ? AND at >= ? THEN amount_pusd END), 0),"
+        " COALESCE(SUM(CASE WHEN at >= ? THEN amount_pusd END), 0)"
+        " FROM cost_holds WHERE expires_at > ?",
+        (person, day, chat, day, month, now),
+    )
+    user_held, chat_held, month_held = (from_pico(value) or Decimal(0) for value in held[0])
+    return Spent(
+        user_today=user + user_held, chat_today=in_chat + chat_held, month=whole + month_held
+    )
 
 
 async def _sum(db: Any, where: str, subject: str | None, since: float) -> Decimal:

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from agent.cost.budget import Spent
 from agent.messages import JSON
-from gateway.store.cost_records import CostLine, CostRecord, Grouping
+from gateway.store.cost_records import CostHold, CostLine, CostRecord, Grouping
 from gateway.store.dashboard_records import CompressionRecord, SessionOverview, Totals, TurnStat
 from gateway.store.records import (
     AlertTold,
@@ -418,7 +418,23 @@ class CostStore(Protocol):
 
     async def spent(self, person: str | None, chat: str | None, now: float) -> Spent:
         """What was spent by ``person`` and in ``chat`` today, and by the whole bot this
-        month (UTC periods, docs/cost.md#reset-times); unpriced calls count nothing."""
+        month (UTC periods, docs/cost.md#reset-times), the estimates of the calls in flight
+        included (every replica's); unpriced calls count nothing."""
+        ...
+
+    async def hold(self, hold: CostHold, admits: Callable[[Spent], bool]) -> bool:
+        """Keep ``hold`` when ``admits`` what was spent at ``hold.at`` (as :meth:`spent`
+        says it); False, keeping nothing, when it does not. One check at a time across
+        replicas, so two calls never both take the last of a budget."""
+        ...
+
+    async def release(self, hold_id: str) -> None:
+        """The call's cost is kept, or it failed: its hold no longer counts."""
+        ...
+
+    async def drop_holds(self) -> None:
+        """Forget every hold: at the start of the only process on the database, the calls
+        they held died with the last one."""
         ...
 
     async def calls(

@@ -343,6 +343,20 @@ CREATE TABLE alerts_told (
 );
 """
 
+# 15: the estimates of budgeted calls in flight (docs/cost.md#calls-side-by-side), so
+# replicas on one database see each other's; a row goes when its call's cost is kept,
+# or at ``expires_at`` when its process died. The same script on PostgreSQL.
+COST_HOLDS = """
+CREATE TABLE cost_holds (
+    id TEXT PRIMARY KEY,
+    person TEXT,
+    session_key TEXT,
+    at DOUBLE PRECISION NOT NULL,
+    amount_pusd BIGINT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL
+);
+"""
+
 #: A migration is a script, or a coroutine function run inside the migration's transaction.
 Migration = str | Callable[[Handle], Awaitable[None]]
 
@@ -361,5 +375,6 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (12, COST_TABLES),
     (13, COST_DAYS),
     (14, ALERT_TABLES),
+    (15, COST_HOLDS),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -10,6 +10,8 @@ import re
 from collections.abc import Iterable
 
 NAME = "sqlite"
+#: One writer (this process, its one thread) already checks budgets one at a time.
+SERIALIZE_BUDGETS = ""
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import signal
+import time
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
@@ -22,7 +23,13 @@ from tests.dashboard.support import client_of, dashboard_config, log_in
 from tests.dashboard.test_metrics import samples
 from tests.e2e.priced import PRICE, SYSTEM, user_texts
 from tests.fakes.caching_llm import CachingLLM
-from tests.harness import RecordingAdapter, make_config, running_gateway, turns_done
+from tests.harness import (
+    HeldAnswers,
+    RecordingAdapter,
+    make_config,
+    running_gateway,
+    turns_done,
+)
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 INPUT, CACHED, OUTPUT = (Decimal(PRICE[k]) for k in ("input", "cached_input", "output"))
@@ -192,6 +199,38 @@ async def test_two_replicas_on_postgresql_share_one_budget(
         ["console:a", "1"],
         ["console:b", "1"],
     ]
+
+
+async def test_replicas_count_each_other_s_calls_in_flight(
+    tmp_path: Path, llm: CachingLLM, postgres_dsn: str
+) -> None:
+    """docs/cost.md#calls-side-by-side: ann writes in six chats at once, three to each
+    replica; the estimates of the two calls in flight fill her $0.60, wherever they
+    run, so four are refused and two calls are made (each replica alone would allow two)."""
+    held = HeldAnswers()
+    llm.responder = held.respond
+    store = {"backend": "postgres", "dsn": postgres_dsn}
+    budgets = {"per_user_daily": 0.60}  # a first call's estimate is about $0.27
+    first, second = RecordingAdapter(), RecordingAdapter()
+    second._outbox = first._outbox  # either replica may answer a chat: one outbox
+    async with (
+        running_gateway(priced(tmp_path / "one", llm, budgets=budgets, store=store), first) as one,
+        running_gateway(priced(tmp_path / "two", llm, budgets=budgets, store=store), second) as two,
+    ):
+        for adapter, chats in ((first, "abc"), (second, "def")):
+            for chat in chats:
+                await adapter.say(f"ann in {chat}", user_id="ann", chat_id=chat)
+        await first.wait_sent(4)  # four refused while two calls are in flight
+        held.release()
+        await first.wait_sent(6)
+        await turns_done(one)
+        await turns_done(two)
+        spent = await one.store.costs.spent("console:ann", None, time.time())
+        held_now = await one.store.costs.spent("nobody", None, time.time())
+    refused = [text for text in first.texts() if text.startswith("This message could cost")]
+    assert len(refused) == 4 and len(llm.requests) == 2, first.texts()
+    assert spent.user_today <= Decimal("0.60")
+    assert held_now.month == spent.user_today  # no hold left behind: only the two calls
 
 
 async def test_the_overview_shows_today_s_spend_top_spenders_and_budgets_refusing(

@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 
 from agent.cost.budget import Spent
-from gateway.store import CostRecord, NewMessage, SessionOrigin, SQLiteStore
+from gateway.store import CostHold, CostRecord, NewMessage, SessionOrigin, SQLiteStore
 from gateway.store.postgres import PostgresStore
 from tests import db
 
@@ -81,6 +81,34 @@ async def test_a_refused_message_is_kept_but_never_active(backend_store: Any) ->
     assert any(row.message.get("content") == "a very long paste" for _, row in exported)
 
 
+async def test_a_hold_counts_as_spent_until_let_go_or_expired(backend_store: Any) -> None:
+    """docs/cost.md#calls-side-by-side: what the budget check sees while calls run."""
+    costs = backend_store.costs
+    await costs.record(call(NOW, "tg:1", "tg:ann", "0.10"))
+
+    def hold(name: str, at: float, amount: str, until: float = NOW + 900) -> CostHold:
+        return CostHold(name, at, "tg:1", "tg:ann", Decimal(amount), until)
+
+    seen: list[Spent] = []
+    assert await costs.hold(hold("a", NOW, "0.30"), lambda spent: not seen.append(spent))
+    assert seen == [Spent(Decimal("0.10"), Decimal("0.10"), Decimal("0.10"))]  # before it
+    # Refused: nothing kept. A hold of yesterday counts to the month only, a dead
+    # process's long expired one to nothing.
+    assert not await costs.hold(hold("no", NOW, "5"), lambda spent: False)
+    assert await costs.hold(hold("old", YESTERDAY, "0.02"), lambda spent: True)
+    assert await costs.hold(hold("dead", NOW - 1000, "7", until=NOW - 100), lambda spent: True)
+    await costs.record(call(NOW, "tg:2", "tg:bob", "0.05"))
+    assert await costs.spent("tg:ann", "tg:1", NOW) == Spent(
+        Decimal("0.40"), Decimal("0.40"), Decimal("0.47")
+    )
+    await costs.release("a")
+    assert await costs.spent("tg:ann", "tg:1", NOW) == Spent(
+        Decimal("0.10"), Decimal("0.10"), Decimal("0.17")
+    )
+    await costs.drop_holds()
+    assert (await costs.spent("tg:ann", "tg:1", NOW)).month == Decimal("0.15")
+
+
 async def test_migration_13_sums_the_days_already_stored(tmp_path: Path) -> None:
     async with SQLiteStore(tmp_path / "state.db") as store:
         await store.costs.record(call(LAST_MONTH, "tg:1", "tg:ann", "100"))
@@ -88,6 +116,7 @@ async def test_migration_13_sums_the_days_already_stored(tmp_path: Path) -> None
         await store.costs.record(call(NOW, "tg:1", "tg:ann", "0.25"))
         await store.costs.record(call(NOW, "tg:1", "tg:bob", None))
     # Back to the schema before it, as a gateway of migration 12 left the file.
+    db.execute(tmp_path / "state.db", "DROP TABLE cost_holds")  # migration 15's
     db.execute(tmp_path / "state.db", "DROP TABLE alerts_told")  # migration 14's
     db.execute(tmp_path / "state.db", "DROP TABLE cost_days")
     db.execute(tmp_path / "state.db", "DROP INDEX costs_chat_spent")
@@ -113,7 +142,7 @@ async def test_migration_13_on_postgresql_sums_the_days_already_stored(postgres_
     connection = await asyncpg.connect(dsn)
     try:
         await connection.execute(
-            "DROP TABLE alerts_told; DROP TABLE cost_days;"  # migrations 14 and 13
+            "DROP TABLE cost_holds; DROP TABLE alerts_told; DROP TABLE cost_days;"  # 15 to 13
             " DROP INDEX costs_chat_spent; DROP INDEX costs_person_spent;"
             " CREATE INDEX costs_chat ON costs(session_key, at);"
             " CREATE INDEX costs_person ON costs(person, at);"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from gateway.store.schema import (
     ALERT_TABLES,
     COST_DAYS_POSTGRES,
+    COST_HOLDS,
     COST_TABLES,
     DASHBOARD_TABLES,
 )
@@ -239,5 +240,6 @@ MIGRATIONS: list[tuple[int, str]] = [
     (12, COST_TABLES),  # what every model call cost (docs/cost.md#what-is-stored)
     (13, COST_DAYS_POSTGRES),  # the month's spend by day, for the budget check
     (14, ALERT_TABLES),  # what the operator was told of each alert (docs/operations.md#alerts)
+    (15, COST_HOLDS),  # budgeted calls in flight, seen by every replica (docs/cost.md)
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

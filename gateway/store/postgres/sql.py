@@ -10,6 +10,8 @@ import re
 from collections.abc import Iterable
 
 NAME = "postgresql"
+#: Replicas check budgets one at a time: a lock held until the check's transaction ends.
+SERIALIZE_BUDGETS = "SELECT pg_advisory_xact_lock(7104115103)"
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
