@@ -154,6 +154,7 @@ class TurnRunner:
             previous=provider.previous if isinstance(provider, ReportedProvider) else [],
             most_prompt_tokens=window.input_budget,
             extra_prompt_tokens=block.tokens if block is not None else 0,
+            reply_room=window.max_tokens_for,  # what the request will ask for
         )
         whose = {e.id: person_of(e.platform, e.user_id) for e in addressed}
         refusals: dict[str | None, BudgetRefused] = {}

@@ -175,10 +175,13 @@ class CostMeter:
         previous: Sequence[Message],
         most_prompt_tokens: int | None = None,
         extra_prompt_tokens: int = 0,
+        reply_room: Callable[[int], int] | None = None,
     ) -> Estimate:
         """The most a call can cost (unknown always for housekeeping, which only a
         used-up budget stops). ``most_prompt_tokens``: the prompt is cut to fit
-        (a window); ``extra_prompt_tokens``: what the request adds (a memory block)."""
+        (a window); ``extra_prompt_tokens``: what the request adds (a memory block);
+        ``reply_room``: what a reply after a prompt of so many tokens may take at most
+        (the window's room, as the request will ask), instead of ``max_tokens``."""
         if kind in HOUSEKEEPING:
             return Estimate(None)
         # Each message and the tools measured once, for the prompt and its cached prefix.
@@ -186,6 +189,8 @@ class CostMeter:
         prompt = _tokens(sizes, tools_chars) + extra_prompt_tokens
         if most_prompt_tokens is not None:
             prompt = min(prompt, most_prompt_tokens)
+        if reply_room is not None:
+            max_tokens = min(max_tokens, reply_room(prompt))
         prefix = shared_prefix(previous, messages)
         cached = _tokens(sizes[: len(prefix)], tools_chars) if prefix else 0
         ttl = _ttl(cache_ttl)

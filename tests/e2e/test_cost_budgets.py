@@ -182,6 +182,34 @@ async def test_calls_side_by_side_hold_their_estimates_and_stay_within_the_budge
     assert spent.user_today <= Decimal("0.60")
 
 
+async def test_the_check_before_a_turn_counts_the_reply_the_window_leaves_room_for(
+    tmp_path: Path,
+) -> None:
+    """On a 4K window a request of ~1,000 tokens asks for ~3,000 of reply, not the 4,096
+    of max_output_tokens: the turn's check must not refuse what its call would be
+    allowed (the call's own check sees the max_tokens it asks)."""
+    async with FakeLLM() as server:
+        config = make_config(
+            tmp_path / "data",
+            server,
+            model={"context_length": 4_096, "price": {"input": 10, "output": 30}},
+            budgets={"per_user_daily": 0.13},
+        )
+        adapter = RecordingAdapter()
+        async with running_gateway(config, adapter) as gateway:
+            await spend(gateway, "0.01", chat="console:t", person="console:u1")
+            await adapter.say("hello")
+            [reply] = await adapter.wait_sent(1)
+        [request] = server.requests
+    assert reply == "echo: hello", reply
+
+    # What was asked fits what was left ($0.12); the whole max_output_tokens would not.
+    def usd(reply_tokens: int) -> Decimal:
+        return Decimal(request.prompt_tokens * 10 + reply_tokens * 30) / 1_000_000
+
+    assert usd(request.max_tokens) < Decimal("0.12") < usd(4_096)
+
+
 async def test_a_free_local_model_reporting_no_usage_costs_nothing(tmp_path: Path) -> None:
     async with FakeLLM() as local:
         local.responder = lambda request: Reply("hi", usage=None)
