@@ -15,10 +15,12 @@ from typing import Any
 
 from gateway.config.schema import Config
 from gateway.ops.service import (
+    NO_PLATFORM,
     UnitSpec,
     default_unit_path,
     install_service,
     quote_exec_arg,
+    serves_a_platform,
     unit_path,
     unit_spec,
     write_unit,
@@ -157,6 +159,8 @@ def install_backup_daily(config: Config, args: Any) -> int:
     main_unit = unit_path(args)
     if main_unit.exists() and not args.force:
         print(f"Kept {main_unit} (it exists; --force rewrites it).")
+    elif not serves_a_platform(config):  # the console's chats are backed up all the same
+        print(f"No {main_unit.name}: {NO_PLATFORM}.")
     else:
         code = install_service(config, args)
         if code:

@@ -251,6 +251,19 @@ def unit_path(args: Any) -> Path:
     return Path(args.output).expanduser() if args.output else default_unit_path(args.system)
 
 
+#: Why a config with only the console gets no service: it would stop as it starts.
+NO_PLATFORM = (
+    "no platform is enabled in the config, and a service has no terminal for the console"
+    " chat: it would stop as soon as it started. Enable telegram or discord (platforms."
+    "telegram.enabled: true, and its token), or chat with `nightowl chat` instead"
+)
+
+
+def serves_a_platform(config: Config) -> bool:
+    """Whether a service of this config answers anyone: the console needs a terminal."""
+    return config.platforms.telegram.enabled or config.platforms.discord.enabled
+
+
 def install_service(config: Config, args: Any) -> int:
     """``nightowl install-service``: write the unit, print what to run next."""
     if config.source is None:
@@ -259,6 +272,9 @@ def install_service(config: Config, args: Any) -> int:
             " one (or start from `nightowl init --example`, with secrets in a .env beside it)",
             file=sys.stderr,
         )
+        return 2
+    if not serves_a_platform(config):
+        print(f"nightowl: {NO_PLATFORM}", file=sys.stderr)
         return 2
     spec = unit_spec(config.source, args)
     target = default_unit_path(spec.system)

@@ -396,9 +396,20 @@ def test_without_pg_dump_the_backup_holds_the_files_and_the_command_to_run(
 # -- install-service --backup-daily --------------------------------------------------------
 
 
+def serving_telegram(config: Path) -> None:
+    """``config`` with Telegram on: a service answers someone (the console needs a terminal)."""
+    config.write_text(
+        config.read_text() + "platforms:\n  telegram:\n    enabled: true\n"
+        "    token: ${TELEGRAM_BOT_TOKEN}\n"
+    )
+    env = config.parent / ".env"
+    env.write_text(env.read_text() + "TELEGRAM_BOT_TOKEN=123456:backup-token\n")
+
+
 def test_backup_daily_writes_a_timer_and_a_oneshot_service_beside_the_unit(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    serving_telegram(config)
     unit = tmp_path / "units" / "nightowl.service"
     args = ("install-service", "-c", str(config), "--output", str(unit), "--backup-daily")
     code, out, err = nightowl(capsys, *args, "--keep", "5")
@@ -425,6 +436,22 @@ def test_backup_daily_writes_a_timer_and_a_oneshot_service_beside_the_unit(
     assert "--keep 3" in service.read_text()
 
 
+def test_the_console_s_chats_get_daily_backups_but_no_service_that_stops_at_once(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only the console: under systemd it has no terminal, and would stop as it starts."""
+    unit = tmp_path / "units" / "nightowl.service"
+    code, out, err = nightowl(capsys, "install-service", "-c", str(config), "--output", str(unit))
+    assert code == 2 and out == "" and not unit.exists()
+    assert err.startswith("nightowl: no platform is enabled in the config, and a service has")
+    assert "or chat with `nightowl chat` instead" in err
+    args = ("install-service", "-c", str(config), "--output", str(unit), "--backup-daily")
+    code, out, err = nightowl(capsys, *args)
+    assert code == 0, err
+    assert out.startswith("No nightowl.service: no platform is enabled in the config")
+    assert not unit.exists() and (unit.parent / "nightowl-backup.timer").exists()
+
+
 def test_a_timer_written_before_daily_runs_is_said_by_doctor_with_its_fix(
     config: Path,
     tmp_path: Path,
@@ -434,6 +461,7 @@ def test_a_timer_written_before_daily_runs_is_said_by_doctor_with_its_fix(
     """A unit from before ``--daily`` records no schedule, so its timer stopping would
     never be told: doctor names the command that writes it again, ``--keep`` kept."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    serving_telegram(config)
     code, _, err = nightowl(capsys, "install-service", "-c", str(config), "--backup-daily")
     assert code == 0, err
     service = tmp_path / "xdg" / "systemd" / "user" / "nightowl-backup.service"

@@ -21,7 +21,10 @@ needs_systemd_analyze = pytest.mark.skipif(
 def config_file(tmp_path: Path, folder: str = "my nightowl") -> Path:
     path = tmp_path / folder / "config.yaml"
     path.parent.mkdir(parents=True)
-    path.write_text(f"data_dir: {tmp_path / 'data'}\n")
+    path.write_text(
+        f"data_dir: {tmp_path / 'data'}\n"
+        "platforms:\n  telegram:\n    enabled: true\n    token: '123456:service-token'\n"
+    )
     return path
 
 
