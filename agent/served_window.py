@@ -96,6 +96,24 @@ class ServedWindow:
         return sent > self.tokens or reported >= self.tokens // 2
 
     @property
+    def listed(self) -> str:
+        """The models a server without this one has: ``it has a, b`` (or ``it lists none``)."""
+        return f"it has {', '.join(self.models)}" if self.models else "it lists none"
+
+    def fix(self, model: str, key: str = "model.name") -> str:
+        """What the operator does about a server without ``model`` (config ``key``): the
+        name it has in another case (names are case-sensitive), else one it has, or on
+        Ollama the pull that fetches it."""
+        wanted = model.lower().removesuffix(":latest")
+        same = [m for m in self.models if m.lower().removesuffix(":latest") == wanted]
+        if same:
+            return f"set {key} to {same[0]} (names are case-sensitive)"
+        fix = f"set {key} to a model it has"
+        return fix + (
+            f", or fetch it with `ollama pull {model}`" if self.server == "ollama" else ""
+        )
+
+    @property
     def hint(self) -> str:
         """How the operator gives this server a larger window."""
         return ENLARGE_HINTS.get(self.server, "give the server a larger context window")

@@ -233,11 +233,10 @@ class ModelServer:
                     served = await self.ask()
         if served is None or served.has_model:
             return None
-        has = f"it has {', '.join(served.models)}" if served.models else "it lists none"
-        fetch = f", or fetch it (`ollama pull {self.model}`)" if served.server == "ollama" else ""
+        fix = served.fix(self.model)
         return Observation(
-            what=f"{where} does not have that model ({has})",
-            todo=f"Set model.name to a model it has{fetch}; replies fail until then",
+            what=f"{where} does not have that model ({served.listed})",
+            todo=f"{fix[0].upper()}{fix[1:]}; replies fail until then",
         )
 
 

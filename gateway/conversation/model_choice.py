@@ -116,17 +116,13 @@ class ModelChoices:
 
 
 def missing_model(choice: ModelChoice, served: ServedWindow) -> str:
-    """What to do about a server that does not have the model: the names it has, and on
-    Ollama the pull that would fetch it."""
+    """What to do about a server that does not have the model, with the names it has."""
     route = choice.route
     where = model_label(route.name, route.provider, route.base_url).rsplit(" at ", 1)[-1]
-    section = _config_key(choice).rsplit(".", 1)[0]
-    has = f" (it has {', '.join(served.models)})" if served.models else " (it lists none)"
-    fix = f"set {section}.name to one it has"
-    if served.server == "ollama":
-        fix += f", or fetch it with `ollama pull {route.name}`"
+    fix = served.fix(route.name, _config_key(choice).rsplit(".", 1)[0] + ".name")
     return (
-        f"the model server at {where} has no model {route.name}{has}, so every reply fails: {fix}"
+        f"the model server at {where} has no model {route.name} ({served.listed}), so every"
+        f" reply fails: {fix}"
     )
 
 

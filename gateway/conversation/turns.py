@@ -401,7 +401,7 @@ def describe_provider_error(error: ProviderError | CompressionExhausted) -> str:
     if error.detail == NO_SUCH_MODEL:
         return (
             "The model server doesn't have the model this bot is set to use. The bot's "
-            "owner needs to fix the model's name (or fetch the model)."
+            "owner needs to fix the model's name."
         )
     wait = f" in about {int(error.retry_after) + 1} s" if error.retry_after else " in a minute"
     return {

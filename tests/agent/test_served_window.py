@@ -52,6 +52,10 @@ async def test_ollama_without_the_model_says_so_and_names_the_ones_it_has() -> N
         served = await ask_served_window(ollama.openai_base_url, "qwen3:8B", load_timeout=30)
     assert served == ServedWindow("ollama", None, has_model=False, models=("qwen3:8b",))
     assert ollama.loads == 0  # nothing to load
+    assert served.fix("qwen3:8B") == "set model.name to qwen3:8b (names are case-sensitive)"
+    assert served.fix("llama3.2") == (
+        "set model.name to a model it has, or fetch it with `ollama pull llama3.2`"
+    )
 
 
 @pytest.mark.parametrize("wording", ["2024", "2025"])
@@ -59,6 +63,9 @@ async def test_vllm_asked_for_another_model_says_which_one_it_serves(wording: st
     async with FakeVllm(served=8_192, model="Qwen/Qwen3-8B", wording=wording) as server:
         served = await ask_served_window(server.openai_base_url, "qwen3:8b")
         assert served == ServedWindow("vllm", None, has_model=False, models=("Qwen/Qwen3-8B",))
+        assert served.fix("qwen3:8b", "models.small.name") == (
+            "set models.small.name to a model it has"  # nothing to pull on vLLM
+        )
         # ...and the chat request for it is refused as vLLM refuses it.
         provider = make_provider(
             ProviderSettings("openai", "qwen3:8b", api_key="k", base_url=server.openai_base_url)

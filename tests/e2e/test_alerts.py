@@ -318,7 +318,7 @@ async def test_a_model_the_server_lacks_is_told_before_any_message_and_cleared_o
     assert started.startswith(
         f"⚠ nightowl: {where} does not have that model (it has qwen3:8b), since "
     )
-    assert "Set model.name to a model it has, or fetch it (`ollama pull qwen3:8B`)" in started
+    assert "Set model.name to qwen3:8b (names are case-sensitive); replies fail" in started
     assert sent[1].startswith(f"✅ nightowl: resolved: {where} does not have that model")
 
 

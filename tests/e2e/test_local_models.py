@@ -96,12 +96,12 @@ async def test_a_model_never_pulled_is_told_at_start_and_to_whoever_writes(
                 kept = await gateway.store.conversation.load_active(session.id)
     assert told == [
         f"the model server at 127.0.0.1:{ollama.port} has no model qwen3:8B (it has "
-        "qwen3:8b), so every reply fails: set model.name to one it has, or fetch it with "
-        "`ollama pull qwen3:8B`"
+        "qwen3:8b), so every reply fails: set model.name to qwen3:8b (names are "
+        "case-sensitive)"
     ]
     assert reply == (
         "The model server doesn't have the model this bot is set to use. The bot's owner "
-        "needs to fix the model's name (or fetch the model)."
+        "needs to fix the model's name."
     )
     # Kept, and answered with what to do; the refused call not tried again.
     said = [row.message.get("content") for row in kept if row.message["role"] == "user"]
