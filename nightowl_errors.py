@@ -46,10 +46,11 @@ _SHAPES = re.compile(
     r"|(?<!\d)\d{6,12}:[A-Za-z0-9_\-]{30,}"  # a Telegram bot token, in a URL too ("/bot<token>/")
 )
 #: ``key=…`` in a URL or a request line; ``api_key: …`` as an SDK prints it. Not a bare
-#: ``key: …``: "session key: telegram:1" is a log line, not a credential.
+#: ``key: …``: "session key: telegram:1" is a log line, not a credential; nor a
+#: ``${VARIABLE}`` a config names it by ("model.api_key: ${VLLM_KEY} is not set").
 _ASSIGNED = re.compile(
-    r"(?i)\b(api[_-]?key|access[_-]?token|token|key)(=)[^\s&,;\"']+"
-    r"|\b(api[_-]?key|access[_-]?token)(:\s*)[^\s&,;\"']+"
+    r"(?i)\b(api[_-]?key|access[_-]?token|token|key)(=)(?!\$\{)[^\s&,;\"']+"
+    r"|\b(api[_-]?key|access[_-]?token)(:\s*)(?!\$\{)[^\s&,;\"']+"
 )
 
 

@@ -133,3 +133,7 @@ def test_redact_leaves_a_log_lines_words_and_blanks_assigned_credentials() -> No
     )
     assert redact("GET /v1?key=abcdef&x=1") == "GET /v1?key=[redacted]&x=1"
     assert redact("api_key: abcdef123") == "api_key: [redacted]"
+    # The name of the variable a config reads a key from is no secret, and is the fix.
+    said = "config.yaml:4: model.api_key: ${VLLM_KEY} is not set"
+    assert redact(said) == said
+    assert redact("api_key=${X}, key=${Y}") == "api_key=${X}, key=${Y}"
