@@ -80,8 +80,8 @@ class Report:
     def add(self, check: Check) -> None:
         self.ok = self.ok and check.ok
         line = f"{self.marks[0] if check.ok else self.marks[1]} {check.name}: {check.detail}"
-        if check.hint and not check.ok:
-            line += f" — {check.hint}"
+        if check.hint and not check.ok:  # under a detail of several lines, on its own
+            line += f"\n  — {check.hint}" if "\n" in check.detail else f" — {check.hint}"
         print(redact(line, self.secrets), file=self.out, flush=True)
 
 

@@ -121,6 +121,11 @@ def test_a_broken_config_is_reported_with_exit_1(
         f'✗ config: {config}:2: compression.threshold: expected a number between 0 and 1, got "high"'
         " — fix that key (see config.yaml.example)"
     ]
+    config.write_text("compression:\n  threshold: high\nfoo: 1\n")
+    assert main(["doctor", "-c", str(config)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2] == f"{config}:3: foo: unknown key"  # the hint is not about foo alone
+    assert out[-1] == "  — fix the keys above (see config.yaml.example)"
     assert main(["doctor", "-c", str(tmp_path / "nope.yaml")]) == 1
     [line] = capsys.readouterr().out.splitlines()
     assert line.startswith("✗ config: ") and "cannot read the file" in line
