@@ -22,7 +22,7 @@ from typing import Any
 from agent.model_metadata import CACHE_FILE_NAME, ContextLengthResolver, ResolvedWindow
 from agent.providers import Provider
 from agent.served_window import ENLARGE_HINTS, ServedWindow
-from gateway.config.models import DEFAULT_CHOICE, ModelChoice
+from gateway.config.models import DEFAULT_CHOICE, ModelChoice, ModelRoute
 from gateway.config.routes import model_label
 from gateway.conversation.hygiene import measure_tokens
 from gateway.conversation.lanes import Lanes
@@ -45,6 +45,8 @@ class ModelChoices:
         #: By choice: the configured model's provider under ``default``.
         self.providers = providers
         self.windows = windows
+        #: What servers that did not have a choice's model said at start, by route.
+        self.missing: dict[ModelRoute, ServedWindow] = {}
 
     def get(self, key: str | None) -> ModelChoice:
         """The choice named ``key``; the configured model for None or a name no longer
@@ -74,7 +76,14 @@ class ModelChoices:
 
     def window_note(self, choice: ModelChoice) -> WindowNote:
         """Where the window came from, as ``/status`` says it after the window — and when
-        the server serves less than the config says, what to change."""
+        the server serves less than the config says, or had no such model, what to change."""
+        served = self.missing.get(choice.route)
+        if served is not None:
+            fix = served.fix(choice.route.name, _config_key(choice).rsplit(".", 1)[0] + ".name")
+            return WindowNote(
+                f"a guess: at start the server had no model {choice.route.name}, "
+                f"{served.listed}; {fix}"
+            )
         return window_note(self.resolved(choice), choice.context_length, _config_key(choice))
 
     def describe(self, choice: ModelChoice) -> str:
@@ -108,7 +117,10 @@ class ModelChoices:
             route.name, route.provider, route.base_url, self.provider(asked).served_window
         )
         if served is not None and not served.has_model:
+            self.missing[route] = served
             log.warning("%s", missing_model(asked, served))
+        elif served is not None:
+            self.missing.pop(route, None)
         for choice in self.choices.values():  # every choice on that endpoint and model
             note = self.window_note(choice)
             if choice.route == route and note.served_less:

@@ -91,6 +91,8 @@ async def test_a_model_never_pulled_is_told_at_start_and_to_whoever_writes(
                 told = [r.getMessage() for r in caplog.records if "no model" in r.getMessage()]
                 await adapter.say("hello")
                 [reply] = await adapter.wait_sent(1)
+                await adapter.say("/status")
+                status = (await adapter.wait_sent(2))[-1]
                 session = await gateway.store.conversation.current_session("console:t")
                 assert session is not None
                 kept = await gateway.store.conversation.load_active(session.id)
@@ -103,6 +105,11 @@ async def test_a_model_never_pulled_is_told_at_start_and_to_whoever_writes(
         "The model server doesn't have the model this bot is set to use. The bot's owner "
         "needs to fix the model's name."
     )
+    # /status says its window is a guess, and why.
+    assert (
+        "(a guess: at start the server had no model qwen3:8B, it has qwen3:8b; set "
+        "model.name to qwen3:8b (names are case-sensitive))" in status
+    ), status
     # Kept, and answered with what to do; the refused call not tried again.
     said = [row.message.get("content") for row in kept if row.message["role"] == "user"]
     assert said == ["hello"]
