@@ -38,6 +38,7 @@ from gateway.ops.init_files import (
 )
 from gateway.ops.init_owner import wait_for_owner
 from gateway.ops.reachability import (
+    REACH_HINT,
     Check,
     check_discord,
     check_provider,
@@ -125,6 +126,12 @@ def add_init_parser(commands: argparse._SubParsersAction) -> None:
         "--timeout", type=float, default=10.0, metavar="SECONDS", help="per network check"
     )
     init.add_argument(
+        "--no-check",
+        action="store_true",
+        help="--non-interactive: write without trying the model and the tokens (a machine "
+        "not online yet); `nightowl doctor` tries them later",
+    )
+    init.add_argument(
         "--pair-timeout",
         type=float,
         default=600.0,
@@ -197,6 +204,15 @@ def check_model(model: Model, timeout: float, data_dir: Path) -> list[Check]:
         return [answered] + ([window] if window is not None else [])
 
     return asyncio.run(checks())
+
+
+def as_flags(check: Check, model: Model) -> Check:
+    """A check's hint as ``init --non-interactive`` is answered: by its flags, not by the
+    config keys it has not written yet."""
+    if check.hint == REACH_HINT and not model.base_url:  # the provider's own API: no URL given
+        return replace(check, hint="check the network")
+    hint = check.hint.replace("model.name", "--model").replace("model.base_url", "--model-url")
+    return replace(check, hint=hint)
 
 
 def listed_models(provider: str, key: str, base_url: str | None, timeout: float) -> list[str]:
@@ -453,13 +469,15 @@ class Scripted:
         model = self.model()
         if isinstance(model, int):
             return model
-        checks = [check_token(p, args.timeout) for p in platforms] + check_model(
-            model, args.timeout, self.data_dir
-        )
-        for check in checks:
-            show(check)
-        if not all(check.ok for check in checks):
-            return _refuse("a check failed (above): nothing written", EXIT_FAILED)
+        if args.no_check:
+            say("  not checked (--no-check): run `nightowl doctor` once the machine is online")
+        else:
+            checks = [check_token(p, args.timeout) for p in platforms]
+            checks += [as_flags(c, model) for c in check_model(model, args.timeout, self.data_dir)]
+            for check in checks:
+                show(check)
+            if not all(check.ok for check in checks):
+                return _refuse("a check failed (above): nothing written", EXIT_FAILED)
         answers = Answers(self.data_dir, model, platforms, console="console" in names)
         write_files(answers)
         for line in next_steps(answers):
@@ -474,6 +492,8 @@ class Scripted:
             url = server_url(args.model_url)
             if args.model:
                 return Model("openai", args.model, base_url=url)
+            if args.no_check:
+                return _refuse("--no-check needs --model (nothing asks the server)", EXIT_USAGE)
             try:
                 models = listed_models("openai", NO_KEY_NEEDED, url, args.timeout)
             except ProviderError as exc:  # what the interactive question adds, too

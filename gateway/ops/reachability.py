@@ -183,7 +183,7 @@ async def check_provider(
                 )
             await one_token_request(provider, model, key, base_url, timeout)
     except TimeoutError:
-        return Check(label, False, f"{where} did not answer within {timeout:g} s", _REACH_HINT)
+        return Check(label, False, f"{where} did not answer within {timeout:g} s", REACH_HINT)
     except ProviderError as exc:
         hint = _provider_hint(exc.kind)
         if exc.kind == "auth" and key == NO_KEY_NEEDED:
@@ -193,14 +193,14 @@ async def check_provider(
     return Check(label, True, f"{model} at {where} answered a 1-token request")
 
 
-_REACH_HINT = "check model.base_url, the network, and that the server is running"
+REACH_HINT = "check model.base_url, the network, and that the server is running"
 
 
 def _provider_hint(kind: str) -> str:
     return {
         "auth": "the API key was rejected: check it (and its quota) with the provider",
-        "network": _REACH_HINT,
-        "timeout": _REACH_HINT,
+        "network": REACH_HINT,
+        "timeout": REACH_HINT,
         "rate_limit": "rate-limited right now: try again in a minute",
     }.get(kind, "see the provider's status page")
 

@@ -14,7 +14,7 @@ import yaml
 
 from tests.child_process import Chat, Spawn, clean_env, nightowl
 from tests.fakes.llm_server import FakeLLM
-from tests.fakes.local_servers import FakeLlamaCpp
+from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama
 from tests.fakes.telegram_server import FakeTelegram
 from tests.waiting import CEILING
 
@@ -218,6 +218,34 @@ async def test_a_script_s_model_server_that_is_not_there_is_one_line_with_what_t
     assert code == 1 and not (tmp_path / "owl").exists()
     assert f"http://127.0.0.1:{port}/v1: cannot connect (" in err
     assert err.rstrip().endswith("; check that the server runs there.")
+
+
+async def test_a_script_is_told_its_flags_and_can_write_before_the_machine_is_online(
+    tmp_path: Path,
+) -> None:
+    """The hint names what the script passed (--model), not a config key it never
+    wrote; --no-check writes without the network (doctor tries it later)."""
+    data = tmp_path / "owl"
+    async with FakeOllama(model="qwen3:8b") as ollama:
+        flags = ["init", "--non-interactive", "--data-dir", str(data)]
+        flags += ["--model-url", ollama.openai_base_url]
+        code, out, err = await nightowl(*flags, "--model", "qwen3:8B", cwd=tmp_path)
+        assert code == 1 and not data.exists() and "nothing written" in err
+        assert "does not list the model qwen3:8B — set --model to one it serves" in out
+        assert "model.name" not in out
+    with socket.socket() as probe:  # offline: nothing listens there any more
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    offline = ["init", "--non-interactive", "--data-dir", str(data), "--no-check"]
+    offline += ["--model-url", f"127.0.0.1:{port}"]
+    code, _, err = await nightowl(*offline, cwd=tmp_path)
+    assert code == 2 and "--no-check needs --model" in err and not data.exists()
+    code, out, err = await nightowl(*offline, "--model", "qwen3:8b", cwd=tmp_path)
+    assert code == 0, out + err
+    assert "not checked (--no-check): run `nightowl doctor` once the machine is online" in out
+    config = yaml.safe_load((data / "config.yaml").read_text())
+    assert config["model"]["name"] == "qwen3:8b"
+    assert config["model"]["base_url"] == f"http://127.0.0.1:{port}/v1"
 
 
 async def test_a_script_gives_the_token_in_the_environment_and_names_the_owner(
