@@ -33,6 +33,7 @@ from typing import Any, Literal
 import httpx2
 
 from agent.tls import tls_context
+from agent.urls import shown_url
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,9 @@ ENLARGE_HINTS: dict[Server, str] = {
     "vllm": "start vLLM with a larger --max-model-len",
 }
 
+#: Servers told to be silent in the log, until they answer again.
+_SILENT: set[str] = set()
+
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
 
 
@@ -60,9 +64,10 @@ class ServedWindow:
     #: What the model declares (its training window): an upper bound, never served more.
     declared: int | None = None
     #: False: the server does not have this model at all (never pulled, a name typed
-    #: wrong), and every request for it is refused; ``models`` are the ones it has.
+    #: wrong), and every request for it is refused; ``models`` are the ones it has (None:
+    #: it did not say).
     has_model: bool = True
-    models: tuple[str, ...] = ()
+    models: tuple[str, ...] | None = ()
 
     @property
     def cuts_silently(self) -> bool:
@@ -97,15 +102,17 @@ class ServedWindow:
 
     @property
     def listed(self) -> str:
-        """The models a server without this one has: ``it has a, b`` (or ``it lists none``)."""
-        return f"it has {', '.join(self.models)}" if self.models else "it lists none"
+        """The models a server without this one has: ``it has a, b``."""
+        if self.models is None:
+            return "it did not say which it has"
+        return f"it has {', '.join(self.models)}" if self.models else "it has none"
 
     def fix(self, model: str, key: str = "model.name") -> str:
         """What the operator does about a server without ``model`` (config ``key``): the
         name it has in another case (names are case-sensitive), else one it has, or on
         Ollama the pull that fetches it."""
         wanted = model.lower().removesuffix(":latest")
-        same = [m for m in self.models if m.lower().removesuffix(":latest") == wanted]
+        same = [m for m in self.models or () if m.lower().removesuffix(":latest") == wanted]
         if same:
             return f"set {key} to {same[0]} (names are case-sensitive)"
         fix = f"set {key} to a model it has"
@@ -146,12 +153,16 @@ async def ask_served_window(
         for ask in (_ollama, _llama_cpp, _lmstudio, _openai_models):
             answer = await ask(asker, root, base_url.rstrip("/"), model)
             if answer is not None:
+                _SILENT.discard(root)
                 return answer
-    if not asker.answered and asker.failure:  # not one response: nothing listens there
+    if asker.answered:
+        _SILENT.discard(root)
+    elif asker.failure and root not in _SILENT:  # not one response: nothing listens there
+        _SILENT.add(root)  # said once until it answers (the alerts ask every minute)
         log.warning(
             "the model server at %s does not answer (%s): replies fail until it does"
             " (is it running, and is that its address?)",
-            base_url,
+            shown_url(base_url),
             asker.failure,
         )
     return None
@@ -224,8 +235,10 @@ async def _ollama(asker: _Http, root: str, base: str, model: str) -> ServedWindo
     if shown is None and asker.status == 404:  # "model 'x' not found": not pulled
         tags = await asker.json("GET", f"{root}/api/tags")
         listed = tags.get("models") if isinstance(tags, Mapping) else None
-        names = [m.get("name") for m in listed if isinstance(m, Mapping)] if listed else []
-        return ServedWindow("ollama", None, has_model=False, models=_names(names))
+        if not isinstance(listed, list):  # it did not say what it has
+            return ServedWindow("ollama", None, has_model=False, models=None)
+        names = _names(m.get("name") for m in listed if isinstance(m, Mapping))
+        return ServedWindow("ollama", None, has_model=False, models=names)
     declared = num_ctx = None
     if isinstance(shown, Mapping):
         parameters = shown.get("parameters")
@@ -285,9 +298,9 @@ async def _openai_models(asker: _Http, root: str, base: str, model: str) -> Serv
     listing = await asker.json("GET", f"{base}/models")
     data = listing.get("data") if isinstance(listing, Mapping) else None
     entries = [e for e in data if isinstance(e, Mapping)] if isinstance(data, list) else []
-    if (
+    if (  # vLLM's own listing (SGLang lists max_model_len too, and answers any name)
         entries
-        and all(_is_vllm(e) for e in entries)
+        and all(e.get("owned_by") == "vllm" for e in entries)
         and not any(e.get("id") == model for e in entries)
     ):
         # vLLM serves only its --served-model-name: "The model `x` does not exist."

@@ -10,41 +10,10 @@ import asyncio
 import contextlib
 import os
 import socket
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
-
-def shown_url(url: str) -> str:
-    """``scheme://host:port`` of ``url``: its user, password, path and query may hold a
-    secret and are left out."""
-    parts = urlsplit(url)
-    try:
-        return f"{parts.scheme}://{_host(parts)}:{_port(parts)}"
-    except ValueError:  # a port that is not a number
-        return f"{parts.scheme}://{_host(parts)}"
-
-
-def host_port(url: str) -> str:
-    """``host`` or ``host:port`` as ``url`` writes it (a URL without a scheme read as
-    one), nothing else of it, so nothing secret; ``?`` when it names no host."""
-    parts = urlsplit(url if "//" in url else f"//{url}")
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return f"{_host(parts)}:{port}" if port else _host(parts)
-
-
-def _port(parts: SplitResult) -> int:
-    """The port ``parts`` names, or its scheme's (ValueError: not a port)."""
-    return parts.port or (443 if parts.scheme == "https" else 80)
-
-
-def _host(parts: SplitResult) -> str:
-    host = parts.hostname
-    if not host:
-        return "?"
-    return f"[{host}]" if ":" in host else host  # IPv6
+from agent.urls import port_of
 
 
 async def connect_problem(url: str, timeout: float) -> str | None:
@@ -54,7 +23,7 @@ async def connect_problem(url: str, timeout: float) -> str | None:
     127.0.0.1), and the last one's reason is said, not asyncio's list of them all."""
     try:
         parts = urlsplit(url)
-        port = _port(parts)
+        port = port_of(parts)
     except ValueError:  # not a number, or past 65535
         return "its port is not valid"
     host = parts.hostname

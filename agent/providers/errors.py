@@ -116,11 +116,12 @@ _PROMPT_PATTERNS = tuple(
 _RETRY_IN = re.compile(r"try again in (\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
 _OVERLOADED = re.compile(r"overloaded|at capacity", re.IGNORECASE)
 _QUOTA = re.compile(r"insufficient_quota|exceeded your current quota|credit", re.IGNORECASE)
-#: A 404 about the model, not the path: OpenAI's ``model_not_found``, Anthropic's
-#: ``not_found_error`` ("model: x"), Ollama's "model 'x' not found", vLLM's "The model
-#: `x` does not exist." (tests/fakes/local_servers.py).
+#: A 404 about the model, not the path (a ``base_url`` that misses or doubles ``/v1`` is
+#: a 404 too, whose type may be ``not_found_error``): OpenAI's code ``model_not_found``,
+#: Anthropic's "model: x", Ollama's "model 'x' not found", vLLM's "The model `x` does
+#: not exist." (tests/fakes/local_servers.py).
 _NO_SUCH_MODEL = re.compile(
-    r"model_not_found|not_found_error|\bmodel\b.{0,200}\b(?:not found|does not exist)",
+    r"model_not_found|^model: |\bmodel\b.{0,200}\b(?:not found|does not exist)",
     re.IGNORECASE,
 )
 
@@ -199,7 +200,7 @@ def classify_kind(
         return "overloaded", ""
     if status in (408, 504) or error_type == "timeout_error":
         return "timeout", ""
-    if status == 404 and _NO_SUCH_MODEL.search(f"{code} {error_type} {message}"):
+    if status == 404 and (code == "model_not_found" or _NO_SUCH_MODEL.search(message)):
         return "other", NO_SUCH_MODEL
     return "other", ""
 

@@ -19,16 +19,17 @@ to tell anyone is the monitor's (:mod:`gateway.alerts.monitor`). Conditions:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.served_window import ServedWindow
+from agent.urls import shown_url
 from gateway.backup_status import described, last_run
-from gateway.connecting import connect_problem, shown_url
+from gateway.connecting import connect_problem
 from gateway.events import Payload
+from nightowl_errors import NightowlError
 
 #: Less free room than this share of the disk, or than :data:`DISK_MIN_FREE_BYTES`.
 DISK_MIN_FREE_SHARE = 0.05
@@ -206,6 +207,10 @@ MODEL_SERVER_WHAT = "the model server of "
 MODEL_SERVER_TIMEOUT = 3.0
 
 
+class NoAnswer(NightowlError):
+    """A look that could not say either way: the alert stands as it was."""
+
+
 @dataclass(frozen=True)
 class ModelServer:
     """The main model's own server (a local one), looked at by connecting to it, then
@@ -216,10 +221,12 @@ class ModelServer:
     #: Why nothing takes a connection there (None: something does), within a timeout.
     look: Callable[[str, float], Awaitable[str | None]] = connect_problem
     ask: Callable[[], Awaitable[ServedWindow | None]] | None = None
+    #: How long each look may take: a check waits for it.
+    timeout: float = MODEL_SERVER_TIMEOUT
 
     async def observation(self) -> Observation | None:
         where = f"{MODEL_SERVER_WHAT}{self.model} at {shown_url(self.base_url)}"
-        problem = await self.look(self.base_url, MODEL_SERVER_TIMEOUT)
+        problem = await self.look(self.base_url, self.timeout)
         if problem is not None:
             return Observation(
                 what=f"{where} takes no connection ({problem})",
@@ -228,9 +235,11 @@ class ModelServer:
             )
         served = None
         if self.ask is not None:
-            with contextlib.suppress(TimeoutError):  # a slow answer says nothing
-                async with asyncio.timeout(MODEL_SERVER_TIMEOUT):
+            try:
+                async with asyncio.timeout(self.timeout):
                     served = await self.ask()
+            except TimeoutError:  # a slow answer says nothing: what held still holds
+                raise NoAnswer(f"{where} did not answer within {self.timeout:g} s") from None
         if served is None or served.has_model:
             return None
         fix = served.fix(self.model)

@@ -35,6 +35,7 @@ from gateway.alerts.conditions import (
     USES,
     BudgetsReached,
     ModelServer,
+    NoAnswer,
     Observation,
     ProviderFailures,
     backup_observation,
@@ -343,8 +344,9 @@ class Alerts:
             # before its model server): whether anything listens where the calls will go.
             try:
                 found[REPLIES] = await server.observation()
-            except Exception:  # a look must never stop the others; what held still holds
-                log.exception("looking at the model server failed")
+            except Exception as exc:  # a look must never stop the others; what held holds
+                if not isinstance(exc, NoAnswer):
+                    log.exception("looking at the model server failed")
                 if (alert := self.active.get(REPLIES)) is not None and alert.holding:
                     found[REPLIES] = Observation(alert.what, alert.todo)
         for platform, adapter in self.adapters.items():

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from gateway.connecting import host_port
+from agent.urls import host_port
 
 #: Each provider's own key variable: sent to that provider's own API only.
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

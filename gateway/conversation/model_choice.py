@@ -22,6 +22,7 @@ from typing import Any
 from agent.model_metadata import CACHE_FILE_NAME, ContextLengthResolver, ResolvedWindow
 from agent.providers import Provider
 from agent.served_window import ENLARGE_HINTS, ServedWindow
+from agent.urls import host_port
 from gateway.config.models import DEFAULT_CHOICE, ModelChoice, ModelRoute
 from gateway.config.routes import model_label
 from gateway.conversation.hygiene import measure_tokens
@@ -130,12 +131,12 @@ class ModelChoices:
 def missing_model(choice: ModelChoice, served: ServedWindow) -> str:
     """What to do about a server that does not have the model, with the names it has."""
     route = choice.route
-    where = model_label(route.name, route.provider, route.base_url).rsplit(" at ", 1)[-1]
+    where = host_port(route.base_url or "")
     fix = served.fix(route.name, _config_key(choice).rsplit(".", 1)[0] + ".name")
-    return (
-        f"the model server at {where} has no model {route.name} ({served.listed}), so every"
-        f" reply fails: {fix}"
+    replies = (
+        "every reply" if choice.key == DEFAULT_CHOICE else f"every reply of /model {choice.key}"
     )
+    return f"the model server at {where} has no model {route.name} ({served.listed}), so {replies} fails: {fix}"
 
 
 def _config_key(choice: ModelChoice) -> str:

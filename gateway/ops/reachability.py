@@ -20,6 +20,7 @@ from typing import Any
 
 from agent.model_metadata import ContextLengthResolver
 from agent.providers import ProviderError, ProviderSettings, make_provider
+from agent.urls import shown_url
 from gateway.config.alerts import alert_target
 from gateway.config.platforms import WebhookConfig
 from gateway.config.routes import (
@@ -36,7 +37,7 @@ from gateway.config.schema import (
     resolve_api_key,
     summary_model_route,
 )
-from gateway.connecting import connect_problem, proxied, shown_url
+from gateway.connecting import connect_problem, proxied
 from nightowl_errors import redact
 
 

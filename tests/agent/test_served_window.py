@@ -78,6 +78,31 @@ async def test_vllm_asked_for_another_model_says_which_one_it_serves(wording: st
     assert refused.value.status == 404 and refused.value.detail == NO_SUCH_MODEL
 
 
+async def test_sglang_answers_any_name_and_is_never_said_to_lack_it() -> None:
+    """SGLang lists ``max_model_len`` as vLLM does, but serves whatever name it is sent
+    (its docs use ``model="default"``): only vLLM's own listing says a name is missing."""
+    listing = {
+        "object": "list",
+        "data": [{"id": "Qwen/Qwen3-8B", "owned_by": "sglang", "max_model_len": 32_768}],
+    }
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response(listing)
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        served = await ask_served_window(f"http://127.0.0.1:{port}/v1", "default")
+    finally:
+        await runner.cleanup()
+    assert served is None
+
+
 def test_a_404_names_a_missing_model_only_when_it_is_about_the_model() -> None:
     def detail(message: str, error_type: str | None = None, code: str | None = None) -> str:
         failure = classify_failure(
@@ -88,9 +113,10 @@ def test_a_404_names_a_missing_model_only_when_it_is_about_the_model() -> None:
     openai = "The model `gpt-9` does not exist or you do not have access to it."
     assert detail(openai, "invalid_request_error", "model_not_found") == NO_SUCH_MODEL
     assert detail("model: claude-9", "not_found_error") == NO_SUCH_MODEL  # Anthropic
-    assert detail("model 'qwen3:8B' not found", "api_error") == NO_SUCH_MODEL  # Ollama
-    # A base_url without /v1 on Ollama: a wrong path, not a missing model.
+    assert detail("model 'qwen3:8B' not found", "not_found_error") == NO_SUCH_MODEL  # Ollama
+    # A wrong path, not a missing model: Ollama's base_url without /v1, Anthropic's with it.
     assert detail("404 page not found") == ""
+    assert detail("Not Found", "not_found_error") == ""
 
 
 async def test_llama_cpp_says_one_slots_window_not_the_training_one() -> None:
@@ -133,12 +159,14 @@ async def test_an_unreachable_server_gives_no_answer_quickly_and_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with FakeLLM() as server:
-        url = server.openai_base_url
-    assert await ask_served_window(url, "m", timeout=2.0) is None
+        port = server.port
+    url = f"http://owl:s3cret@127.0.0.1:{port}/v1"
+    for _ in range(3):  # the alerts ask every minute: said once, not each time
+        assert await ask_served_window(url, "m", timeout=2.0) is None
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warned == [
-        f"the model server at {url} does not answer (ConnectError): replies fail until it"
-        " does (is it running, and is that its address?)"
+        f"the model server at http://127.0.0.1:{port} does not answer (ConnectError): replies"
+        " fail until it does (is it running, and is that its address?)"
     ]
 
 

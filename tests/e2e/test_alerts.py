@@ -18,9 +18,11 @@ import pytest
 from aiohttp import web
 
 from adapters.base import DeliveryError, OutboundMessage
+from agent.served_window import ServedWindow
+from agent.urls import host_port
+from gateway.alerts.conditions import ModelServer, NoAnswer
 from gateway.backup_status import BackupRun, record_run
 from gateway.config.schema import Config, ConfigError, parse_config
-from gateway.connecting import host_port
 from gateway.ops.backup import BackupError, backup
 from tests.dashboard.support import client_of, dashboard_config, log_in
 from tests.dashboard.test_metrics import samples
@@ -320,6 +322,22 @@ async def test_a_model_the_server_lacks_is_told_before_any_message_and_cleared_o
     )
     assert "Set model.name to qwen3:8b (names are case-sensitive); replies fail" in started
     assert sent[1].startswith(f"✅ nightowl: resolved: {where} does not have that model")
+
+
+async def test_a_model_server_that_answers_too_slowly_says_nothing_either_way() -> None:
+    """A slow Ollama (loading another model) must not clear a standing alert, nor start
+    one: the look raises NoAnswer, and the monitor keeps what held."""
+
+    async def listening(url: str, timeout: float) -> None:
+        return None
+
+    async def slow() -> ServedWindow | None:
+        await asyncio.Event().wait()  # never answers
+        return None
+
+    server = ModelServer("http://127.0.0.1:11434/v1", "qwen3:8b", listening, slow, timeout=0.05)
+    with pytest.raises(NoAnswer, match=r"did not answer within 0\.05 s"):
+        await server.observation()
 
 
 async def test_a_budget_reached_is_told_once_at_once(tmp_path: Path, fake_llm: FakeLLM) -> None:

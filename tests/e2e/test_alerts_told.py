@@ -17,12 +17,12 @@ from typing import Any
 from aiohttp import web
 
 from adapters.base import DeliveryError, OutboundMessage
+from agent.urls import host_port
 from gateway.alerts.conditions import HOUSEKEEPING, USES, ProviderFailures
 from gateway.alerts.sending import UNSENT_FILE, UNSENT_KEPT, AlertSender
 from gateway.app import Gateway
 from gateway.config.alerts import AlertsConfig
 from gateway.config.schema import Config
-from gateway.connecting import host_port
 from gateway.events import BudgetReached
 from gateway.store import AlertStore, AlertTold, Claim, PairingRequest, StoreError
 from tests.e2e.test_alerts import OPERATOR, Outage, alerts

@@ -48,7 +48,8 @@ is the truth, as with the real ones.
   ``GET /api/tags`` lists models; ``/v1/models`` has ``owned_by: "library"`` and no window.
 - A model that was never pulled (or a name typed wrong: names are case-sensitive) is a
   404 on every endpoint, also ``/v1/chat/completions``: ``{"error": {"message": "model
-  'qwen3:8B' not found", "type": "api_error", "param": null, "code": null}}`` (the native
+  'qwen3:8B' not found", "type": "not_found_error", "param": null, "code": null}}``
+  (``openai.NewError`` types every 404 so, a wrong path's too; the native
   ``{"error": "model 'x' not found"}`` in OpenAI's envelope; before v0.5 it added ", try
   pulling it first"; netease-youdao/QAnything#555, CrestApps/CrestApps.Core#142).
 - ``POST /api/chat`` (native) honours ``options.num_ctx``, streams NDJSON by default and
@@ -243,7 +244,7 @@ class FakeOllama(_LocalServer):
         if self._known(name):
             return None
         message = f"model '{name}' not found"
-        return Reply(status=404, error_type="api_error", error_message=message)
+        return Reply(status=404, error_type="not_found_error", error_message=message)
 
     def _details(self) -> dict[str, Any]:
         return {

@@ -8,7 +8,8 @@ import socket
 
 import pytest
 
-from gateway.connecting import connect_problem, proxied, shown_url
+from agent.urls import shown_url
+from gateway.connecting import connect_problem, proxied
 
 
 def free_port() -> int:
