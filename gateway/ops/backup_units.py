@@ -8,7 +8,6 @@ answers), at a low priority so a chat does not notice it.
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -120,30 +119,32 @@ def backup_steps(spec: UnitSpec, written: list[Path]) -> list[str]:
     ]
 
 
-def unit_without_daily(config_path: Path) -> tuple[Path, str] | None:
+def unit_without_daily(config_path: Path) -> Path | None:
     """The backup unit in systemd's own places (the user's, then the system's) that runs
     ``config_path``'s backup without ``--daily`` (written before the runs said so, so a
-    timer that stops goes unnoticed), and the ``install-service`` command that writes it
-    again as it was; None when there is none."""
-    config = str(config_path.absolute())
+    timer that stops goes unnoticed); None when there is none."""
+    config = quote_exec_arg(str(config_path.absolute()))
     for system in (False, True):
         path = default_unit_path(system).with_name(SERVICE_NAME)
         try:
-            text = path.read_text(encoding="utf-8")
+            start = _exec_start(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError):
             continue
-        start = next((line for line in text.splitlines() if line.startswith("ExecStart=")), "")
-        words = start.split()
-        if quote_exec_arg(config) not in start or "--daily" in words:
-            continue
-        keep = words[words.index("--keep") + 1] if "--keep" in words[:-1] else None
-        command = [
-            "sudo nightowl install-service --system" if system else "nightowl install-service"
-        ]
-        command += ["-c", shlex.quote(config), "--backup-daily"]
-        command += ["--keep", keep] if keep and keep != str(DEFAULT_KEEP) else []
-        return path, " ".join([*command, "--force"])
+        if config in start and "--daily" not in start.split():
+            return path
     return None
+
+
+def add_daily(path: Path) -> None:
+    """``--daily`` at the end of the unit's ExecStart, the rest of it as it was (a user's
+    own edits kept). OSError: it could not be written."""
+    text = path.read_text(encoding="utf-8")
+    start = _exec_start(text)
+    path.write_text(text.replace(start, f"{start} --daily", 1), encoding="utf-8")
+
+
+def _exec_start(text: str) -> str:
+    return next((line for line in text.splitlines() if line.startswith("ExecStart=")), "")
 
 
 def _escape(text: str) -> str:

@@ -48,7 +48,7 @@ from gateway.dashboard.exposure import SHORT_TOKEN_FIX, metrics_beyond_loopback,
 from gateway.dashboard.logins import LOGINS_FILE
 from gateway.dashboard.token import DASHBOARD_TOKEN_FILE
 from gateway.logs import CHAT_LOG_NAME, redact, setup_logging
-from gateway.ops.backup_units import unit_without_daily
+from gateway.ops.backup_units import add_daily, unit_without_daily
 from gateway.ops.doctor_postgres import postgres_checks
 from gateway.ops.mcp_check import check_mcp_servers
 from gateway.ops.reachability import (
@@ -58,6 +58,7 @@ from gateway.ops.reachability import (
     check_providers,
     check_telegram,
 )
+from gateway.ops.service import default_unit_path
 from gateway.store import DatabaseProbe, DatabaseReport, open_store
 from gateway.store.datadir_lock import lock_holder
 from gateway.store.errors import StoreError, write_problem
@@ -120,6 +121,8 @@ async def run_doctor(
         report.add(check)
     report.add(check_permissions(config, fix=fix, confirm=confirm))
     report.add(check_backup(config))
+    if (timer := check_backup_timer(config, fix=fix)) is not None:
+        report.add(timer)
     if config.dashboard.enabled:
         report.add(await check_dashboard(config))
     return 0 if report.ok else 1
@@ -342,16 +345,6 @@ def check_backup(config: Config) -> Check:
     """The last ``nightowl backup``'s outcome, as the alerts see it
     (docs/operations.md#backup-alerts)."""
     run = last_run(config.data_dir)
-    stale = unit_without_daily(config.source) if config.source is not None else None
-    if stale is not None:
-        path, again = stale
-        return Check(
-            "backup",
-            False,
-            f"{path} runs without --daily (written by an older nightowl): a daily backup "
-            "that stops coming would not be noticed",
-            f"write it again: {again}",
-        )
     if run is None:
         return Check(
             "backup",
@@ -369,6 +362,35 @@ def check_backup(config: Config) -> Check:
             "check its timer: systemctl --user list-timers nightowl-backup.timer",
         )
     return Check("backup", False, wrong, "run `nightowl backup` to see what it says and fix that")
+
+
+def check_backup_timer(config: Config, *, fix: bool = False) -> Check | None:
+    """A daily backup unit written before its runs said ``--daily``: its timer stopping
+    would never be told (docs/operations.md#backup-alerts). ``fix`` adds the flag to its
+    ExecStart and nothing else. None: no such unit."""
+    path = unit_without_daily(config.source) if config.source is not None else None
+    if path is None:
+        return None
+    system = path.parent == default_unit_path(True).parent
+    reload = "sudo systemctl daemon-reload" if system else "systemctl --user daemon-reload"
+    if fix:
+        try:
+            add_daily(path)
+        except OSError as exc:
+            return Check(
+                "backup timer",
+                False,
+                f"could not add --daily to {path}: {os_reason(exc)}",
+                "run `sudo nightowl doctor --fix`" if system else "check its owner",
+            )
+        return Check("backup timer", True, f"added --daily to {path}'s ExecStart: now {reload}")
+    return Check(
+        "backup timer",
+        False,
+        f"{path} runs `nightowl backup` without --daily (an older nightowl wrote it): a daily"
+        " backup that stops coming would not be told",
+        f"run: nightowl doctor --fix (adds --daily to its ExecStart), then {reload}",
+    )
 
 
 # -- the dashboard -------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import yaml
 from gateway.backup_status import STATUS_FILE
 from gateway.config.schema import load_config
 from gateway.ops.cli import main
-from gateway.ops.doctor import check_backup
+from gateway.ops.doctor import check_backup, check_backup_timer
 from gateway.ops.restore import point_dsn_at
 from tests.gateway.test_memory_cli import fill, fill_postgres
 from tests.postgres import ADMIN_DSN, TestDatabase, with_database
@@ -452,30 +452,37 @@ def test_the_console_s_chats_get_daily_backups_but_no_service_that_stops_at_once
     assert not unit.exists() and (unit.parent / "nightowl-backup.timer").exists()
 
 
-def test_a_timer_written_before_daily_runs_is_said_by_doctor_with_its_fix(
+def test_a_timer_written_before_daily_runs_is_said_by_doctor_and_fixed_in_place(
     config: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A unit from before ``--daily`` records no schedule, so its timer stopping would
-    never be told: doctor names the command that writes it again, ``--keep`` kept."""
+    never be told: doctor says so beside the last backup's line, and ``--fix`` adds the
+    flag to its ExecStart, leaving the rest (a user's own edits) as it was."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     serving_telegram(config)
     code, _, err = nightowl(capsys, "install-service", "-c", str(config), "--backup-daily")
     assert code == 0, err
     service = tmp_path / "xdg" / "systemd" / "user" / "nightowl-backup.service"
-    assert check_backup(load_config(config)).ok  # as written now
-    old = service.read_text().replace(" --keep 7 --daily", " --keep 14")
-    service.write_text(old)  # as an older nightowl wrote it
-    stale = check_backup(load_config(config))
-    assert not stale.ok and stale.detail.startswith(f"{service} runs without --daily")
-    again = f"nightowl install-service -c {config} --backup-daily --keep 14 --force"
-    assert stale.hint == f"write it again: {again}"
-    code, _, err = nightowl(capsys, *again.split()[1:])
-    assert code == 0, err
-    assert "--keep 14 --daily" in service.read_text()
-    assert check_backup(load_config(config)).ok
+    assert check_backup_timer(load_config(config)) is None  # as written now
+    old = service.read_text().replace(" --keep 7 --daily", " --keep=14")
+    old += "Environment=HTTPS_PROXY=http://proxy:3128\n"  # the user's own line
+    service.write_text(old)  # as an older nightowl wrote it, and its user edited it
+    stale = check_backup_timer(load_config(config))
+    assert stale is not None and not stale.ok
+    assert stale.detail.startswith(f"{service} runs `nightowl backup` without --daily")
+    assert stale.hint == (
+        "run: nightowl doctor --fix (adds --daily to its ExecStart), then systemctl --user"
+        " daemon-reload"
+    )
+    assert check_backup(load_config(config)).ok  # the last backup's own line stays
+    fixed = check_backup_timer(load_config(config), fix=True)
+    assert fixed is not None and fixed.ok
+    assert fixed.detail.endswith("ExecStart: now systemctl --user daemon-reload")
+    assert service.read_text() == old.replace(" --keep=14", " --keep=14 --daily")
+    assert check_backup_timer(load_config(config)) is None
 
 
 def test_a_restored_config_with_the_dsn_written_in_it_gets_it_through_the_env(
