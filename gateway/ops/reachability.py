@@ -221,8 +221,12 @@ def _withheld_key_hint(label: str, provider: str, environ: Mapping[str, str]) ->
 
 
 def _model_listed(model: str, models: list[str]) -> bool:
-    # Anthropic lists dated ids and accepts the undated alias.
-    return any(m == model or m.startswith(model + "-") for m in models)
+    # Anthropic lists dated ids and accepts the undated alias; Ollama lists tagged names
+    # and takes a bare one as its ``:latest``.
+    return any(
+        m in (model, f"{model}:latest") or m.startswith(model + "-") or model == f"{m}:latest"
+        for m in models
+    )
 
 
 async def list_models(

@@ -162,6 +162,18 @@ async def test_a_model_the_server_does_not_serve_is_reported(
     assert "llama3.1:8b" in line(lines, "provider")
 
 
+async def test_a_bare_ollama_name_is_its_latest_tag_and_passes(tmp_path: Path) -> None:
+    """Ollama lists "llama3.2:latest" and answers "llama3.2": the name is fine."""
+    async with FakeOllama(served=2_048, declared=2_048, model="llama3.2:latest") as ollama:
+        config = write_config(tmp_path, ollama.openai_base_url)
+        raw = yaml.safe_load(config.read_text())
+        raw["model"]["name"] = "llama3.2"
+        config.write_text(yaml.safe_dump(raw))
+        code, lines = await doctor(config)
+    assert line(lines, "provider").startswith("✓ provider: llama3.2 at "), lines
+    assert code == 0, lines
+
+
 async def test_a_configured_window_larger_than_the_server_serves_is_reported(
     tmp_path: Path,
 ) -> None:
