@@ -105,11 +105,15 @@ def render_config(answers: Answers) -> str:
     if platforms:
         raw["platforms"] = platforms
     today = datetime.date.today().isoformat()
+    secrets = (
+        "Secrets are in the .env beside this\n# file, named here as ${VARIABLES}.\n"
+        if secrets_of(answers)
+        else "Nothing here needs a\n# secret (a key or token would go in a .env beside this file).\n"
+    )
     head = (
         f"# Written by `nightowl init` on {today}; every key, with its default, is in\n"
         "# nightowl's config.yaml.example, which `nightowl init --example` prints. A relative\n"
-        "# data_dir is taken from this file's directory. Secrets are in the .env beside this\n"
-        "# file, named here as ${VARIABLES}.\n"
+        f"# data_dir is taken from this file's directory. {secrets}"
     )
     return head + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
 

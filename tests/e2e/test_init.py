@@ -243,9 +243,12 @@ async def test_a_script_is_told_its_flags_and_can_write_before_the_machine_is_on
     code, out, err = await nightowl(*offline, "--model", "qwen3:8b", cwd=tmp_path)
     assert code == 0, out + err
     assert "not checked (--no-check): run `nightowl doctor` once the machine is online" in out
-    config = yaml.safe_load((data / "config.yaml").read_text())
+    written = (data / "config.yaml").read_text()
+    config = yaml.safe_load(written)
     assert config["model"]["name"] == "qwen3:8b"
     assert config["model"]["base_url"] == f"http://127.0.0.1:{port}/v1"
+    # No secret, no .env: the header does not point at one.
+    assert "Nothing here needs a\n# secret" in written and not (data / ".env").exists()
 
 
 async def test_a_script_gives_the_token_in_the_environment_and_names_the_owner(
