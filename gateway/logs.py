@@ -177,6 +177,8 @@ class _QuietFileHandler(RotatingFileHandler):
         pass
 
     def _open(self) -> io.TextIOWrapper:
+        # Made at the first line, not before: a run refused at once leaves no empty file.
+        os.makedirs(os.path.dirname(self.baseFilename), mode=0o700, exist_ok=True)
         # RotatingFileHandler always appends; the mode is ours from the file's first byte.
         descriptor = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         return open(descriptor, "a", encoding=self.encoding, errors=self.errors)
@@ -184,11 +186,11 @@ class _QuietFileHandler(RotatingFileHandler):
 
 def _chat_log(path: Path) -> logging.Handler | None:
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         handler = _QuietFileHandler(
-            path, maxBytes=_CHAT_LOG_BYTES, backupCount=1, encoding="utf-8", delay=False
+            path, maxBytes=_CHAT_LOG_BYTES, backupCount=1, encoding="utf-8", delay=True
         )
-        path.chmod(0o600)  # a chat.log an older version left readable
+        if path.exists():
+            path.chmod(0o600)  # a chat.log an older version left readable
     except OSError:
         return None  # the store reports what is wrong with the data dir, in one line
     handler.setFormatter(TextFormatter())

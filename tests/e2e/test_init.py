@@ -311,6 +311,17 @@ async def test_an_api_key_is_checked_and_kept_only_in_the_env_file(
     assert "OPENAI_API_KEY=sk-right" in (data / ".env").read_text().splitlines()
 
 
+async def test_run_refused_in_a_terminal_leaves_no_empty_chat_log(
+    tmp_path: Path, spawn: Spawn
+) -> None:
+    """A terminal's chat logs to <data_dir>/chat.log, made at its first line: a run
+    refused at once (no key) leaves nothing behind."""
+    chat = await spawn("run", cwd=tmp_path, terminal=True, env=clean_env(HOME=str(tmp_path)))
+    assert await asyncio.wait_for(chat.wait(), CEILING) == 2
+    assert "No LLM key configured" in chat.out.text + chat.err.text
+    assert not (tmp_path / ".nightowl" / "chat.log").exists()
+
+
 async def test_run_without_a_config_points_to_init_then_chats_as_before(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
