@@ -48,9 +48,10 @@ _SHAPES = re.compile(
 #: ``key=…`` in a URL or a request line; ``api_key: …`` as an SDK prints it. Not a bare
 #: ``key: …``: "session key: telegram:1" is a log line, not a credential; nor a
 #: ``${VARIABLE}`` a config names it by ("model.api_key: ${VLLM_KEY} is not set").
+_VARIABLE = r"\$\{[A-Za-z_]\w*\}(?=[\s&,;\"']|$)"
 _ASSIGNED = re.compile(
-    r"(?i)\b(api[_-]?key|access[_-]?token|token|key)(=)(?!\$\{)[^\s&,;\"']+"
-    r"|\b(api[_-]?key|access[_-]?token)(:\s*)(?!\$\{)[^\s&,;\"']+"
+    r"(?i)\b(api[_-]?key|access[_-]?token|token|key)(=)(?!" + _VARIABLE + r")[^\s&,;\"']+"
+    r"|\b(api[_-]?key|access[_-]?token)(:\s*)(?!" + _VARIABLE + r")[^\s&,;\"']+"
 )
 
 

@@ -27,6 +27,7 @@ from gateway.build import Providers
 from gateway.config.routes import model_label
 from gateway.cost.meter import CostMeter
 from gateway.events import EventBus, ModelRequest
+from gateway.store import CostHold
 
 #: Failures after the server took the request, which a vendor may bill (the call is kept
 #: with an unknown cost): a stream that closed, a reply that did not parse or was empty.
@@ -114,7 +115,9 @@ class ReportedProvider(Provider):
                 previous=self._previous,
             )
         try:
-            return await self._complete(messages, max_tokens, tools, on_text, cache_ttl, timeout)
+            return await self._complete(
+                messages, max_tokens, tools, on_text, cache_ttl, timeout, hold
+            )
         finally:
             if meter is not None:
                 await meter.release(hold)
@@ -127,7 +130,9 @@ class ReportedProvider(Provider):
         on_text: TextCallback | None,
         cache_ttl: str | None,
         timeout: float | None,
+        hold: CostHold | None,
     ) -> Completion:
+        """The call, timed and emitted; its cost kept, and ``hold`` let go with it."""
         self._previous = list(messages)
         started = time.perf_counter()
         streamed = 0
@@ -152,18 +157,18 @@ class ReportedProvider(Provider):
             log.warning("%s call to %s failed: %s", self.kind, self.inner.model, said)
             self._emit(started, error.kind, retry_after=error.retry_after, error=said)
             if self.meter is not None and billed(error, streamed):
-                await self.meter.failed(self.kind, self.inner, messages, tools, streamed)
+                await self.meter.failed(self.kind, self.inner, messages, tools, streamed, hold=hold)
             raise
         except asyncio.CancelledError:
             if self.meter is not None:  # cut off mid-call: the server may bill what it did
                 await asyncio.shield(
-                    self.meter.failed(self.kind, self.inner, messages, tools, streamed)
+                    self.meter.failed(self.kind, self.inner, messages, tools, streamed, hold=hold)
                 )
             raise
         usage = completion.usage
         cost = None
         if self.meter is not None:
-            cost = await self.meter.record(self.kind, self.inner, usage, cache_ttl)
+            cost = await self.meter.record(self.kind, self.inner, usage, cache_ttl, hold=hold)
         self._emit(
             started,
             "ok",

@@ -137,3 +137,6 @@ def test_redact_leaves_a_log_lines_words_and_blanks_assigned_credentials() -> No
     said = "config.yaml:4: model.api_key: ${VLLM_KEY} is not set"
     assert redact(said) == said
     assert redact("api_key=${X}, key=${Y}") == "api_key=${X}, key=${Y}"
+    # Only a whole ${NAME}: a value that merely starts so is still a value.
+    assert redact("api_key=${X}realsecretvalue123") == "api_key=[redacted]"
+    assert redact("api_key: ${hunter2-my-password}") == "api_key: [redacted]"

@@ -80,7 +80,7 @@ class ModelChoices:
         the server serves less than the config says, or had no such model, what to change."""
         served = self.missing.get(choice.route)
         if served is not None:
-            fix = served.fix(choice.route.name, _config_key(choice).rsplit(".", 1)[0] + ".name")
+            fix = served.fix(choice.route.name, _section(choice) + ".name")
             return WindowNote(
                 f"a guess: at start the server had no model {choice.route.name}, "
                 f"{served.listed}; {fix}"
@@ -125,26 +125,27 @@ class ModelChoices:
         for choice in self.choices.values():  # every choice on that endpoint and model
             note = self.window_note(choice)
             if choice.route == route and note.served_less:
-                log.warning("%s: %s", _config_key(choice).rsplit(".", 1)[0], note.text)
+                log.warning("%s: %s", _section(choice), note.text)
 
 
 def missing_model(choice: ModelChoice, served: ServedWindow) -> str:
     """What to do about a server that does not have the model, with the names it has."""
     route = choice.route
     where = host_port(route.base_url or "")
-    fix = served.fix(route.name, _config_key(choice).rsplit(".", 1)[0] + ".name")
+    fix = served.fix(route.name, _section(choice) + ".name")
     replies = (
         "every reply" if choice.key == DEFAULT_CHOICE else f"every reply of /model {choice.key}"
     )
     return f"the model server at {where} has no model {route.name} ({served.listed}), so {replies} fails: {fix}"
 
 
+def _section(choice: ModelChoice) -> str:
+    """The config section of a choice: ``model``, ``models.<key>``."""
+    return "model" if choice.key == DEFAULT_CHOICE else f"models.{choice.key}"
+
+
 def _config_key(choice: ModelChoice) -> str:
-    return (
-        "model.context_length"
-        if choice.key == DEFAULT_CHOICE
-        else f"models.{choice.key}.context_length"
-    )
+    return f"{_section(choice)}.context_length"
 
 
 @dataclass(frozen=True)

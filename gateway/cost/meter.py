@@ -23,6 +23,7 @@ carrying the one sentence for the person. The operator hears once per budget and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -141,6 +142,8 @@ class CostMeter:
         self.clock = clock
         #: (budget, subject, period) already told to the operator; pruned to this period.
         self._told: set[tuple[str, str, str]] = set()
+        #: Holds let go with their cost's row, until :meth:`release` is called for them.
+        self._let_go: dict[str, bool] = {}
 
     @property
     def budgets(self) -> Budgets:
@@ -240,15 +243,30 @@ class CostMeter:
             verdicts.append(decide(spent, limits, estimate, moment))
             return verdicts[-1].allowed
 
-        if await self.costs.hold(held, admits):
+        # The check may keep its hold after its caller is gone (a trip to SQLite's thread,
+        # a COMMIT sent, ends all the same): a cancelled caller waits for it, to let go.
+        checking = asyncio.ensure_future(self.costs.hold(held, admits))
+        try:
+            allowed = await asyncio.shield(checking)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                if await checking:
+                    await self.costs.release(held.id)
+            raise
+        except StoreError as exc:  # fails closed: no call is made that no budget saw
+            log.warning("a budget check could not use the store, so no call is made: %s", exc)
+            raise
+        if allowed:
             return held
         self._tell_operator(verdicts[-1], person, chat, now)
         raise BudgetRefused(verdicts[-1])
 
     async def release(self, hold: CostHold | None) -> None:
-        """The call's row is written (or it left none): its estimate no longer counts. A
-        store that fails to let it go is logged; the hold then ends by expiring."""
-        if hold is None:
+        """The call failed without a row (or its row could not be written): its estimate
+        no longer counts. A hold let go with its cost's row (:meth:`record`'s ``hold``)
+        is gone already. A store that fails to let it go is logged; the hold then ends by
+        expiring."""
+        if hold is None or self._let_go.pop(hold.id, False):
             return
         try:
             await asyncio.shield(self.costs.release(hold.id))
@@ -282,13 +300,20 @@ class CostMeter:
         self.events.emit(BudgetReached(budget, subject, str(limit), resets))
 
     async def record(
-        self, kind: str, provider: Provider, usage: Usage | None, cache_ttl: str | None
+        self,
+        kind: str,
+        provider: Provider,
+        usage: Usage | None,
+        cache_ttl: str | None,
+        hold: CostHold | None = None,
     ) -> Decimal | None:
-        """Keep what the call cost (None: unknown). A store failure is logged, never
-        the caller's: the answer matters more than its bill."""
+        """Keep what the call cost (None: unknown), letting its ``hold`` go in the same
+        write. A store failure is logged, never the caller's: the answer matters more
+        than its bill."""
         ttl = _ttl(cache_ttl)
         cost = cost_of(usage, self.price(provider), ttl)
         await self.keep(
+            hold,
             self._entry(
                 kind,
                 provider,
@@ -297,7 +322,7 @@ class CostMeter:
                 completion_tokens=usage.completion_tokens if usage else 0,
                 cache_read_tokens=usage.cache_read_tokens if usage else 0,
                 cache_write_tokens=usage.cache_write_tokens if usage else 0,
-            )
+            ),
         )
         return cost
 
@@ -308,19 +333,21 @@ class CostMeter:
         messages: Sequence[Message],
         tools: Sequence[ToolSchema] | None,
         streamed_chars: int,
+        hold: CostHold | None = None,
     ) -> None:
         """Keep a call the server took and then failed or was cut off (the vendor may
         bill it, docs/cost.md#what-is-stored): its cost unknown (a free model's $0), its
         tokens estimated: the prompt's, and what streamed before it ended."""
         price = self.price(provider)
         await self.keep(
+            hold,
             self._entry(
                 kind,
                 provider,
                 Decimal(0) if price is not None and price.free else None,
                 prompt_tokens=rough_tokens(messages, tools),
                 completion_tokens=(streamed_chars + 3) // 4,
-            )
+            ),
         )
 
     def _entry(
@@ -349,13 +376,14 @@ class CostMeter:
         seconds: float | None,
         chat: str,
         person: str | None,
+        hold: CostHold | None = None,
     ) -> None:
         """Keep a transcription's cost: its minutes at the route's per-minute price
         (None when the price or the duration is unknown; docs/cost.md#transcription)."""
         per_minute = self.pricing.per_minute(model, base_url, self.pricing.transcription)
         cost = None if seconds is None else transcription_cost(seconds, per_minute)
         at = self.clock()
-        await self.keep(CostRecord(at, chat, person, "transcription", model, cost=cost))
+        await self.keep(hold, CostRecord(at, chat, person, "transcription", model, cost=cost))
         self.events.emit(
             ModelRequest(
                 kind="transcription",
@@ -367,8 +395,13 @@ class CostMeter:
             )
         )
 
-    async def keep(self, entry: CostRecord) -> None:
+    async def keep(self, hold: CostHold | None, entry: CostRecord) -> None:
+        """Write ``entry``, and let ``hold`` go in the same write (then :meth:`release`
+        has nothing left to do)."""
         try:
-            await self.costs.record(entry)
+            await self.costs.record(entry, release=hold.id if hold else None)
         except StoreError as exc:
             log.warning("the cost of a %s call could not be stored: %s", entry.kind, exc)
+            return
+        if hold is not None:
+            self._let_go[hold.id] = True

@@ -125,9 +125,9 @@ class MediaReader:
                 raise TranscriptionFailed("it is too large to transcribe")
             name = sound.name or _DEFAULT_NAMES[sound.kind]
             text = await self.transcriber.transcribe(data, name, sound.mime_type)
-            if self.meter is not None:  # its row written before its hold is let go
+            if self.meter is not None:  # its row written, and its hold let go with it
                 await self.meter.transcribed(
-                    route.name, route.base_url, sound.duration, session_key, person
+                    route.name, route.base_url, sound.duration, session_key, person, hold=hold
                 )
         except TranscriptionFailed as failure:
             return (

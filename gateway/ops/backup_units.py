@@ -8,6 +8,7 @@ answers), at a low priority so a chat does not notice it.
 
 from __future__ import annotations
 
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from gateway.ops.service import (
     unit_spec,
     write_unit,
 )
+from gateway.private_files import write_private
 
 SERVICE_NAME = "nightowl-backup.service"
 TIMER_NAME = "nightowl-backup.timer"
@@ -137,10 +139,15 @@ def unit_without_daily(config_path: Path) -> Path | None:
 
 def add_daily(path: Path) -> None:
     """``--daily`` at the end of the unit's ExecStart, the rest of it as it was (a user's
-    own edits kept). OSError: it could not be written."""
+    own edits kept), written whole in its own mode. OSError: it could not be written;
+    ValueError: its ExecStart goes on over several lines (to edit by hand)."""
     text = path.read_text(encoding="utf-8")
     start = _exec_start(text)
-    path.write_text(text.replace(start, f"{start} --daily", 1), encoding="utf-8")
+    if start.endswith("\\"):
+        raise ValueError("its ExecStart goes on over several lines: add --daily by hand")
+    mode = stat.S_IMODE(path.stat().st_mode)
+    write_private(path, text.replace(start, f"{start} --daily", 1))
+    path.chmod(mode)
 
 
 def _exec_start(text: str) -> str:

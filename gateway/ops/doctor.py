@@ -376,6 +376,8 @@ def check_backup_timer(config: Config, *, fix: bool = False) -> Check | None:
     if fix:
         try:
             add_daily(path)
+        except ValueError as exc:
+            return Check("backup timer", False, f"could not add --daily to {path}: {exc}")
         except OSError as exc:
             return Check(
                 "backup timer",

@@ -56,7 +56,7 @@ class SqlCosts:
     def __init__(self, connection: Database) -> None:
         self.connection = connection
 
-    async def record(self, entry: CostRecord) -> None:
+    async def record(self, entry: CostRecord, *, release: str | None = None) -> None:
         # One trip to SQLite's thread, sharing its commit with the writes that arrive
         # beside it (gateway/store/trip.py), and no fsync of its own: a crash of the
         # process keeps it; a power cut before the next synced commit may lose it
@@ -77,6 +77,8 @@ class SqlCosts:
                     to_pico(entry.cost),
                 ),
             )
+            if release is not None:  # its estimate no longer counts: the cost does
+                await db.execute("DELETE FROM cost_holds WHERE id = ?", (release,))
             if entry.cost is not None:  # the month's sum, kept by day (migration 13)
                 await db.execute(
                     "INSERT INTO cost_days(day, cost_pusd) VALUES (?, ?) ON CONFLICT(day)"
@@ -94,8 +96,8 @@ class SqlCosts:
         sql = self.connection.dialect
 
         async def judged(db: Handle) -> bool:
-            if sql.SERIALIZE_BUDGETS:
-                await db.execute(sql.SERIALIZE_BUDGETS)
+            for statement in sql.SERIALIZE_BUDGETS:
+                await db.execute(statement)
             await db.execute("DELETE FROM cost_holds WHERE expires_at <= ?", (hold.at,))
             if not admits(await _spent(db, hold.person, hold.session_key, hold.at)):
                 return False
@@ -211,36 +213,36 @@ class SqlCosts:
 
 
 async def _spent(db: Handle, person: str | None, chat: str | None, now: float) -> Spent:
-    """Four reads that stay cheap on a long month (migration 13): the person's and the
+    """One read that stays cheap on a long month (migration 13): the person's and the
     chat's rows of today through their covering indexes, the month from its days, and the
-    holds of the calls in flight (a handful of rows)."""
+    holds of the calls in flight (a handful of rows). A None person or chat matches no
+    row (``= NULL`` is never true), so it sums nothing."""
     day, month = day_start(now), month_start(now)
-    user = await _sum(db, "costs WHERE person = ? AND at >= ?", person, day)
-    in_chat = await _sum(db, "costs WHERE session_key = ? AND at >= ?", chat, day)
-    whole = await _sum(db, "cost_days WHERE day >= ?", None, month)
-    held = await db.fetch_all(
-        "SELECT COALESCE(SUM(CASE WHEN person = ? AND at >= ? THEN amount_pusd END), 0),"
-        " COALESCE(SUM(CASE WHEN session_key = ? AND at >= ? THEN amount_pusd END), 0),"
-        " COALESCE(SUM(CASE WHEN at >= ? THEN amount_pusd END), 0)"
-        " FROM cost_holds WHERE expires_at > ?",
-        (person, day, chat, day, month, now),
+    [row] = await db.fetch_all(
+        "SELECT"
+        " (SELECT COALESCE(SUM(cost_pusd), 0) FROM costs WHERE person = :person AND at >= :day),"
+        " (SELECT COALESCE(SUM(cost_pusd), 0) FROM costs"
+        "  WHERE session_key = :chat AND at >= :day),"
+        " (SELECT COALESCE(SUM(cost_pusd), 0) FROM cost_days WHERE day >= :month_day),"
+        " COALESCE(SUM(CASE WHEN person = :person AND at >= :day THEN amount_pusd END), 0),"
+        " COALESCE(SUM(CASE WHEN session_key = :chat AND at >= :day THEN amount_pusd END), 0),"
+        " COALESCE(SUM(CASE WHEN at >= :month THEN amount_pusd END), 0)"
+        " FROM cost_holds WHERE expires_at > :now",
+        {
+            "person": person,
+            "chat": chat,
+            "day": day,
+            "month_day": month,
+            "month": month,
+            "now": now,
+        },
     )
-    user_held, chat_held, month_held = (from_pico(value) or Decimal(0) for value in held[0])
+    user, in_chat, whole, user_held, chat_held, month_held = (
+        from_pico(value) or Decimal(0) for value in row
+    )
     return Spent(
         user_today=user + user_held, chat_today=in_chat + chat_held, month=whole + month_held
     )
-
-
-async def _sum(db: Any, where: str, subject: str | None, since: float) -> Decimal:
-    """``SUM(cost_pusd)`` of ``where`` (a table and its condition) in USD; a condition on
-    a subject (``?`` first) that is None sums nothing."""
-    params: tuple[Any, ...] = (since,)
-    if where.count("?") == 2:
-        if subject is None:
-            return Decimal(0)
-        params = (subject, since)
-    rows = await db.fetch_all(f"SELECT COALESCE(SUM(cost_pusd), 0) FROM {where}", params)
-    return from_pico(rows[0][0]) or Decimal(0)
 
 
 def utc_day_of(at: float) -> int:

@@ -103,8 +103,8 @@ class Dialect(Protocol):
     #: Replies stored but not delivered, all or one :key's, oldest first.
     PENDING_DELIVERIES: str
     #: Run first in a budget check's transaction, so that checks run one at a time
-    #: across replicas ("" where the database's one writer already sees to it).
-    SERIALIZE_BUDGETS: str
+    #: across replicas (none where the database's one writer already sees to it).
+    SERIALIZE_BUDGETS: tuple[str, ...]
 
     def fts_query(self, query: str) -> str: ...
 

@@ -412,8 +412,9 @@ class CostStore(Protocol):
     """What every model call cost, and what was spent against each budget
     (docs/cost.md#what-is-stored). Money is exact: :class:`~decimal.Decimal` USD."""
 
-    async def record(self, entry: CostRecord) -> None:
-        """Keep one call's cost (durable when this returns)."""
+    async def record(self, entry: CostRecord, *, release: str | None = None) -> None:
+        """Keep one call's cost (durable when this returns), and let go the hold named
+        ``release`` in the same write."""
         ...
 
     async def spent(self, person: str | None, chat: str | None, now: float) -> Spent:

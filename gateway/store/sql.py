@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 NAME = "sqlite"
 #: One writer (this process, its one thread) already checks budgets one at a time.
-SERIALIZE_BUDGETS = ""
+SERIALIZE_BUDGETS: tuple[str, ...] = ()
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -105,3 +106,41 @@ async def test_a_call_is_recorded_for_its_chat_and_person_and_housekeeping_for_n
     unknown = make_provider(ProviderSettings("openai", "mystery", "k", "https://x.example/v1"))
     assert await costs.record("chat", unknown, usage, None) is None  # unknown, not $0
     assert (await store.costs.calls(0))[-1].cost is None
+
+
+async def test_a_check_cancelled_on_its_way_leaves_no_hold(store: SQLiteStore) -> None:
+    """A turn cancelled (a shutdown) while its check is on SQLite's thread: the check
+    ends there all the same, and what it held is let go, not left counting for 15
+    minutes."""
+    costs = meter(store, EventBus(), per_user_daily="1.00")
+    for steps in (1, 2, 3, 5, 8) * 4:  # cancelled at each point on its way
+        with paying("tg:g", "tg:ann"):
+            checking = asyncio.ensure_future(allow(costs, "chat"))
+        for _ in range(steps):
+            await asyncio.sleep(0)  # the loop's turns, not time: the trip leaves at once
+        checking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await checking
+    spent = await store.costs.spent("tg:ann", "tg:g", NOW)
+    assert spent.user_today == 0
+
+
+async def test_a_hold_goes_with_its_cost_s_row(store: SQLiteStore) -> None:
+    """The call's row and the end of its hold are one write: a release that failed
+    afterwards could not count the call twice."""
+    costs = meter(store, EventBus(), per_user_daily="1.00")
+    with paying("tg:g", "tg:ann"):
+        hold = await costs.allow(
+            "chat", HOSTED, ASK, max_tokens=100, tools=None, cache_ttl=None, previous=[]
+        )
+        assert hold is not None
+        held = await store.costs.spent("tg:ann", "tg:g", NOW)
+        assert held.user_today == hold.amount
+        await costs.record(
+            "chat", HOSTED, Usage(prompt_tokens=10, completion_tokens=5), None, hold=hold
+        )
+    after = await store.costs.spent("tg:ann", "tg:g", NOW)
+    [row] = await store.costs.calls(0)
+    assert after.user_today == row.cost  # the call's cost, its estimate gone
+    await costs.release(hold)  # nothing left to do
+    assert await store.costs.spent("tg:ann", "tg:g", NOW) == after

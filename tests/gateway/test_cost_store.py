@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -107,6 +108,29 @@ async def test_a_hold_counts_as_spent_until_let_go_or_expired(backend_store: Any
     )
     await costs.drop_holds()
     assert (await costs.spent("tg:ann", "tg:1", NOW)).month == Decimal("0.15")
+
+
+async def test_checks_at_once_on_two_replicas_never_both_take_the_last_of_a_budget(
+    postgres_dsn: str,
+) -> None:
+    """Forty checks at once, half on each of two stores of one PostgreSQL database, each
+    holding $0.30 against $1: exactly three are allowed (the advisory lock makes each
+    check see every hold before it; without it, a dozen were)."""
+    limit = Decimal(1)
+
+    def admits(spent: Spent) -> bool:
+        return spent.month + Decimal("0.30") <= limit
+
+    async with PostgresStore(postgres_dsn) as one, PostgresStore(postgres_dsn) as two:
+        holds = [
+            CostHold(f"h{n}", NOW, "tg:1", "tg:ann", Decimal("0.30"), NOW + 900) for n in range(40)
+        ]
+        allowed = await asyncio.gather(
+            *((one if n % 2 else two).costs.hold(h, admits) for n, h in enumerate(holds))
+        )
+        spent = await one.costs.spent("tg:ann", "tg:1", NOW)
+    assert allowed.count(True) == 3
+    assert spent.month == Decimal("0.90")
 
 
 async def test_migration_13_sums_the_days_already_stored(tmp_path: Path) -> None:

@@ -10,8 +10,13 @@ import re
 from collections.abc import Iterable
 
 NAME = "postgresql"
-#: Replicas check budgets one at a time: a lock held until the check's transaction ends.
-SERIALIZE_BUDGETS = "SELECT pg_advisory_xact_lock(7104115103)"
+#: Replicas check budgets one at a time: a lock held until the check's transaction ends,
+#: waited for at most 5 s (a stalled replica holding it fails the others' checks closed,
+#: with a WARNING, rather than hanging every budgeted call).
+SERIALIZE_BUDGETS: tuple[str, ...] = (
+    "SET LOCAL lock_timeout = '5s'",
+    "SELECT pg_advisory_xact_lock(7104115103)",
+)
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
