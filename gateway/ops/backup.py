@@ -91,6 +91,8 @@ def data_parts(config: Config, *, with_secrets: bool) -> tuple[list[tuple[str, P
                 found.append(("config/.env", env))
             else:
                 left_out.append(".env (the secrets: pass --with-secrets to include it)")
+        elif with_secrets:  # asked for, and there is none to take
+            left_out.append(f".env (--with-secrets: there is none beside {config.source})")
     else:
         left_out.append("config.yaml (none: nightowl runs on its defaults)")
     for name in DATA_FILES:

@@ -156,6 +156,13 @@ def test_secrets_go_in_only_with_with_secrets(
     code, out, err = nightowl(capsys, "memory", "list", "-c", str(target / "config.yaml"))
     assert code == 0 and "standup at half past nine" in out
 
+    (config.parent / ".env").unlink()  # asked for secrets where there are none: said
+    code, out, err = nightowl(
+        capsys, "backup", "-c", str(config), "--with-secrets", "--to", str(tmp_path / "c.tgz")
+    )
+    assert code == 0, err
+    assert f"not included: .env (--with-secrets: there is none beside {config})" in out
+
 
 def test_restore_names_every_variable_the_config_still_needs_and_no_comment(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
