@@ -61,6 +61,8 @@ def test_the_context_length_cache_is_private(tmp_path: Path) -> None:
 def test_chat_log_and_its_rotation_are_private(tmp_path: Path) -> None:
     data = tmp_path / "data"
     setup_logging(parse_config({"data_dir": str(data)}, {}), chat=True)  # undone by conftest
+    assert not data.exists()  # made at the first line, not before
+    logging.getLogger("nightowl.test").warning("the first line")
     assert mode(data) == 0o700 and mode(data / "chat.log") == 0o600
     root = logging.getLogger()
     chat_log = next(h for h in root.handlers if isinstance(h, logging.FileHandler))
