@@ -25,9 +25,8 @@ from agent.providers.errors import EMPTY_RESPONSE, JSON_DECODE, STREAM_CLOSED
 from agent.served_window import ServedWindow
 from gateway.build import Providers
 from gateway.config.routes import model_label
-from gateway.cost.meter import CostMeter
+from gateway.cost.meter import CostMeter, Held
 from gateway.events import EventBus, ModelRequest
-from gateway.store import CostHold
 
 #: Failures after the server took the request, which a vendor may bill (the call is kept
 #: with an unknown cost): a stream that closed, a reply that did not parse or was empty.
@@ -130,7 +129,7 @@ class ReportedProvider(Provider):
         on_text: TextCallback | None,
         cache_ttl: str | None,
         timeout: float | None,
-        hold: CostHold | None,
+        hold: Held | None,
     ) -> Completion:
         """The call, timed and emitted; its cost kept, and ``hold`` let go with it."""
         self._previous = list(messages)

@@ -24,7 +24,7 @@ from agent.usage_anchor import UsageAnchor, anchored_tokens
 from gateway.conversation.hygiene import HygieneOutcome
 from gateway.conversation.sessions import SessionRegistry
 from gateway.conversation.transcript import SessionTranscript, report_failed_compression
-from gateway.cost.meter import BudgetRefused, CostMeter
+from gateway.cost.meter import BudgetRefused, BudgetStopped, CostMeter
 from gateway.cost.payer import paying, person_of
 from gateway.events import EventBus, MessageSent, TurnEnded, TurnFailed
 from gateway.memory.scopes import ChatMemory, Memories
@@ -391,7 +391,7 @@ def _replace_text(target: OutboundMessage, text: str) -> OutboundMessage:
 
 def describe_provider_error(error: ProviderError | CompressionExhausted) -> str:
     """One secret-free sentence telling the user what happened and what to do."""
-    if isinstance(error, BudgetRefused):
+    if isinstance(error, BudgetStopped):  # refused, or the budget could not be checked
         return error.sentence
     if isinstance(error, CompressionExhausted):
         return (

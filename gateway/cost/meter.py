@@ -29,6 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -58,13 +59,41 @@ IMAGE_TOKENS = 1_500
 HOUSEKEEPING = ("summary", "flush")
 
 
-class BudgetRefused(ProviderError):
-    """A budget refused the call before it was made; ``sentence`` is for the person."""
+class BudgetStopped(ProviderError):
+    """A budget stopped the call before it was made (detail ``budget``: a compression
+    aborts without a fallback); ``sentence`` is for the person."""
+
+    def __init__(self, sentence: str) -> None:
+        super().__init__("other", sentence, detail="budget")
+        self.sentence = sentence
+
+
+class BudgetRefused(BudgetStopped):
+    """A budget refused the call: the person's message is kept refused."""
 
     def __init__(self, verdict: Verdict) -> None:
-        super().__init__("other", verdict.message, detail="budget")
+        super().__init__(verdict.message)
         self.verdict = verdict
-        self.sentence = verdict.message
+
+
+class BudgetUnchecked(BudgetStopped):
+    """The budgets could not be checked (the store failed, or another replica held the
+    check too long): no call is made that no budget saw, and the message is answered."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "I couldn't check this bot's spending budget just now, so I didn't ask the "
+            "model. Please try again in a minute."
+        )
+
+
+@dataclass(eq=False)
+class Held:
+    """An allowed call's hold as its caller carries it, to :meth:`CostMeter.release`;
+    ``gone`` once it went with the call's cost row."""
+
+    hold: CostHold
+    gone: bool = False
 
 
 def rough_tokens(messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> int:
@@ -142,8 +171,6 @@ class CostMeter:
         self.clock = clock
         #: (budget, subject, period) already told to the operator; pruned to this period.
         self._told: set[tuple[str, str, str]] = set()
-        #: Holds let go with their cost's row, until :meth:`release` is called for them.
-        self._let_go: dict[str, bool] = {}
 
     @property
     def budgets(self) -> Budgets:
@@ -201,7 +228,7 @@ class CostMeter:
 
     async def allow(
         self, kind: str, provider: Provider, messages: Sequence[Message], **request: Any
-    ) -> CostHold | None:
+    ) -> Held | None:
         """Raise :class:`BudgetRefused` when the call would pass a budget; otherwise the
         call's hold (None: nothing held), to :meth:`release` once its row is written or it
         failed. ``request``: :meth:`estimate`'s keywords, read only when a budget is set."""
@@ -219,7 +246,7 @@ class CostMeter:
         *,
         housekeeping: bool = False,
         hold: bool = True,
-    ) -> CostHold | None:
+    ) -> Held | None:
         """Decide for a call of ``person`` (None: no person's budget applies) in ``chat``
         that may cost ``estimate``: raise :class:`BudgetRefused`, or hold the estimate
         (``hold=False``: only say whether it would pass now)."""
@@ -244,32 +271,35 @@ class CostMeter:
             return verdicts[-1].allowed
 
         # The check may keep its hold after its caller is gone (a trip to SQLite's thread,
-        # a COMMIT sent, ends all the same): a cancelled caller waits for it, to let go.
+        # a COMMIT sent, ends all the same): a cancelled caller waits for it (however
+        # often it is cancelled meanwhile), to let go of what it kept.
         checking = asyncio.ensure_future(self.costs.hold(held, admits))
         try:
             allowed = await asyncio.shield(checking)
         except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                if await checking:
-                    await self.costs.release(held.id)
+            while not checking.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(checking)
+            if not checking.cancelled() and checking.exception() is None and checking.result():
+                await self.release(Held(held))
             raise
         except StoreError as exc:  # fails closed: no call is made that no budget saw
             log.warning("a budget check could not use the store, so no call is made: %s", exc)
-            raise
+            raise BudgetUnchecked() from exc
         if allowed:
-            return held
+            return Held(held)
         self._tell_operator(verdicts[-1], person, chat, now)
         raise BudgetRefused(verdicts[-1])
 
-    async def release(self, hold: CostHold | None) -> None:
+    async def release(self, held: Held | None) -> None:
         """The call failed without a row (or its row could not be written): its estimate
-        no longer counts. A hold let go with its cost's row (:meth:`record`'s ``hold``)
-        is gone already. A store that fails to let it go is logged; the hold then ends by
-        expiring."""
-        if hold is None or self._let_go.pop(hold.id, False):
+        no longer counts. A hold that went with its cost's row (:meth:`record`'s
+        ``hold``) is gone already. A store that fails to let it go is logged; the hold
+        then ends by expiring."""
+        if held is None or held.gone:
             return
         try:
-            await asyncio.shield(self.costs.release(hold.id))
+            await asyncio.shield(self.costs.release(held.hold.id))
         except StoreError as exc:
             log.warning("a budget's hold could not be let go (it expires by itself): %s", exc)
 
@@ -305,7 +335,7 @@ class CostMeter:
         provider: Provider,
         usage: Usage | None,
         cache_ttl: str | None,
-        hold: CostHold | None = None,
+        hold: Held | None = None,
     ) -> Decimal | None:
         """Keep what the call cost (None: unknown), letting its ``hold`` go in the same
         write. A store failure is logged, never the caller's: the answer matters more
@@ -333,7 +363,7 @@ class CostMeter:
         messages: Sequence[Message],
         tools: Sequence[ToolSchema] | None,
         streamed_chars: int,
-        hold: CostHold | None = None,
+        hold: Held | None = None,
     ) -> None:
         """Keep a call the server took and then failed or was cut off (the vendor may
         bill it, docs/cost.md#what-is-stored): its cost unknown (a free model's $0), its
@@ -359,7 +389,7 @@ class CostMeter:
 
     async def allow_transcription(
         self, model: str, base_url: str | None, seconds: float, chat: str, person: str | None
-    ) -> CostHold | None:
+    ) -> Held | None:
         """The budget check before a transcription: ``seconds`` of audio (the longest it
         may be when its length is not known) at the route's per-minute price. Raises
         :class:`BudgetRefused`; ``person`` None: the chat's and the bot's budgets only."""
@@ -376,7 +406,7 @@ class CostMeter:
         seconds: float | None,
         chat: str,
         person: str | None,
-        hold: CostHold | None = None,
+        hold: Held | None = None,
     ) -> None:
         """Keep a transcription's cost: its minutes at the route's per-minute price
         (None when the price or the duration is unknown; docs/cost.md#transcription)."""
@@ -395,13 +425,13 @@ class CostMeter:
             )
         )
 
-    async def keep(self, hold: CostHold | None, entry: CostRecord) -> None:
-        """Write ``entry``, and let ``hold`` go in the same write (then :meth:`release`
+    async def keep(self, held: Held | None, entry: CostRecord) -> None:
+        """Write ``entry``, and let ``held`` go in the same write (then :meth:`release`
         has nothing left to do)."""
         try:
-            await self.costs.record(entry, release=hold.id if hold else None)
+            await self.costs.record(entry, release=held.hold.id if held else None)
         except StoreError as exc:
             log.warning("the cost of a %s call could not be stored: %s", entry.kind, exc)
             return
-        if hold is not None:
-            self._let_go[hold.id] = True
+        if held is not None:
+            held.gone = True

@@ -8,6 +8,7 @@ answers), at a low priority so a chat does not notice it.
 
 from __future__ import annotations
 
+import os
 import stat
 import sys
 from pathlib import Path
@@ -141,17 +142,25 @@ def add_daily(path: Path) -> None:
     """``--daily`` at the end of the unit's ExecStart, the rest of it as it was (a user's
     own edits kept), written whole in its own mode. OSError: it could not be written;
     ValueError: its ExecStart goes on over several lines (to edit by hand)."""
+    path = path.resolve()  # a linked unit (`systemctl link`): its file, not the link
     text = path.read_text(encoding="utf-8")
-    start = _exec_start(text)
+    start = next((line for line in text.splitlines() if line.startswith("ExecStart=")), "")
     if start.endswith("\\"):
         raise ValueError("its ExecStart goes on over several lines: add --daily by hand")
-    mode = stat.S_IMODE(path.stat().st_mode)
+    before = path.stat()
     write_private(path, text.replace(start, f"{start} --daily", 1))
-    path.chmod(mode)
+    path.chmod(stat.S_IMODE(before.st_mode))
+    if os.geteuid() == 0:  # root fixing someone's unit leaves it theirs
+        os.chown(path, before.st_uid, before.st_gid)
 
 
 def _exec_start(text: str) -> str:
-    return next((line for line in text.splitlines() if line.startswith("ExecStart=")), "")
+    """The ExecStart line, with the lines a trailing backslash continues it onto."""
+    lines = iter(text.splitlines())
+    start = next((line for line in lines if line.startswith("ExecStart=")), "")
+    while start.endswith("\\"):
+        start = start[:-1] + " " + next(lines, "")
+    return start
 
 
 def _escape(text: str) -> str:

@@ -232,7 +232,7 @@ async def _spent(db: Handle, person: str | None, chat: str | None, now: float) -
             "person": person,
             "chat": chat,
             "day": day,
-            "month_day": month,
+            "month_day": int(month),
             "month": month,
             "now": now,
         },

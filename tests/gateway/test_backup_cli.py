@@ -491,6 +491,26 @@ def test_a_timer_written_before_daily_runs_is_said_by_doctor_and_fixed_in_place(
     assert service.read_text() == old.replace(" --keep=14", " --keep=14 --daily")
     assert check_backup_timer(load_config(config)) is None
 
+    # A unit linked into place (`systemctl link`): its own file gets the flag.
+    linked = tmp_path / "units" / "nightowl-backup.service"
+    linked.parent.mkdir()
+    linked.write_text(old)
+    service.unlink()
+    service.symlink_to(linked)
+    fixed = check_backup_timer(load_config(config), fix=True)
+    assert fixed is not None and fixed.ok and service.is_symlink()
+    assert "--keep=14 --daily" in linked.read_text()
+    # An ExecStart over several lines is the user's to edit; once done, it is seen.
+    start = next(line for line in old.splitlines() if line.startswith("ExecStart="))
+    continued = start.replace(" backup ", " \\\n    backup ")
+    service.unlink()
+    service.write_text(old.replace(start, continued))
+    refused = check_backup_timer(load_config(config), fix=True)
+    assert refused is not None and not refused.ok
+    assert "goes on over several lines: add --daily by hand" in refused.detail
+    service.write_text(old.replace(start, continued + " --daily"))
+    assert check_backup_timer(load_config(config)) is None
+
 
 def test_a_restored_config_with_the_dsn_written_in_it_gets_it_through_the_env(
     tmp_path: Path,

@@ -15,7 +15,8 @@ import pytest
 from agent.cost.budget import Budgets
 from agent.providers import ProviderSettings, make_provider
 from agent.providers.base import Usage
-from gateway.cost.meter import BudgetRefused, CostMeter
+from gateway.conversation.turns import describe_provider_error
+from gateway.cost.meter import BudgetRefused, BudgetUnchecked, CostMeter
 from gateway.cost.payer import paying
 from gateway.cost.pricing import Pricing
 from gateway.events import EventBus
@@ -113,14 +114,23 @@ async def test_a_check_cancelled_on_its_way_leaves_no_hold(store: SQLiteStore) -
     ends there all the same, and what it held is let go, not left counting for 15
     minutes."""
     costs = meter(store, EventBus(), per_user_daily="1.00")
-    for steps in (1, 2, 3, 5, 8) * 4:  # cancelled at each point on its way
+    for steps in (1, 2, 3, 5, 8) * 4:  # cancelled at each point on its way, twice
         with paying("tg:g", "tg:ann"):
-            checking = asyncio.ensure_future(allow(costs, "chat"))
+            checking = asyncio.ensure_future(
+                costs.allow(
+                    "chat", HOSTED, ASK, max_tokens=100, tools=None, cache_ttl=None, previous=[]
+                )
+            )
         for _ in range(steps):
             await asyncio.sleep(0)  # the loop's turns, not time: the trip leaves at once
         checking.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await checking
+        await asyncio.sleep(0)
+        checking.cancel()  # a second signal while it waits for the check
+        try:
+            done = await checking
+        except asyncio.CancelledError:
+            continue
+        await costs.release(done)  # it was done before the cancel: its caller lets go
     spent = await store.costs.spent("tg:ann", "tg:g", NOW)
     assert spent.user_today == 0
 
@@ -135,7 +145,7 @@ async def test_a_hold_goes_with_its_cost_s_row(store: SQLiteStore) -> None:
         )
         assert hold is not None
         held = await store.costs.spent("tg:ann", "tg:g", NOW)
-        assert held.user_today == hold.amount
+        assert held.user_today == hold.hold.amount
         await costs.record(
             "chat", HOSTED, Usage(prompt_tokens=10, completion_tokens=5), None, hold=hold
         )
@@ -144,3 +154,20 @@ async def test_a_hold_goes_with_its_cost_s_row(store: SQLiteStore) -> None:
     assert after.user_today == row.cost  # the call's cost, its estimate gone
     await costs.release(hold)  # nothing left to do
     assert await store.costs.spent("tg:ann", "tg:g", NOW) == after
+
+
+async def test_a_check_the_store_cannot_make_stops_the_call_with_a_sentence(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Fail closed, and say so: no call no budget saw, a sentence for the person (not
+    "something went wrong"), a WARNING for the operator."""
+    store = SQLiteStore(tmp_path / "state.db")
+    await store.open()
+    costs = meter(store, EventBus(), per_user_daily="1.00")
+    await store.close()  # the store fails every write from now on
+    with paying("tg:g", "tg:ann"), caplog.at_level(logging.WARNING):
+        with pytest.raises(BudgetUnchecked) as stopped:
+            await allow(costs, "chat")
+    assert stopped.value.sentence.startswith("I couldn't check this bot's spending budget")
+    assert describe_provider_error(stopped.value) == stopped.value.sentence
+    assert any("a budget check could not use the store" in r.getMessage() for r in caplog.records)
