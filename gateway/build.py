@@ -21,6 +21,7 @@ from agent.compression.settings import CompressionSettings
 from agent.context_engine import ContextEngine, EngineChoice
 from agent.model_metadata import ContextLengthResolver
 from agent.providers import Provider, ProviderSettings, make_provider
+from agent.urls import host_port
 from gateway.config.models import DEFAULT_CHOICE, model_choices
 from gateway.config.schema import (
     Config,
@@ -86,6 +87,8 @@ class SummaryWindow:
     route: ModelRoute | None = None
     configured: int | None = None
     provider: Provider | None = None
+    #: Whether the log was told its server lacks the model.
+    told_missing: bool = False
 
     @classmethod
     def of(
@@ -118,7 +121,17 @@ class SummaryWindow:
             return
         route = self.route
         served = functools.partial(self.provider.served_window, load=load)
-        await self.windows.ask_server(route.name, route.provider, route.base_url, served)
+        said = await self.windows.ask_server(route.name, route.provider, route.base_url, served)
+        if said is not None and not said.has_model and not self.told_missing:
+            self.told_missing = True  # once: it is asked again as chats fill
+            log.warning(
+                "auxiliary.compression: the model server at %s has no model %s (%s), so"
+                " summaries fall back to the main model: %s",
+                host_port(route.base_url or ""),
+                route.name,
+                said.listed,
+                said.fix(route.name, "auxiliary.compression.model"),
+            )
 
     async def before_turn(self, runtime: SessionRuntime) -> None:
         """Once a chat is half way to its threshold, ask again a server that could not

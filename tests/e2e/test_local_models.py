@@ -116,6 +116,24 @@ async def test_a_model_never_pulled_is_told_at_start_and_to_whoever_writes(
     assert len([r for r in ollama.requests if is_turn_request(r)]) == 1
 
 
+async def test_a_summary_model_never_pulled_is_told_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with FakeOllama(loaded=True) as main, FakeOllama(model="qwen3:1.7b") as small:
+        aux = {"model": "qwen3:1.7B", "base_url": small.openai_base_url}
+        config = make_config(
+            tmp_path, main, model={"name": main.model}, auxiliary={"compression": aux}
+        )
+        with caplog.at_level(logging.WARNING):
+            async with running_gateway(config, RecordingAdapter()):
+                told = [r.getMessage() for r in caplog.records if "no model" in r.getMessage()]
+    assert told == [
+        f"auxiliary.compression: the model server at 127.0.0.1:{small.port} has no model "
+        "qwen3:1.7B (it has qwen3:1.7b), so summaries fall back to the main model: set "
+        "auxiliary.compression.model to qwen3:1.7b (names are case-sensitive)"
+    ]
+
+
 @pytest.mark.parametrize(
     ("server", "context_length"),
     [
