@@ -119,7 +119,8 @@ _QUOTA = re.compile(r"insufficient_quota|exceeded your current quota|credit", re
 #: A 404 about the model, not the path (a ``base_url`` that misses or doubles ``/v1`` is
 #: a 404 too, whose type may be ``not_found_error``): OpenAI's code ``model_not_found``,
 #: Anthropic's "model: x", Ollama's "model 'x' not found", vLLM's "The model `x` does
-#: not exist." (tests/fakes/local_servers.py).
+#: not exist." (tests/fakes/local_servers.py). A LiteLLM proxy says it with a 400:
+#: "Invalid model name passed in model=x" (BerriAI/litellm#3142).
 _NO_SUCH_MODEL = re.compile(
     r"model_not_found|^model: |\bmodel\b.{0,200}\b(?:not found|does not exist)",
     re.IGNORECASE,
@@ -201,6 +202,8 @@ def classify_kind(
     if status in (408, 504) or error_type == "timeout_error":
         return "timeout", ""
     if status == 404 and (code == "model_not_found" or _NO_SUCH_MODEL.search(message)):
+        return "other", NO_SUCH_MODEL
+    if status == 400 and "Invalid model name passed in model=" in message:  # LiteLLM's
         return "other", NO_SUCH_MODEL
     return "other", ""
 

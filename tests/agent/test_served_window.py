@@ -118,6 +118,15 @@ def test_a_404_names_a_missing_model_only_when_it_is_about_the_model() -> None:
     assert detail("404 page not found") == ""
     assert detail("Not Found", "not_found_error") == ""
 
+    def proxied(message: str) -> str:  # a 400, as LiteLLM answers it
+        return classify_failure(
+            "openai", status=400, error_type=None, code="400", message=message
+        ).detail
+
+    litellm = "Invalid model name passed in model=qwen3:8B. Call `/v1/models` to view"
+    assert proxied(litellm) == NO_SUCH_MODEL
+    assert proxied("Invalid 'messages': empty array.") == ""
+
 
 async def test_llama_cpp_says_one_slots_window_not_the_training_one() -> None:
     async with FakeLlamaCpp(served=4_096, declared=131_072, slots=2) as server:
