@@ -111,13 +111,20 @@ class ServedWindow:
         """What the operator does about a server without ``model`` (config ``key``): the
         name it has in another case (names are case-sensitive), else one it has, or on
         Ollama the pull that fetches it."""
-        wanted = model.lower().removesuffix(":latest")
-        same = [m for m in self.models or () if m.lower().removesuffix(":latest") == wanted]
+        same = [m for m in self.models or () if same_model(m.lower(), model.lower())]
         if same:
             return f"set {key} to {same[0]} (names are case-sensitive)"
         fix = f"set {key} to a model it has"
         return fix + (
             f", or fetch it with `ollama pull {model}`" if self.server == "ollama" else ""
+        )
+
+    def missing(self, where: str, model: str, key: str, so: str) -> str:
+        """The log's sentence for a server at ``where`` without ``model``: what it has,
+        what follows (``so``), and :meth:`fix` for config ``key``."""
+        return (
+            f"the model server at {where} has no model {model} ({self.listed}), so {so}: "
+            f"{self.fix(model, key)}"
         )
 
     @property
@@ -218,7 +225,7 @@ def _positive(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _same_model(name: Any, model: str) -> bool:
+def same_model(name: Any, model: str) -> bool:
     """Ollama names carry a tag (``qwen3:8b``); a bare name means ``:latest``."""
     if not isinstance(name, str):
         return False
@@ -265,7 +272,7 @@ def _loaded_context(listing: Any, model: str) -> int | None:
     models = listing.get("models") if isinstance(listing, Mapping) else None
     for entry in models if isinstance(models, list) else []:
         if isinstance(entry, Mapping) and (
-            _same_model(entry.get("name"), model) or _same_model(entry.get("model"), model)
+            same_model(entry.get("name"), model) or same_model(entry.get("model"), model)
         ):
             return _positive(entry.get("context_length"))
     return None

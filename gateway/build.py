@@ -124,14 +124,9 @@ class SummaryWindow:
         said = await self.windows.ask_server(route.name, route.provider, route.base_url, served)
         if said is not None and not said.has_model and not self.told_missing:
             self.told_missing = True  # once: it is asked again as chats fill
-            log.warning(
-                "auxiliary.compression: the model server at %s has no model %s (%s), so"
-                " summaries fall back to the main model: %s",
-                host_port(route.base_url or ""),
-                route.name,
-                said.listed,
-                said.fix(route.name, "auxiliary.compression.model"),
-            )
+            where, key = host_port(route.base_url or ""), "auxiliary.compression.model"
+            so = "summaries fall back to the main model"
+            log.warning("auxiliary.compression: %s", said.missing(where, route.name, key, so))
 
     async def before_turn(self, runtime: SessionRuntime) -> None:
         """Once a chat is half way to its threshold, ask again a server that could not

@@ -131,12 +131,11 @@ class ModelChoices:
 def missing_model(choice: ModelChoice, served: ServedWindow) -> str:
     """What to do about a server that does not have the model, with the names it has."""
     route = choice.route
-    where = host_port(route.base_url or "")
-    fix = served.fix(route.name, _section(choice) + ".name")
     replies = (
         "every reply" if choice.key == DEFAULT_CHOICE else f"every reply of /model {choice.key}"
     )
-    return f"the model server at {where} has no model {route.name} ({served.listed}), so {replies} fails: {fix}"
+    where = host_port(route.base_url or "")
+    return served.missing(where, route.name, _section(choice) + ".name", f"{replies} fails")
 
 
 def _section(choice: ModelChoice) -> str:

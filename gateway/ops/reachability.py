@@ -20,6 +20,7 @@ from typing import Any
 
 from agent.model_metadata import ContextLengthResolver
 from agent.providers import ProviderError, ProviderSettings, make_provider
+from agent.served_window import same_model
 from agent.urls import shown_url
 from gateway.config.alerts import alert_target
 from gateway.config.platforms import WebhookConfig
@@ -223,10 +224,7 @@ def _withheld_key_hint(label: str, provider: str, environ: Mapping[str, str]) ->
 def _model_listed(model: str, models: list[str]) -> bool:
     # Anthropic lists dated ids and accepts the undated alias; Ollama lists tagged names
     # and takes a bare one as its ``:latest``.
-    return any(
-        m in (model, f"{model}:latest") or m.startswith(model + "-") or model == f"{m}:latest"
-        for m in models
-    )
+    return any(same_model(m, model) or m.startswith(model + "-") for m in models)
 
 
 async def list_models(
