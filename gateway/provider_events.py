@@ -64,7 +64,6 @@ class ReportedProvider(Provider):
         self.meter = meter
         #: The messages of the previous request: its prefix is likely cached.
         self._previous: list[Message] = []
-        self._labelled: tuple[tuple[str, str, str | None] | None, str] = (None, "")
 
     # What callers read of a provider is the inner one's, now (a model may change).
     @property
@@ -186,18 +185,10 @@ class ReportedProvider(Provider):
                 model=self.inner.model,
                 outcome=outcome,
                 seconds=round(time.perf_counter() - started, 4),
-                label=self._label(),
+                label=model_label(self.inner.model, self.inner.name, self.inner.base_url),
                 **fields,
             )
         )
-
-    def _label(self) -> str:
-        """The model as the alerts name it, worked out again only when it changed."""
-        inner = self.inner
-        key = (inner.model, inner.name, inner.base_url)
-        if self._labelled[0] != key:
-            self._labelled = (key, model_label(*key))
-        return self._labelled[1]
 
     async def aclose(self) -> None:
         """Nothing: the inner provider is closed by whoever built it."""

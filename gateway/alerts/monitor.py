@@ -344,11 +344,11 @@ class Alerts:
             # before its model server): whether anything listens where the calls will go.
             try:
                 found[REPLIES] = await server.observation()
-            except Exception as exc:  # a look must never stop the others; what held holds
-                if not isinstance(exc, NoAnswer):
-                    log.exception("looking at the model server failed")
-                if (alert := self.active.get(REPLIES)) is not None and alert.holding:
-                    found[REPLIES] = Observation(alert.what, alert.todo)
+            except NoAnswer:  # too slow to say either way
+                found[REPLIES] = self._as_it_stood(REPLIES)
+            except Exception:  # a look must never stop the others
+                log.exception("looking at the model server failed")
+                found[REPLIES] = self._as_it_stood(REPLIES)
         for platform, adapter in self.adapters.items():
             try:
                 status = await adapter.check()
@@ -368,10 +368,14 @@ class Alerts:
             found["pairing"] = pairing_observation(len(requests), oldest)
         except Exception:  # the store's trouble is logged where it happens; look again later
             log.exception("alerts: reading the store failed")
-            for condition in ("undelivered", "pairing"):  # unknown now: they stand as they were
-                if (alert := self.active.get(condition)) is not None and alert.holding:
-                    found[condition] = Observation(alert.what, alert.todo)
+            for condition in ("undelivered", "pairing"):
+                found[condition] = self._as_it_stood(condition)
         return {condition: seen for condition, seen in found.items() if seen is not None}
+
+    def _as_it_stood(self, condition: str) -> Observation | None:
+        """A condition no look could tell now: holding if it held, else not."""
+        alert = self.active.get(condition)
+        return Observation(alert.what, alert.todo) if alert is not None and alert.holding else None
 
     def _look_at_files(self) -> tuple[Observation | None, Observation | None]:
         """The disk's room and the last backup's outcome, off the event loop."""

@@ -13,10 +13,11 @@ Whose call it is comes from :mod:`gateway.cost.payer`.
   used up (an unknown estimate: :func:`~agent.cost.budget.decide` refuses it only then).
 
 An allowed call's estimate is held in the store (:class:`~gateway.store.CostHold`) until
-its row is written, so calls side by side count each other, on every replica. A refusal raises :class:`BudgetRefused` (a
-:class:`ProviderError` of kind ``other`` and detail ``budget``, so the agent ends the
-turn the way it ends any failed call and a compression aborts without a fallback),
-carrying the one sentence for the person. The operator hears once per budget and period: one WARNING line and a
+its row is written, so calls side by side count each other, on every replica. A refusal
+raises :class:`BudgetRefused` (a :class:`ProviderError` of kind ``other`` and detail
+``budget``, so the agent ends the turn the way it ends any failed call and a compression
+aborts without a fallback), carrying the one sentence for the person. The operator hears
+once per budget and period: one WARNING line and a
 ``budget:reached`` event the dashboard counts.
 """
 
@@ -63,6 +64,9 @@ class BudgetStopped(ProviderError):
     """A budget stopped the call before it was made (detail ``budget``: a compression
     aborts without a fallback); ``sentence`` is for the person."""
 
+    #: Why, in a few words (a voice note left untranscribed says it).
+    why = "a budget is used up"
+
     def __init__(self, sentence: str) -> None:
         super().__init__("other", sentence, detail="budget")
         self.sentence = sentence
@@ -79,6 +83,8 @@ class BudgetRefused(BudgetStopped):
 class BudgetUnchecked(BudgetStopped):
     """The budgets could not be checked (the store failed, or another replica held the
     check too long): no call is made that no budget saw, and the message is answered."""
+
+    why = "the budget could not be checked"
 
     def __init__(self) -> None:
         super().__init__(
@@ -263,7 +269,7 @@ class CostMeter:
                 return None
             self._tell_operator(verdict, person, chat, now)
             raise BudgetRefused(verdict)
-        held = CostHold(uuid.uuid4().hex, now, chat, person, estimate.most, now + HOLD_SECONDS)
+        row = CostHold(uuid.uuid4().hex, now, chat, person, estimate.most, now + HOLD_SECONDS)
         verdicts: list[Verdict] = []
 
         def admits(spent: Spent) -> bool:
@@ -273,7 +279,7 @@ class CostMeter:
         # The check may keep its hold after its caller is gone (a trip to SQLite's thread,
         # a COMMIT sent, ends all the same): a cancelled caller waits for it (however
         # often it is cancelled meanwhile), to let go of what it kept.
-        checking = asyncio.ensure_future(self.costs.hold(held, admits))
+        checking = asyncio.ensure_future(self.costs.hold(row, admits))
         try:
             allowed = await asyncio.shield(checking)
         except asyncio.CancelledError:
@@ -281,13 +287,13 @@ class CostMeter:
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.shield(checking)
             if not checking.cancelled() and checking.exception() is None and checking.result():
-                await self.release(Held(held))
+                await self.release(Held(row))
             raise
         except StoreError as exc:  # fails closed: no call is made that no budget saw
             log.warning("a budget check could not use the store, so no call is made: %s", exc)
             raise BudgetUnchecked() from exc
         if allowed:
-            return Held(held)
+            return Held(row)
         self._tell_operator(verdicts[-1], person, chat, now)
         raise BudgetRefused(verdicts[-1])
 

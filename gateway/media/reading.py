@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from adapters.base import Attachment, InboundMessage
 from gateway.config.media import MediaConfig
-from gateway.cost.meter import BudgetRefused, BudgetStopped, CostMeter
+from gateway.cost.meter import BudgetStopped, CostMeter
 from gateway.cost.payer import person_of
 from gateway.media.documents import ReadingLimits, Unreadable, document_kind, extract_document
 from gateway.media.transcription import MAX_AUDIO_BYTES, Transcriber, TranscriptionFailed
@@ -116,12 +116,7 @@ class MediaReader:
                     route.name, route.base_url, seconds, session_key, person
                 )
             except BudgetStopped as stopped:
-                why = (
-                    "a budget is used up"
-                    if isinstance(stopped, BudgetRefused)
-                    else ("the budget could not be checked")
-                )
-                return f"[{label}, not transcribed: {why}]", stopped.sentence
+                return f"[{label}, not transcribed: {stopped.why}]", stopped.sentence
         try:
             data = await sound.read()
             if data is None:

@@ -144,8 +144,8 @@ def add_daily(path: Path) -> None:
     ValueError: its ExecStart goes on over several lines (to edit by hand)."""
     path = path.resolve()  # a linked unit (`systemctl link`): its file, not the link
     text = path.read_text(encoding="utf-8")
-    start = next((line for line in text.splitlines() if line.startswith("ExecStart=")), "")
-    if start.endswith("\\"):
+    start, *more = _exec_lines(text)
+    if more:
         raise ValueError("its ExecStart goes on over several lines: add --daily by hand")
     before = path.stat()
     write_private(path, text.replace(start, f"{start} --daily", 1))
@@ -154,13 +154,19 @@ def add_daily(path: Path) -> None:
         os.chown(path, before.st_uid, before.st_gid)
 
 
-def _exec_start(text: str) -> str:
-    """The ExecStart line, with the lines a trailing backslash continues it onto."""
+def _exec_lines(text: str) -> list[str]:
+    """The ExecStart line and the lines a trailing backslash continues it onto (``[""]``:
+    none)."""
     lines = iter(text.splitlines())
-    start = next((line for line in lines if line.startswith("ExecStart=")), "")
-    while start.endswith("\\"):
-        start = start[:-1] + " " + next(lines, "")
-    return start
+    found = [next((line for line in lines if line.startswith("ExecStart=")), "")]
+    while found[-1].endswith("\\"):
+        found.append(next(lines, ""))
+    return found
+
+
+def _exec_start(text: str) -> str:
+    """The ExecStart command, whole."""
+    return " ".join(line.removesuffix("\\") for line in _exec_lines(text))
 
 
 def _escape(text: str) -> str:
