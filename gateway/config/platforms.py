@@ -81,6 +81,11 @@ class PlatformsConfig:
     discord: DiscordConfig = field(default_factory=DiscordConfig)
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
 
+    @property
+    def remote(self) -> bool:
+        """Telegram or Discord is on: someone beyond this terminal is answered."""
+        return self.telegram.enabled or self.discord.enabled
+
 
 def check_platforms(platforms: PlatformsConfig) -> list[Problem]:
     """Checks across a platform's keys: a token where enabled, shards that exist."""

@@ -191,7 +191,7 @@ class Config:
     def console_enabled(self) -> bool:
         console = self.platforms.console.enabled
         if console == "auto":
-            return not (self.platforms.telegram.enabled or self.platforms.discord.enabled)
+            return not self.platforms.remote
         return bool(console)
 
 

@@ -21,7 +21,6 @@ from gateway.ops.service import (
     default_unit_path,
     install_service,
     quote_exec_arg,
-    serves_a_platform,
     unit_path,
     unit_spec,
     write_unit,
@@ -182,7 +181,7 @@ def install_backup_daily(config: Config, args: Any) -> int:
     main_unit = unit_path(args)
     if main_unit.exists() and not args.force:
         print(f"Kept {main_unit} (it exists; --force rewrites it).")
-    elif not serves_a_platform(config):  # the console's chats are backed up all the same
+    elif not config.platforms.remote:  # the console's chats are backed up all the same
         print(f"No {main_unit.name}: {NO_PLATFORM}.")
     else:
         code = install_service(config, args)

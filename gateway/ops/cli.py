@@ -84,7 +84,7 @@ def _chats_in_this_terminal(args: argparse.Namespace, config: Config) -> bool:
     platform beside the console, ``run`` logs to stderr."""
     if args.command == "chat":
         return True
-    alone = not (config.platforms.telegram.enabled or config.platforms.discord.enabled)
+    alone = not config.platforms.remote
     return args.command == "run" and alone and config.console_enabled and _in_a_terminal()
 
 

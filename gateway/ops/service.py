@@ -259,11 +259,6 @@ NO_PLATFORM = (
 )
 
 
-def serves_a_platform(config: Config) -> bool:
-    """Whether a service of this config answers anyone: the console needs a terminal."""
-    return config.platforms.telegram.enabled or config.platforms.discord.enabled
-
-
 def install_service(config: Config, args: Any) -> int:
     """``nightowl install-service``: write the unit, print what to run next."""
     if config.source is None:
@@ -273,7 +268,7 @@ def install_service(config: Config, args: Any) -> int:
             file=sys.stderr,
         )
         return 2
-    if not serves_a_platform(config):
+    if not config.platforms.remote:  # the console needs a terminal
         print(f"nightowl: {NO_PLATFORM}", file=sys.stderr)
         return 2
     spec = unit_spec(config.source, args)
