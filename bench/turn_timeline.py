@@ -10,7 +10,10 @@ records when each trip to SQLite's thread and each HTTP request started and ende
 message was pushed and when its reply reached the fake. Printed, per bot: each step of a
 turn in order, the median of when it started after the push and how long it took. A
 streamed request's time is until its headers; its body is read after (the model's
-reply, a few chunks from the instant fake). Steps are matched by their place in the
+reply, a few chunks from the instant fake). A store trip shows twice: as the event loop
+sees it (from its submit until the loop runs its answer) and, indented, its work on
+SQLite's thread. What lies between the two is waiting: for the thread to get the GIL
+from a busy event loop, and for the loop to get back to the answer. Steps are matched by their place in the
 turn: one that comes only sometimes (a checkpoint, an extra poll) is left out.
 
 This explains the one-chat rows of ``telegram_roundtrip.py --mode floor``
@@ -53,8 +56,17 @@ def _instrument(nightowl: bool) -> None:
         submit = sqlite_thread._Worker.submit
 
         def timed(self: Any, work: Any, argument: Any) -> asyncio.Future[Any]:
-            future = submit(self, work, argument)
-            started, name = time.monotonic(), _trip_name(work)
+            name = _trip_name(work)
+
+            def on_the_thread(argument: Any) -> Any:
+                started = time.monotonic()
+                try:
+                    return work(argument)
+                finally:
+                    _steps.append((started, time.monotonic(), f"  on the thread: {name}"))
+
+            started = time.monotonic()
+            future = submit(self, on_the_thread, argument)
             future.add_done_callback(lambda _: _steps.append((started, time.monotonic(), name)))
             return future
 
@@ -142,12 +154,10 @@ def _print_turn(pushes: list[float], replies: list[float], steps: list[Step]) ->
             print(f"  {name[:62]:<62} {starts:9.2f} {takes:9.2f}")
     latency = statistics.median((replied - pushed) * 1000 for pushed, replied in turns)
     print(f"  {'the reply reaches the fake':<62} {latency:9.2f}")
-    trips = [t for (_, name), t in seen.items() if not name.startswith("http")]
-    if trips:
-        per_turn = sum(statistics.median(took for _, took in t) * len(t) for t in trips) / len(
-            turns
-        )
-        print(f"  store trips: {per_turn:.2f} ms a turn on SQLite's thread, one after another")
+    on_thread = [t for (_, name), t in seen.items() if name.startswith("  on the thread")]
+    if on_thread:
+        per_turn = sum(statistics.median(took for _, took in t) * len(t) for t in on_thread)
+        print(f"  store trips: {per_turn / len(turns):.2f} ms a turn on SQLite's thread")
 
 
 async def main_async(messages: int) -> None:
