@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +41,9 @@ class BackupRun:
     last_whole: float | None = None
     #: How often runs are expected (seconds; the daily timer's ``--daily``), else None.
     every: float | None = None
+    #: False: the file is there but cannot be read (``what`` says why, ``at`` is its
+    #: time); what the last run did is not known.
+    known: bool = True
 
     @property
     def whole(self) -> bool:
@@ -67,9 +71,12 @@ def record_run(data_dir: Path, run: BackupRun) -> None:
 
 
 def last_run(data_dir: Path) -> BackupRun | None:
-    """The last run kept in ``data_dir``; None when none was, or the file is unreadable."""
+    """The last run kept in ``data_dir``; None when none was. A file that is there but
+    cannot be read (its owner or mode changed, a disk error, half a write by hand) is a
+    run not known (``known=False``), told as such, never as "no backup yet"."""
+    path = data_dir / STATUS_FILE
     try:
-        raw = json.loads((data_dir / STATUS_FILE).read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8"))
         return BackupRun(
             at=float(raw["at"]),
             ok=bool(raw["ok"]),
@@ -78,8 +85,15 @@ def last_run(data_dir: Path) -> BackupRun | None:
             last_whole=float(raw["last_whole"]) if raw.get("last_whole") is not None else None,
             every=float(raw["every"]) if raw.get("every") is not None else None,
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except FileNotFoundError:
         return None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        why = error.strerror if isinstance(error, OSError) and error.strerror else repr(error)
+        try:
+            at = path.stat().st_mtime
+        except OSError:
+            at = time.time()
+        return BackupRun(at, ok=False, what=f"{path} cannot be read ({why})", known=False)
 
 
 def utc(moment: float) -> str:
@@ -105,6 +119,8 @@ def described(run: BackupRun, now: float) -> str:
     """What is wrong with ``run`` at ``now``, in one sentence: it failed or left the
     database out (with the last whole backup), or the timer's next one is overdue;
     empty when it was whole and on time."""
+    if not run.known:
+        return f"what the last backup did is not known: {run.what}"
     if run.whole:
         return f"the daily backup has not run since {utc(run.at)}" if overdue(run, now) else ""
     if run.ok:

@@ -297,6 +297,21 @@ def test_a_daily_run_that_stops_coming_is_said_by_doctor(
     assert json.loads(record.read_text())["every"] == 86_400  # and the timer still expected
 
 
+def test_a_record_that_cannot_be_read_is_said_not_taken_for_no_backup_yet(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record there but unreadable (half written by hand, a disk error) hides what the
+    last run did: doctor says that, not "none made yet", and the next run writes it anew."""
+    record = tmp_path / "data" / STATUS_FILE
+    record.write_text('{"at": 17')
+    unknown = check_backup(load_config(config))
+    assert not unknown.ok
+    assert unknown.detail.startswith("what the last backup did is not known: ")
+    assert f"{record} cannot be read (JSONDecodeError(" in unknown.detail
+    backup(capsys, config)
+    assert check_backup(load_config(config)).ok
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: `sudo nightowl backup`")
 def test_a_backup_run_by_root_leaves_its_record_to_the_data_dir_s_owner(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
