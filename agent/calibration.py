@@ -43,6 +43,11 @@ TEMPLATE_TOKENS = 128
 #: The margin's share of the input budget, at least and at most.
 MIN_ERROR_SHARE = 0.03
 MAX_ERROR_SHARE = 0.25
+#: Until the server has counted once, its tokenizer is unknown: a reply's room leaves
+#: this share of the prompt free besides (a Llama or Qwen tokenizer counts a chat of
+#: short lines and tool schemas ~20% heavier than the estimate, and vLLM refuses a
+#: prompt + max_tokens over the window).
+UNSAMPLED_PROMPT_SHARE = 0.2
 #: How much of the old ratio (and error) a new, lighter sample keeps.
 DECAY = 0.75
 
@@ -73,6 +78,12 @@ class Calibration:
             error=min(MAX_ERROR_SHARE, max(MIN_ERROR_SHARE, error)),
             samples=self.samples + 1,
         )
+
+    @property
+    def prompt_miss(self) -> float:
+        """The share of a prompt its reply's room leaves free for what the estimate may
+        miss before any sample (after one, :meth:`margin` covers it)."""
+        return 0.0 if self.samples else UNSAMPLED_PROMPT_SHARE
 
     def margin(self, input_budget: int) -> int:
         """Server tokens to keep free beside a prompt of at most ``input_budget`` tokens."""

@@ -129,6 +129,7 @@ class Agent:
             bare.max_output_tokens,
             calibration.ratio,
             calibration.margin(bare.input_budget),
+            calibration.prompt_miss,
         )
 
     def represented(self, messages: Sequence[Message]) -> int:

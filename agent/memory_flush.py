@@ -40,6 +40,9 @@ MAX_NOTES = 32
 LINE_CHARS = 1200
 #: ...and a line cut shorter than this says nothing: it is left out instead.
 MIN_LINE_CHARS = 24
+#: When not every line can show this much of itself, the shortest lines that can are
+#: shown, and the rest are left to the summary.
+SHARED_LINE_CHARS = 120
 #: What the flush may answer with (tool calls are what counts), and never more than
 #: this share of the window: prompt and answer fit it together.
 OUTPUT_TOKENS = 1024
@@ -85,6 +88,8 @@ def render_span(messages: Sequence[Message], budget_tokens: int) -> tuple[str, i
     When the span is too big every line still shows: each is cut to one common length
     (its beginning and end), so short lines — a fact is often one — stay whole. People's
     lines share the room first (facts are mostly theirs), the model's get what is left.
+    When there are too many for each to show :data:`SHARED_LINE_CHARS` of itself (a
+    night of a group on a small window), the shortest that can are shown, in order.
     System rows, summaries and tool output are left out.
     """
     lines: list[tuple[int, bool, str, str]] = []
@@ -98,7 +103,7 @@ def render_span(messages: Sequence[Message], budget_tokens: int) -> tuple[str, i
     room = budget_tokens * 4
     shown: dict[int, str] = {}
     for people in (True, False):
-        group = [line for line in lines if line[1] == people]
+        group = _fitting([line for line in lines if line[1] == people], room)
         level = _level([len(head) + len(text) + 1 for _, _, head, text in group], room)
         for index, _, head, text in group:
             if level > len(head) + MIN_LINE_CHARS:
@@ -106,6 +111,29 @@ def render_span(messages: Sequence[Message], budget_tokens: int) -> tuple[str, i
                 room -= len(shown[index]) + 1
     ordered = [shown[index] for index, *_ in lines if index in shown]
     return "\n".join(ordered), len(ordered)
+
+
+Line = tuple[int, bool, str, str]
+
+
+def _fitting(group: list[Line], room: int) -> list[Line]:
+    """``group`` when each line can show at least :data:`SHARED_LINE_CHARS` of itself in
+    ``room``; else the shortest lines that can, in their order (a night of hundreds of
+    lines on a small window: a fact is often one short line, and lines cut to a few
+    characters would all be left out, people's too)."""
+
+    def size(line: Line) -> int:
+        return len(line[2]) + min(len(line[3]), SHARED_LINE_CHARS) + 1
+
+    if sum(size(line) for line in group) <= room:
+        return group
+    kept: set[int] = set()
+    for line in sorted(group, key=lambda line: len(line[3])):
+        if size(line) > room:
+            break
+        room -= size(line)
+        kept.add(line[0])
+    return [line for line in group if line[0] in kept]
 
 
 def _cut(text: str, chars: int) -> str:

@@ -40,13 +40,22 @@ log = logging.getLogger(__name__)
 Server = Literal["ollama", "llama.cpp", "lmstudio", "vllm", "openai-compatible"]
 SERVERS: tuple[Server, ...] = ("ollama", "llama.cpp", "lmstudio", "vllm", "openai-compatible")
 
-#: What to change on each server for a larger window (the operator's fix).
-ENLARGE_HINTS: dict[Server, str] = {
-    "ollama": "set OLLAMA_CONTEXT_LENGTH (or num_ctx in the model's Modelfile)",
-    "llama.cpp": "start llama-server with a larger --ctx-size (divided among --parallel slots)",
-    "lmstudio": "load the model with a larger context length in LM Studio",
-    "vllm": "start vLLM with a larger --max-model-len",
+#: What to change on each server for a window of ``{tokens}`` (the operator's fix).
+_ENLARGE: dict[str, str] = {
+    "ollama": "set OLLAMA_CONTEXT_LENGTH={tokens} where Ollama runs"
+    " (or PARAMETER num_ctx {tokens} in the model's Modelfile)",
+    "llama.cpp": "start llama-server with --ctx-size {tokens} times its --parallel slots"
+    " (they share it)",
+    "lmstudio": "load the model with a context length of {tokens} in LM Studio",
+    "vllm": "start vLLM with --max-model-len {tokens}",
 }
+
+
+def enlarge_hint(server: str | None, tokens: int) -> str:
+    """How the operator gives ``server`` a window of ``tokens``, as they would type it."""
+    template = _ENLARGE.get(server or "", "give the server a window of {tokens} tokens")
+    return template.format(tokens=tokens)
+
 
 #: Servers told to be silent in the log, until they answer again.
 _SILENT: set[str] = set()
@@ -127,10 +136,9 @@ class ServedWindow:
             f"{self.fix(model, key)}"
         )
 
-    @property
-    def hint(self) -> str:
-        """How the operator gives this server a larger window."""
-        return ENLARGE_HINTS.get(self.server, "give the server a larger context window")
+    def hint(self, tokens: int) -> str:
+        """How the operator gives this server a window of ``tokens``."""
+        return enlarge_hint(self.server, tokens)
 
 
 def server_root(base_url: str) -> str:

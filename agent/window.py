@@ -84,6 +84,9 @@ class Window:
     #: Server tokens kept free beside prompt and reply for what the estimate misses (the
     #: chat template, a heavier tokenizer than the last requests showed).
     margin: int = 0
+    #: The share of the prompt a reply's room also leaves free while the server has not
+    #: counted anything yet (``Calibration.prompt_miss``).
+    prompt_miss: float = 0.0
 
     @property
     def output_reserve(self) -> int:
@@ -127,7 +130,8 @@ class Window:
     def max_tokens_for(self, prompt_tokens: int) -> int:
         """Output tokens a request of ``prompt_tokens`` (server tokens) asks for: up to
         ``max_output_tokens`` in the room the prompt leaves (more than the reserve)."""
-        room = self.context_length - max(0, int(prompt_tokens)) - self.margin
+        prompt = max(0, int(prompt_tokens))
+        room = self.context_length - prompt - math.ceil(prompt * self.prompt_miss) - self.margin
         return max(1, min(self.max_output_tokens, room))
 
 

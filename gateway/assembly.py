@@ -36,6 +36,7 @@ from gateway.build import (
     catch_up_from_store,
 )
 from gateway.config.models import DEFAULT_CHOICE, model_choices
+from gateway.config.routes import model_label
 from gateway.config.schema import Config, main_model_route
 from gateway.config.secrets import configured_secrets
 from gateway.connecting import proxied
@@ -239,7 +240,9 @@ class Assembly:
             commands=self.commands,
             pairing=self.pairing,
             adapters=self.adapters,
-            model=lambda: (self.providers.main.name, self.providers.main.model),
+            model=lambda: model_label(
+                self.providers.main.model, self.providers.main.name, self.providers.main.base_url
+            ),
             window=self.current_window,
             budgets=self.meter.budgets,
             alerts=self.alerts.current,

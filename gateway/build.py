@@ -21,7 +21,7 @@ from agent.compression.settings import CompressionSettings
 from agent.context_engine import ContextEngine, EngineChoice
 from agent.model_metadata import ContextLengthResolver
 from agent.providers import Provider, ProviderSettings, make_provider
-from agent.urls import host_port
+from agent.urls import shown_url
 from gateway.config.models import DEFAULT_CHOICE, model_choices
 from gateway.config.schema import (
     Config,
@@ -124,7 +124,7 @@ class SummaryWindow:
         said = await self.windows.ask_server(route.name, route.provider, route.base_url, served)
         if said is not None and not said.has_model and not self.told_missing:
             self.told_missing = True  # once: it is asked again as chats fill
-            where, key = host_port(route.base_url or ""), "auxiliary.compression.model"
+            where, key = shown_url(route.base_url or ""), "auxiliary.compression.model"
             so = "summaries fall back to the main model"
             log.warning("auxiliary.compression: %s", said.missing(where, route.name, key, so))
 

@@ -55,7 +55,7 @@ class Operations:
         commands: Commands,
         pairing: Pairing,
         adapters: Mapping[str, Adapter],
-        model: Callable[[], tuple[str, str]],
+        model: Callable[[], str],
         window: Callable[[], int],
         budgets: Budgets | None = None,
         alerts: Callable[[], list[ActiveAlert]] = list,
@@ -87,8 +87,9 @@ class Operations:
         """The adapters running, by platform (their health is theirs to say)."""
         return self._adapters
 
-    def model(self) -> tuple[str, str]:
-        """The main model: its provider's name and the model's."""
+    def model(self) -> str:
+        """The main model as people are told of it (``qwen3:8b at 127.0.0.1:11434``,
+        ``gpt-4o via openai``: gateway/config/routes.py ``model_label``)."""
         return self._model()
 
     def window(self) -> int:

@@ -85,6 +85,9 @@ class ReportedProvider(Provider):
     async def served_window(self, *, load: bool = False) -> ServedWindow | None:
         return await self.inner.served_window(load=load)
 
+    async def listed_models(self) -> list[str] | None:
+        return await self.inner.listed_models()
+
     @property
     def previous(self) -> list[Message]:
         """The messages of the previous request (its prefix is likely cached)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
+import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,33 @@ from tests.child_process import Chat, Spawn
 from tests.fakes.llm_server import FakeLLM
 from tests.postgres import TestDatabase
 from tests.waiting import CEILING
+
+_getaddrinfo = socket.getaddrinfo
+
+
+def _this_machine_only(host: Any, *args: Any, **kwargs: Any) -> Any:
+    """No test reaches the internet: a name other than this machine's does not resolve
+    in this process (as on a machine without a network), whatever the machine has. An
+    address written as such (``127.0.0.1``, ``10.255.255.1``) is left to connect or not."""
+    name = host.decode() if isinstance(host, bytes) else host
+    try:  # a name no resolver would take fails as it would anyway, before any lookup
+        (name or "").encode("idna")
+    except UnicodeError:
+        return _getaddrinfo(host, *args, **kwargs)
+    if name is not None and name != "localhost" and not _is_address(name):
+        raise socket.gaierror(socket.EAI_NONAME, f"tests resolve no name but localhost: {name}")
+    return _getaddrinfo(host, *args, **kwargs)
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+socket.getaddrinfo = _this_machine_only
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -292,7 +293,15 @@ class TelegramAdapter(Adapter):
         webhook = self.settings.webhook
         assert webhook is not None
         self._webhook = WebhookReceiver(webhook, bot, processor)
-        await self._webhook.start()
+        try:
+            await self._webhook.start()
+        except OSError as error:  # the port is taken (another gateway?), or not ours to bind
+            where = f"{webhook.listen}:{webhook.port}"
+            why = os.strerror(error.errno) if error.errno else str(error)  # not asyncio's
+            raise TelegramStartError(
+                f"Telegram webhook cannot listen on {where}: {why}"
+                " (is another gateway running? choose another platforms.telegram.webhook.port)"
+            ) from None
         try:
             await self._set_webhook(bot)
         except DeliveryError as error:

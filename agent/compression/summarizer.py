@@ -168,7 +168,7 @@ class Summarizer:
         self, provider: Provider, messages: list[Message], request: SummaryRequest
     ) -> str:
         try:
-            text = await request_summary(
+            summary = await request_summary(
                 provider,
                 messages,
                 max_tokens=request.budget_tokens,
@@ -178,8 +178,7 @@ class Summarizer:
             if failure.prompt_tokens and failure.kind == "other":
                 # Over its window: it counts heavier than the estimate. Once more, read
                 # less by what it said (docs/design.md#summary-model).
-                ratio = failure.prompt_tokens / max(1, estimate_messages_tokens_rough(messages))
-                self.scale = min(MAX_SCALE, max(self.scale, request.scale, ratio * SCALE_MARGIN))
+                self._counted(messages, failure.prompt_tokens, request.scale)
                 window = failure.context_limit or request.input_budget_tokens
                 roomier = replace(request, input_budget_tokens=window, scale=self.scale)
             elif failure.kind != "length":
@@ -188,16 +187,24 @@ class Summarizer:
                 # Cut off by max_tokens: once more with more room to write, or less to
                 # read, before it counts as a failure (docs/design.md#failure-ladder).
                 roomier = roomier_request(request, estimate_messages_tokens_rough(messages))
-            text = await request_summary(
-                provider,
-                build_summary_messages(roomier),
-                max_tokens=roomier.budget_tokens,
+            messages = build_summary_messages(roomier)
+            summary = await request_summary(
+                provider, messages, max_tokens=roomier.budget_tokens,
                 timeout_seconds=self.timeout_seconds,
-            )
+            )  # fmt: skip
+        if summary.prompt_tokens:  # the next call of a night's several is sized by it
+            self._counted(messages, summary.prompt_tokens, request.scale)
+        text = summary.text
         # Some models repeat the marker they saw in the previous summary; assembly adds it.
         if text.startswith(SUMMARY_PREFIX):
             text = summary_body({"role": "assistant", "content": text})
         return text
+
+    def _counted(self, messages: list[Message], prompt_tokens: int, scale: float) -> None:
+        """The summary model counted ``prompt_tokens`` for ``messages``: it counts that
+        much heavier than the estimate, never lighter (docs/design.md#summary-model)."""
+        ratio = prompt_tokens / max(1, estimate_messages_tokens_rough(messages))
+        self.scale = min(MAX_SCALE, max(self.scale, scale, ratio * SCALE_MARGIN))
 
     async def _call_main(self, messages: list[Message], request: SummaryRequest) -> str:
         try:

@@ -78,7 +78,12 @@ UPDATE_INSTRUCTION = (
 )
 
 TOOL_ARGUMENTS_MAX_CHARS = 600
+#: A cut turn keeps at least this many characters while the call has room for them...
 MIN_TURN_CHARS = 80
+#: ...and never fewer than these, however many turns share a small window's call.
+MIN_CUT_CHARS = 16
+#: What the request adds around each turn: its ``[n] `` label and the blank line after.
+TURN_FRAME_CHARS = 8
 #: Tokens of the request that are not turns (instructions, template, previous summary
 #: framing: about 420 estimated), with room for the chat template.
 PROMPT_OVERHEAD_TOKENS = 600
@@ -189,34 +194,43 @@ def _images_note(message: Message) -> str:
 
 
 def bound_texts(texts: Sequence[str], max_chars: int) -> list[str]:
-    """Cut the longest texts first so the total fits ``max_chars``.
+    """Cut the longest texts first so that they fit ``max_chars`` as the request frames
+    them (each with its ``[n] `` label and the blank line after it).
 
     Finds one cap such that sum(min(len, cap)) fits, and cuts every longer text to its
-    beginning and end around a marker. Short turns stay whole; nothing is dropped.
+    beginning and end around a marker that counts within the cap. Short turns stay
+    whole; nothing is dropped — on a small window a big night's turns may all be cut
+    below :data:`MIN_TURN_CHARS`, but they fit (docs/design.md#summary).
     """
+    room = max_chars - TURN_FRAME_CHARS * len(texts)
     total = sum(len(t) for t in texts)
-    if total <= max_chars or not texts:
+    if total <= room or not texts:
         return list(texts)
     lengths = sorted(len(t) for t in texts)
-    remaining, count = max_chars, len(lengths)
-    cap = MIN_TURN_CHARS
+    floor = min(MIN_TURN_CHARS, max(MIN_CUT_CHARS, room // len(texts)))
+    remaining, count = max(0, room), len(lengths)
+    cap = floor
     for i, length in enumerate(lengths):
         share = remaining // (count - i)
         if length > share:
-            cap = max(MIN_TURN_CHARS, share)
+            cap = max(floor, share)
             break
         remaining -= length
     return [_cut(t, cap) for t in texts]
 
 
 def _cut(text: str, cap: int) -> str:
+    """``text`` in at most ``cap`` characters: its beginning and end around a marker
+    saying how much was left out (a bare ``…`` when the cap is too small for one)."""
     if len(text) <= cap:
         return text
-    head = int(cap * 0.7)
-    tail = cap - head
-    return (
-        f"{text[:head]} …[{len(text) - head - tail} characters omitted]… {text[len(text) - tail :]}"
-    )
+    longest = len(f" …[{len(text)} characters omitted]… ")  # the count has no more digits
+    if cap < 3 * longest:
+        return text[: max(0, cap - 1)] + "…"
+    kept = cap - longest
+    head = int(kept * 0.7)
+    marker = f" …[{len(text) - kept} characters omitted]… "
+    return f"{text[:head]}{marker}{text[len(text) - (kept - head) :]}"
 
 
 def _budget_chars(request: SummaryRequest) -> int:
@@ -338,10 +352,18 @@ def _hang_grace(timeout: float) -> float:
     return min(10.0, max(0.01, timeout * 0.25))
 
 
+@dataclass(frozen=True)
+class Summary:
+    """A summary call's answer, and the prompt's tokens as the model counted them."""
+
+    text: str
+    prompt_tokens: int | None = None
+
+
 async def request_summary(
     provider: Provider, messages: list[Message], *, max_tokens: int, timeout_seconds: float
-) -> str:
-    """Run one summary call; return the summary text or raise :class:`SummaryFailure`."""
+) -> Summary:
+    """Run one summary call; return the summary or raise :class:`SummaryFailure`."""
     try:
         completion = await asyncio.wait_for(
             provider.complete(messages, max_tokens=max_tokens, timeout=timeout_seconds),
@@ -356,4 +378,4 @@ async def request_summary(
     text = (completion.text or "").strip()
     if not text:
         raise SummaryFailure("empty")
-    return text
+    return Summary(text, completion.usage.prompt_tokens if completion.usage else None)

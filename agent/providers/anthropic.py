@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 import anthropic
 
@@ -77,6 +77,9 @@ class AnthropicProvider(SDKProvider):
     client_class = anthropic.AsyncAnthropic
     sdk_error = anthropic.AnthropicError
     default_host = "api.anthropic.com"
+    # Twenty a page unless asked for more; a thousand is the most one page holds.
+    models_path = "/v1/models"
+    models_query: ClassVar[dict[str, int]] = {"limit": 1000}
 
     def build_request(
         self,

@@ -169,6 +169,13 @@ class Provider(ABC):
         a server that loads models on demand loads it first, to say what it serves."""
         return None
 
+    async def listed_models(self) -> list[str] | None:
+        """The model ids the API lists for this key: a GET that costs no tokens, so a
+        refused key or an API that does not answer is known before anyone writes
+        (docs/design.md#hosted-api-at-start). None: no listing. Raises
+        :class:`ProviderError`."""
+        return None
+
     @property
     def route(self) -> str:
         """Identifies the model route for usage anchors: a change means old counts are void."""

@@ -16,7 +16,7 @@ import ssl
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import httpx2
 
@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 #: A keyless client cannot even build a request (the SDKs refuse); this one gets an honest
 #: 401 from a server that wants a key, and nothing at all from a local one that does not.
 PLACEHOLDER_KEY = "no-key-configured"
+#: How long the model listing may take (asked at start, beside it, not before it).
+LISTING_SECONDS = 10.0
 
 T = TypeVar("T")
 
@@ -79,6 +81,30 @@ class SDKProvider(Provider):
             # The SDK's own default client (its limits, redirects), on the shared context.
             http_client=self.sdk.DefaultAsyncHttpxClient(verify=tls_context()),
         )
+
+    #: The model listing, under the client's base URL, and its query.
+    models_path = "/models"
+    models_query: ClassVar[dict[str, int]] = {}
+
+    async def listed_models(self) -> list[str] | None:
+        listing = self._client.get(
+            self.models_path,
+            cast_to=httpx2.Response,
+            options={"params": self.models_query, "timeout": LISTING_SECONDS, "max_retries": 0},
+        )
+        try:
+            response = await self._sdk(listing)
+        except ProviderError as exc:
+            if exc.status in (404, 405):  # no listing there
+                return None
+            raise
+        try:
+            data = response.json().get("data")
+        except (ValueError, AttributeError):  # not the listing's JSON: nothing said
+            return None
+        if not isinstance(data, list):
+            return None
+        return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")]
 
     # -- what a provider states ------------------------------------------------------------
 

@@ -14,15 +14,16 @@ into an overflow, and nothing is deleted.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from agent.model_metadata import CACHE_FILE_NAME, ContextLengthResolver, ResolvedWindow
-from agent.providers import Provider
-from agent.served_window import ENLARGE_HINTS, ServedWindow
-from agent.urls import host_port
+from agent.providers import Provider, ProviderError
+from agent.served_window import ServedWindow, enlarge_hint
+from agent.urls import shown_url
 from gateway.config.models import DEFAULT_CHOICE, ModelChoice, ModelRoute
 from gateway.config.routes import model_label
 from gateway.conversation.hygiene import measure_tokens
@@ -117,6 +118,8 @@ class ModelChoices:
         served = await self.windows.ask_server(
             route.name, route.provider, route.base_url, self.provider(asked).served_window
         )
+        if served is None and not self.provider(asked).may_cut_prompts:
+            await self._ask_api(asked)
         if served is not None and not served.has_model:
             self.missing[route] = served
             log.warning("%s", missing_model(asked, served))
@@ -127,6 +130,37 @@ class ModelChoices:
             if choice.route == route and note.served_less:
                 log.warning("%s: %s", _section(choice), note.text)
 
+    async def _ask_api(self, asked: ModelChoice) -> None:
+        """A hosted API's model listing, which costs nothing: a key it refuses, an API
+        that does not answer, or (OpenAI's, whose listing is whole) a model it does not
+        list is told at start, not by the first message's failure
+        (docs/design.md#hosted-api-at-start)."""
+        route, provider = asked.route, self.provider(asked)
+        label = f"{_section(asked)}: {model_label(route.name, route.provider, route.base_url)}"
+        try:
+            listed = await provider.listed_models()
+        except ProviderError as exc:
+            if exc.kind == "auth":
+                log.error(
+                    "%s: the API refused the key at start (%s): every reply fails until"
+                    " %s.api_key holds one it takes (`nightowl doctor` tries it)",
+                    label,
+                    exc,
+                    _section(asked),
+                )
+            else:
+                log.warning("%s: the API did not answer at start (%s)", label, exc)
+            return
+        if listed and provider.name == "openai" and route.name not in listed:
+            near = difflib.get_close_matches(route.name, listed, n=3, cutoff=0.6)
+            log.warning(
+                "%s: the API does not list that model for this key, so every reply fails:"
+                " set %s.name to one it lists%s",
+                label,
+                _section(asked),
+                f" ({', '.join(near)}?)" if near else "",
+            )
+
 
 def missing_model(choice: ModelChoice, served: ServedWindow) -> str:
     """What to do about a server that does not have the model, with the names it has."""
@@ -134,7 +168,7 @@ def missing_model(choice: ModelChoice, served: ServedWindow) -> str:
     replies = (
         "every reply" if choice.key == DEFAULT_CHOICE else f"every reply of /model {choice.key}"
     )
-    where = host_port(route.base_url or "")
+    where = shown_url(route.base_url or "")
     return served.missing(where, route.name, _section(choice) + ".name", f"{replies} fails")
 
 
@@ -162,17 +196,13 @@ def window_note(resolved: ResolvedWindow, configured: int | None, config_key: st
     smaller = bool(configured) and resolved.tokens < (configured or 0)
     if resolved.source == "confirmed" and resolved.how == "served":
         if smaller:
-            hint = (
-                ENLARGE_HINTS.get(resolved.server, "give the server a larger window")
-                if resolved.server
-                else "give the server a larger window"
-            )
+            hint = enlarge_hint(resolved.server, configured or resolved.tokens)
             text = (
                 f"the server serves {resolved.tokens:,} tokens, not {configured:,}: {hint}, "
                 f"or lower {config_key}"
             )
             return WindowNote(text, served_less=True)
-        return WindowNote(f"what {resolved.server or 'the server'} says it serves")
+        return WindowNote(f"what {resolved.server or 'the server'} said it serves")
     if resolved.source == "confirmed":
         learned = {
             "overflow": "learned from an overflow error",

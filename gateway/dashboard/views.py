@@ -58,7 +58,6 @@ class Views:
         now = time.time()
         totals = await self.reader.dashboard.totals(start_of_today(now))
         sessions = await self.reader.dashboard.sessions()
-        provider, model = self.operations.model()
         latency = self.live.latency_p50()
         waits, waited = self.live.rate_limit_waits()
         return {
@@ -78,8 +77,7 @@ class Views:
                 for status in [adapter.status()]
             ],
             "provider": {
-                "name": provider,
-                "model": model,
+                "model": self.operations.model(),
                 "window": self.operations.window(),
                 "last_error": self.live.provider.last_error,
                 "last_error_at": self.live.provider.last_error_at,

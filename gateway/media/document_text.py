@@ -61,7 +61,7 @@ def pdf_pages(
     except FileNotDecryptedError:
         raise Unreadable("is encrypted (protected by a password)") from None
     except LimitReachedError:
-        raise Unreadable("is built to expand past what a document may") from None
+        raise Unreadable("would expand far past the size limit (a compression bomb)") from None
     except MemoryError:
         raise
     except Exception as error:  # pypdf raises many kinds on broken input: one sentence

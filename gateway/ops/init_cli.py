@@ -242,10 +242,18 @@ def next_steps(answers: Answers) -> list[str]:
     written = str(answers.config_path)
     if answers.env_path.is_file():
         written += f" and {answers.env_path}"
+    groups = {"telegram": "platforms.telegram.allowed_chats (a group's id)",
+              "discord": "platforms.discord.allowed_channels (Copy ID on a channel)"}  # fmt: skip
+    where = [groups[p.name] for p in answers.platforms if p.name in groups]
     return [
         f"Wrote {written} (0600; {answers.data_dir} is 0700).",
         f"Check it: nightowl doctor{option}",
         f"Start it: nightowl run{option}",
+        *(
+            [f"It answers in private chats; for groups, add them to {' and '.join(where)}."]
+            if where
+            else []
+        ),
     ]
 
 

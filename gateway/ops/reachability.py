@@ -142,11 +142,14 @@ async def check_window(
             "window",
             False,
             f"the server serves {served.tokens:,} tokens, not {configured:,}",
-            f"{served.hint}, or lower model.context_length",
+            f"{served.hint(configured)}, or lower model.context_length",
         )
     more = ""
     if served.declared and served.declared > served.tokens:
-        more = f" (the model declares {served.declared:,}: to give it more, {served.hint})"
+        more = (
+            f" (the model declares {served.declared:,}: to give it more,"
+            f" {served.hint(served.declared)})"
+        )
     detail = f"{served.server} serves {route.name} with {served.tokens:,} tokens{more}"
     return Check("window", True, detail)
 
@@ -346,13 +349,28 @@ async def check_discord(config: Config, timeout: float) -> Check:
     try:
         async with asyncio.timeout(timeout):
             me = await http.static_login(config.platforms.discord.token or "")
+            flags = int((await http.application_info()).get("flags") or 0)
     except discord.LoginFailure:
         return Check("discord", False, "the bot token was refused", _TOKEN_HINT["discord"])
     except (discord.HTTPException, aiohttp.ClientError, TimeoutError) as exc:
         return Check("discord", False, f"login failed: {exc}", "check the network")
     finally:
         await http.close()
-    return Check("discord", True, f"bot {me['username']} (id {me['id']}) logged in")
+    who = f"bot {me['username']} (id {me['id']}) logged in"
+    if not flags & MESSAGE_CONTENT_FLAGS:
+        return Check(
+            "discord",
+            False,
+            f"{who}, but its Message Content intent is off: run would be refused",
+            "turn it on in Discord's developer portal (Bot, Privileged Gateway Intents)",
+        )
+    return Check("discord", True, who)
+
+
+#: The application flags of the portal's Message Content switch: GATEWAY_MESSAGE_CONTENT
+#: (a verified bot, 100 servers or more) and ..._LIMITED (under 100): without either the
+#: gateway refuses the intent at IDENTIFY (close code 4014).
+MESSAGE_CONTENT_FLAGS = (1 << 18) | (1 << 19)
 
 
 _TOKEN_HINT = {

@@ -6,7 +6,8 @@ the gateway, every ``nightowl`` command, doctor, migrate and the dashboard that 
 What a store is opened for (its :data:`Access`):
 
 - ``exclusive``: a gateway or chat. SQLite locks the data dir, creates and migrates the
-  file; PostgreSQL migrates under an advisory lock.
+  file; PostgreSQL locks the data dir too (each replica has its own) and migrates under
+  an advisory lock.
 - ``read`` and ``write``: an operator's command. With no gateway running, SQLite opens
   as a gateway would (locked); beside one, ``read`` opens the file read-only and
   ``write`` through WAL and the busy timeout, one transaction at a time, never
@@ -39,7 +40,10 @@ def open_store(config: Config, *, backend: Backend | None = None, dsn: str | Non
         where = dsn or config.store.dsn
         if where is None:  # the config check requires a DSN with postgres
             raise ValueError("store.backend: postgres needs store.dsn")
-        return PostgresStore(where, pool_size=config.store.pool_size)
+        # The config's own database is this gateway's: its data dir is locked when it is
+        # opened for a gateway (``migrate --to`` writes another and locks nothing).
+        data_dir = None if dsn else config.data_dir
+        return PostgresStore(where, pool_size=config.store.pool_size, data_dir=data_dir)
     from gateway.store.sqlite import SQLiteStore
 
     return SQLiteStore(config.database_path)

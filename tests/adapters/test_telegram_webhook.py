@@ -9,7 +9,7 @@ import socket
 import aiohttp
 import pytest
 
-from adapters.telegram import TelegramAdapter, WebhookSettings
+from adapters.telegram import TelegramAdapter, TelegramStartError, WebhookSettings
 from tests.adapters.conftest import fast_settings
 from tests.fakes.sink import RecordingSink
 from tests.fakes.telegram_server import FakeTelegram
@@ -87,6 +87,24 @@ async def test_webhook_settings_without_a_secret_cannot_be_made(
         fast_settings(telegram_server, webhook=WebhookSettings(url="https://h/x", secret=SECRET))
     )
     assert SECRET not in repr(adapter.settings)
+
+
+async def test_a_webhook_port_another_program_holds_is_one_sentence(
+    telegram_server: FakeTelegram, start_telegram
+) -> None:
+    """A second gateway on the same config (or any program on that port): the start
+    stops with what to do, not aiohttp's traceback."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        webhook = WebhookSettings(url="https://bot.example.org/tg/hook", port=port, secret=SECRET)
+        with pytest.raises(TelegramStartError) as refused:
+            await start_telegram(webhook=webhook)
+    assert str(refused.value) == (
+        f"Telegram webhook cannot listen on 127.0.0.1:{port}: Address already in use (is"
+        " another gateway running? choose another platforms.telegram.webhook.port)"
+    )
 
 
 def _nested_update(depth: int) -> str:

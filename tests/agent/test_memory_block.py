@@ -64,3 +64,19 @@ def test_the_span_shows_peoples_lines_first_and_the_end_of_long_ones() -> None:
     text, rows = render_span(span, budget_tokens=(LINE_CHARS + 40) // 4)
     assert rows == 2 and "fact: the end matters" in text and "short" in text
     assert "assistant" not in text  # no room left for it: people's lines came first
+
+
+def test_a_night_too_long_to_show_every_line_shows_the_shortest_people_lines() -> None:
+    """470 people's lines in the room of a 4K window's flush: cut to a common length they
+    would each get a few characters and all be left out (the model's two lines shown
+    alone); the shortest whole ones are shown instead, a one-line fact among them."""
+    span: list[dict[str, str]] = [{"role": "system", "content": "sys"}]
+    for i in range(470):
+        span.append({"role": "user", "content": f"Ann: line {i} " + "we move the meeting " * 4})
+        if i % 200 == 7:
+            span.append({"role": "assistant", "content": "Here is my answer."})
+    span[300] = {"role": "user", "content": "Bob: fact: the boat is Marlin"}
+    text, rows = render_span(span, budget_tokens=750)
+    assert "fact: the boat is Marlin" in text
+    people = [line for line in text.splitlines() if "] user: " in line]
+    assert rows == len(people) > 20 and len(text) <= 750 * 4

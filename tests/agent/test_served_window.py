@@ -132,7 +132,9 @@ async def test_llama_cpp_says_one_slots_window_not_the_training_one() -> None:
     async with FakeLlamaCpp(served=4_096, declared=131_072, slots=2) as server:
         served = await ask_served_window(server.openai_base_url, "qwen3:8b")
     assert served == ServedWindow("llama.cpp", 4_096)
-    assert "--ctx-size" in served.hint
+    assert served.hint(8_192) == (
+        "start llama-server with --ctx-size 8192 times its --parallel slots (they share it)"
+    )
 
 
 async def test_vllm_says_max_model_len() -> None:

@@ -74,8 +74,8 @@ async def test_a_configured_window_larger_than_ollama_serves_loses_and_the_opera
             status = (await adapter.wait_sent(2))[-1]
     assert (
         "window 4,096 tokens (the server serves 4,096 tokens, not 32,768: set "
-        "OLLAMA_CONTEXT_LENGTH (or num_ctx in the model's Modelfile), or lower "
-        "model.context_length)" in status
+        "OLLAMA_CONTEXT_LENGTH=32768 where Ollama runs (or PARAMETER num_ctx 32768 in the "
+        "model's Modelfile), or lower model.context_length)" in status
     )
 
 
@@ -97,7 +97,7 @@ async def test_a_model_never_pulled_is_told_at_start_and_to_whoever_writes(
                 assert session is not None
                 kept = await gateway.store.conversation.load_active(session.id)
     assert told == [
-        f"the model server at 127.0.0.1:{ollama.port} has no model qwen3:8B (it has "
+        f"the model server at http://127.0.0.1:{ollama.port} has no model qwen3:8B (it has "
         "qwen3:8b), so every reply fails: set model.name to qwen3:8b (names are "
         "case-sensitive)"
     ]
@@ -128,7 +128,7 @@ async def test_a_summary_model_never_pulled_is_told_at_start(
             async with running_gateway(config, RecordingAdapter()):
                 told = [r.getMessage() for r in caplog.records if "no model" in r.getMessage()]
     assert told == [
-        f"auxiliary.compression: the model server at 127.0.0.1:{small.port} has no model "
+        f"auxiliary.compression: the model server at http://127.0.0.1:{small.port} has no model "
         "qwen3:1.7B (it has qwen3:1.7b), so summaries fall back to the main model: set "
         "auxiliary.compression.model to qwen3:1.7b (names are case-sensitive)"
     ]
@@ -208,7 +208,7 @@ async def test_an_ollama_shrunk_under_a_running_gateway_cuts_one_prompt_not_answ
             status = (await adapter.wait_sent(sent + 2))[-1]
     assert len(ollama.cuts) == 1
     assert f"is: {FACTS['en'][0]}" in reply
-    assert "window 4,096 tokens (what ollama says it serves)" in status
+    assert "window 4,096 tokens (what ollama said it serves)" in status
 
 
 async def test_a_restarted_ollama_with_a_smaller_window_cuts_nothing_it_answers(
@@ -363,9 +363,9 @@ async def test_a_2k_summary_model_beside_an_8k_main_one_gets_only_what_fits_it(
             await turns_done(gateway)
     summaries = [r for r in small.requests if is_summary_request(r)]
     assert len({r.body["messages"][1]["content"][:200] for r in summaries}) >= 3
-    # Russian counts 1.6 times the estimate there: its first refusal says so, and the
-    # call is made again, reading less; none after.
-    assert small.refusals == (1 if language == "ru" else 0) and main.refusals == 0
+    # Russian counts 1.6 times the estimate there: the first answer's usage (or at most
+    # one refusal, the call then made again reading less) says so; none after.
+    assert small.refusals <= (1 if language == "ru" else 0) and main.refusals == 0
     assert getattr(small, "cuts", []) == []  # nothing cut silently either
     over = [r for r in small.requests if r.prompt_tokens + r.max_tokens > 2_048]
     assert len(over) == small.refusals

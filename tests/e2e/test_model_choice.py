@@ -4,8 +4,13 @@ request reaches it."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
+
+from agent.providers import ProviderError, ProviderSettings
+from agent.providers.openai import OpenAIProvider
 from tests.db import stored_messages
 from tests.fakes.llm_server import FakeLLM, Recorded
 from tests.harness import (
@@ -117,3 +122,43 @@ async def test_a_smaller_window_is_made_to_fit_before_the_next_request(tmp_path:
         assert not any("too long" in text for text in adapter.texts())
         users = [content for content, _, _ in stored_messages(tmp_path, "user")]
         assert all(any(f"fact: item {n} " in c for c in users) for n in range(59))  # kept
+
+
+async def test_a_hosted_api_that_refuses_the_key_is_told_at_start_for_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A paid API's key is tried at start by its model listing, which costs nothing:
+    the operator reads why every reply will fail before anyone writes
+    (docs/design.md#hosted-api-at-start). The key that works says nothing."""
+
+    async def told_at_start(key: str) -> list[str]:
+        caplog.clear()
+        model = {"provider": "anthropic", "base_url": llm.anthropic_base_url, "api_key": key}
+        with caplog.at_level(logging.WARNING):
+            async with running_gateway(make_config(tmp_path / key, llm, model=model)):
+                pass
+        return [r.getMessage() for r in caplog.records if "at start" in r.getMessage()]
+
+    async with FakeLLM(api_key="the-right-key") as llm:
+        [refused] = await told_at_start("a-revoked-key")
+        assert await told_at_start("the-right-key") == []
+    assert refused.startswith(
+        f"model: fake-model at 127.0.0.1:{llm.port}: the API refused the key at start ("
+    )
+    assert refused.endswith(
+        "every reply fails until model.api_key holds one it takes (`nightowl doctor` tries it)"
+    )
+    assert "a-revoked-key" not in refused
+    assert not llm.requests  # no message was asked for it
+
+
+async def test_the_listing_is_read_through_the_sdk_with_its_errors(fake_llm: FakeLLM) -> None:
+    provider = OpenAIProvider(
+        ProviderSettings("openai", "fake-model", api_key="k", base_url=fake_llm.openai_base_url)
+    )
+    assert await provider.listed_models() == ["fake-model"]
+    fake_llm.api_key = "another"
+    with pytest.raises(ProviderError) as refused:
+        await provider.listed_models()
+    assert refused.value.kind == "auth" and refused.value.status == 401
+    await provider.aclose()

@@ -3,6 +3,7 @@ whose window is only 8K tokens. Nothing may overflow and nothing may be lost."""
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import sys
@@ -12,9 +13,18 @@ import pytest
 
 from tests import db
 from tests.fakes.llm_server import FakeLLM
-from tests.harness import RecordingAdapter, make_config, running_gateway, summarizing, turns_done
+from tests.fakes.local_servers import FakeVllm
+from tests.harness import (
+    RecordingAdapter,
+    is_summary_request,
+    make_config,
+    running_gateway,
+    summarizing,
+    turns_done,
+)
 
 WINDOW = 8_192
+WORDS = "we move the meeting to thursday check the numbers and send the draft".split()
 
 HOOK_MODULE = """
 payloads = []
@@ -93,3 +103,42 @@ async def test_an_overnight_group_stays_inside_the_window_and_loses_nothing(
         assert all(state in ((1, 0), (0, 1)) for state in states)
     archived = sum(1 for _, active, compacted in rows if (active, compacted) == (0, 1))
     assert archived > 900  # most of the night was summarized, not dropped
+
+
+async def test_a_night_of_short_lines_on_a_4k_server_is_summarized_by_the_model_and_fits(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """480 short group lines, then a question, on a vLLM serving 4,096 tokens (which
+    refuses a prompt plus max_tokens over it) with a tokenizer a little heavier than the
+    estimate: every summary call fits, and the summary is the model's, not the fallback."""
+    rng = random.Random(11)
+    async with FakeVllm(served=4_096) as vllm:
+        vllm.responder = summarizing()
+        config = make_config(
+            tmp_path,
+            vllm,
+            model={"name": vllm.model},
+            platforms={"telegram": {"allowed_chats": ["-42"], "group_members": "all"}},
+        )
+        adapter = RecordingAdapter("telegram")
+        with caplog.at_level(logging.INFO):
+            async with running_gateway(config, adapter) as gateway:
+                for i in range(480):
+                    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 40)))
+                    text = f"fact: #{i} {words}" if i % 97 == 5 else f"msg {i}: {words}"
+                    await adapter.say(
+                        text, chat_id="-42", chat_type="group", user_name="Ann", addressed=False
+                    )
+                await adapter.say("what did we decide?", chat_id="-42", chat_type="group")
+                await adapter.wait_sent(1)
+                await turns_done(gateway)
+    assert adapter.texts() == ["ok"]
+    summaries = [r for r in vllm.requests if is_summary_request(r)]
+    assert summaries
+    for request in vllm.requests:  # the server refuses nothing, so none was over
+        assert request.prompt_tokens + request.max_tokens <= 4_096, request.prompt_tokens
+    told = "\n".join(r.getMessage() for r in caplog.records)
+    assert "deterministic_fallback" not in told and "overflow" not in told
+    # The memory flush before it was shown people's lines, not the model's alone.
+    [flush] = [r.getMessage() for r in caplog.records if "memory flush telemetry" in r.getMessage()]
+    assert json.loads(flush.split(": ", 1)[1])["span_rows"] > 10

@@ -50,6 +50,10 @@ def _json(payload: Any, status: int = 200) -> web.Response:
     return web.Response(body=body, status=status, headers={"Content-Type": "application/json"})
 
 
+#: The application flag of the portal's Message Content switch (under 100 servers).
+MESSAGE_CONTENT_LIMITED = 1 << 19
+
+
 @dataclass
 class SentMessage:
     """One message the bot posted (to a channel, or as an interaction followup)."""
@@ -410,7 +414,12 @@ class FakeDiscord:
         return _json(BOT_USER)
 
     async def _get_application(self, request: web.Request) -> web.Response:
-        return _json(world.application())
+        # The portal's Message Content switch is the application's flag
+        # GATEWAY_MESSAGE_CONTENT_LIMITED (1 << 19) for a bot in under 100 servers
+        # (discord.com/developers/docs/resources/application#application-object-application-flags);
+        # a bot without it is refused at IDENTIFY with 4014 when it asks for the intent.
+        enabled = self.close_on_identify != 4014
+        return _json(world.application() | {"flags": MESSAGE_CONTENT_LIMITED if enabled else 0})
 
     async def _get_gateway_bot(self, request: web.Request) -> web.Response:
         limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}

@@ -392,6 +392,16 @@ class FakeLLM:
         return await self._handle(request, "anthropic")
 
     async def _handle_models(self, request: web.Request) -> web.StreamResponse:
+        # Both APIs want the key for their listing too, and refuse another with the 401
+        # their other endpoints give (platform.openai.com/docs/api-reference/models/list,
+        # docs.anthropic.com/en/api/models-list): the listing is how a refused key is
+        # found before a message costs anything.
+        api: Literal["openai", "anthropic"] = (
+            "anthropic" if "anthropic-version" in request.headers else "openai"
+        )
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        if self.api_key is not None and Recorded(api, {}, headers, 0).api_key != self.api_key:
+            return _error_response(api, Reply(status=401))
         data = [
             {"id": m, "object": "model", "type": "model", "display_name": m, "created": 0}
             | {"created_at": "2025-01-01T00:00:00Z", "owned_by": "fake"}

@@ -142,13 +142,31 @@ async def test_an_unreachable_provider_is_reported(tmp_path: Path) -> None:
     assert line(lines, "config").startswith("✓")
 
 
+async def test_a_discord_bot_without_the_message_content_intent_fails_before_run_does(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The one portal switch the README asks for: its application flag says whether it
+    is on, so doctor need not open the gateway socket that run would be refused on."""
+    async with running_fake_discord() as discord_server:
+        discord_server.close_on_identify = 4014  # the portal's switch is off
+        discord = {"enabled": True, "token": "discord-doctor-token"}
+        config = write_config(tmp_path, fake_llm.openai_base_url, platforms={"discord": discord})
+        code, lines = await doctor(config)
+    assert code == 1
+    assert line(lines, "discord").endswith(
+        "logged in, but its Message Content intent is off: run would be refused — turn it on"
+        " in Discord's developer portal (Bot, Privileged Gateway Intents)"
+    )
+
+
 async def test_a_refused_key_is_reported_without_printing_it(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
     fake_llm.api_key = "the-right-key"
     code, lines = await doctor(write_config(tmp_path, fake_llm.openai_base_url))
     assert code == 1
-    assert "Incorrect API key provided. — the API key was rejected" in line(lines, "provider")
+    # Refused by the model listing, as OpenAI's refuses a wrong key, before any request.
+    assert "the key was refused (HTTP 401) — the API key was rejected" in line(lines, "provider")
     assert KEY not in "\n".join(lines)
 
 
@@ -185,15 +203,17 @@ async def test_a_configured_window_larger_than_the_server_serves_is_reported(
         code, lines = await doctor(config)
         assert code == 1
         assert line(lines, "window") == (
-            "✗ window: the server serves 4,096 tokens, not 32,768 — set OLLAMA_CONTEXT_LENGTH "
-            "(or num_ctx in the model's Modelfile), or lower model.context_length"
+            "✗ window: the server serves 4,096 tokens, not 32,768 — set "
+            "OLLAMA_CONTEXT_LENGTH=32768 where Ollama runs (or PARAMETER num_ctx 32768 in the "
+            "model's Modelfile), or lower model.context_length"
         )
         raw["model"]["context_length"] = 4_096
         config.write_text(yaml.safe_dump(raw))
         code, lines = await doctor(config)
     assert line(lines, "window") == (
         "✓ window: ollama serves fake-model with 4,096 tokens (the model declares 40,960: to "
-        "give it more, set OLLAMA_CONTEXT_LENGTH (or num_ctx in the model's Modelfile))"
+        "give it more, set OLLAMA_CONTEXT_LENGTH=40960 where Ollama runs (or PARAMETER "
+        "num_ctx 40960 in the model's Modelfile))"
     )
 
 
@@ -282,7 +302,9 @@ async def test_config_env_and_data_files_open_to_the_group_or_others_are_fixed(
 async def test_a_short_dashboard_token_fails_and_metrics_beyond_loopback_are_noted(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    short = {"enabled": True, "token": "short-t0ken", "listen": "0.0.0.0"}
+    # A free port: the default one may be a running gateway's (a taken port adds its own
+    # advice to the line).
+    short = {"enabled": True, "token": "short-t0ken", "listen": "0.0.0.0", "port": closed_port()}
     config = write_config(tmp_path, fake_llm.openai_base_url, dashboard=short)
     await make_database(tmp_path)
     code, lines = await doctor(config)

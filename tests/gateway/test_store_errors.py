@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.store import MemoryOwner, NewMemory, SQLiteStore, StoreError
+from gateway.config.schema import parse_config
+from gateway.store import DataDirInUse, MemoryOwner, NewMemory, SQLiteStore, StoreError
+from gateway.store.opening import open_store
 from gateway.store.postgres import PostgresStore
 
 ANN = MemoryOwner("user", "telegram:42")
@@ -50,3 +52,27 @@ async def test_sqlite_locked_by_another_program_after_start_is_a_store_error(
         # Nothing is left half done: the store writes again once the lock is gone.
         await store.memory.remember(NewMemory(ANN, "likes coffee"))
         assert {n.text for n in await store.memory.memories([ANN])} == {"likes tea", "likes coffee"}
+
+
+async def test_a_second_gateway_on_one_data_dir_is_refused_on_postgresql_too(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """Replicas share the database, each with its own data dir (its secrets, its log, the
+    webhook's port): two gateways on one data dir are refused as on SQLite."""
+    config = parse_config(
+        {
+            "data_dir": str(tmp_path / "data"),
+            "model": {"base_url": "http://127.0.0.1:9/v1", "name": "m"},
+            "store": {"backend": "postgres", "dsn": postgres_dsn},
+        },
+        {},
+    )
+    async with open_store(config):
+        second = open_store(config)
+        with pytest.raises(DataDirInUse, match=r"data dir in use by pid \d+"):
+            await second.open()
+        beside = open_store(config)  # a command's look beside it is no gateway
+        await beside.open("read")
+        await beside.close()
+    async with open_store(config):  # let go at close
+        pass

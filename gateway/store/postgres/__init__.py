@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Self
 
 from gateway.store.backend import Access, Store
@@ -44,8 +45,8 @@ class PostgresStore(Views, Opened):
     """One PostgreSQL database: open it, then hand each part of the gateway its view.
     Several gateways may share it (docs/design.md#replicas)."""
 
-    def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
-        self.connection = PgConnection(dsn, pool_size=pool_size)
+    def __init__(self, dsn: str, *, pool_size: int = 10, data_dir: Path | None = None) -> None:
+        self.connection = PgConnection(dsn, pool_size=pool_size, data_dir=data_dir)
         #: Replicas are not a gateway beside this one: they share the database.
         self.beside_gateway: int | None = None
         super().__init__(self.connection, operator=PgOperator(self.connection))

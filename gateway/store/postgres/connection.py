@@ -15,10 +15,12 @@ import contextlib
 import re
 import urllib.parse
 from collections.abc import AsyncIterator, Iterable, Iterator
+from pathlib import Path
 from typing import Literal, Self
 
 import asyncpg
 
+from gateway.store.datadir_lock import DataDirLock
 from gateway.store.dialect import Body, Dialect, T
 from gateway.store.errors import StoreError
 from gateway.store.opened import Opened
@@ -65,9 +67,13 @@ class PgConnection(Opened):
     #: What PostgreSQL says its own way (docs/design.md#postgresql).
     dialect: Dialect = postgres_dialect
 
-    def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
+    def __init__(self, dsn: str, *, pool_size: int = 10, data_dir: Path | None = None) -> None:
         self.dsn = dsn
         self.pool_size = pool_size
+        #: The gateway's own files (its secrets, its log): one gateway per data dir on
+        #: PostgreSQL too, each replica with its own (gateway/store/datadir_lock.py).
+        self.data_dir = data_dir
+        self._datadir_lock: DataDirLock | None = None
         self._pool: asyncpg.Pool | None = None
 
     @property
@@ -79,6 +85,9 @@ class PgConnection(Opened):
         """Connect; a gateway (``exclusive``) migrates, the CLI (``read_only``,
         ``shared``) only checks the schema is the one it knows."""
         try:
+            if access == "exclusive" and self.data_dir is not None:
+                self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                self._datadir_lock = DataDirLock.acquire(self.data_dir)
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=1, max_size=self.pool_size, command_timeout=60
             )
@@ -96,8 +105,13 @@ class PgConnection(Opened):
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+        try:
+            if pool is not None:
+                await pool.close()
+        finally:
+            held, self._datadir_lock = self._datadir_lock, None
+            if held is not None:
+                held.release()
 
     async def schema_version(self) -> int:
         async with self.read() as db:
