@@ -58,8 +58,9 @@ class Failing:
     count: int = 0
     last_error: str = ""
     model: str = ""
-    #: When the last of them failed.
+    #: When the last of them failed, and its kind (``network``, ``auth``...).
     last: float = 0.0
+    kind: str = ""
 
 
 #: A summary model that failed this long before another model's summary succeeded was
@@ -106,6 +107,13 @@ class ProviderFailures:
         failing.last = now
         failing.count += 1
         failing.last_error, failing.model = str(payload.get("error") or outcome), model
+        failing.kind = outcome
+
+    @property
+    def unreachable(self) -> bool:
+        """Every failing model's last call could not reach its server (down, or slow to
+        answer): one that answers again has cleared what was wrong."""
+        return bool(self.failing) and all(f.kind in UNREACHABLE for f in self.failing.values())
 
     def observation(self) -> Observation | None:
         if not self.failing:
@@ -130,6 +138,9 @@ class ProviderFailures:
             )
         return Observation(what=what, todo=todo, since=since)
 
+
+#: Failures a server that takes connections again has ended.
+UNREACHABLE = frozenset({"network", "timeout"})
 
 #: The two uses watched apart, and the ``llm:request`` kinds of each.
 REPLIES, HOUSEKEEPING = "provider", "provider:summaries"

@@ -341,14 +341,21 @@ class Alerts:
         found["disk"], found["backup"] = await asyncio.to_thread(self._look_at_files)
         if (server := self._model_server_to_look_at()) is not None:
             # No reply asked yet (a quiet night after a reboot that started nightowl
-            # before its model server): whether anything listens where the calls will go.
+            # before its model server), or every reply since failed to reach it: whether
+            # anything listens where the calls will go.
+            told = True
             try:
-                found[REPLIES] = await server.observation()
+                looked = await server.observation()
             except NoAnswer:  # too slow to say either way
-                found[REPLIES] = self._as_it_stood(REPLIES)
+                looked, told = self._as_it_stood(REPLIES), False
             except Exception:  # a look must never stop the others
                 log.exception("looking at the model server failed")
-                found[REPLIES] = self._as_it_stood(REPLIES)
+                looked, told = self._as_it_stood(REPLIES), False
+            if not self.uses[REPLIES].seen:
+                found[REPLIES] = looked
+            elif told and looked is None:  # back: the calls that could not reach it have
+                self.uses[REPLIES].failing.clear()  # ended, told before anyone writes
+                found[REPLIES] = None
         for platform, adapter in self.adapters.items():
             try:
                 status = await adapter.check()
@@ -383,8 +390,10 @@ class Alerts:
         return disk, backup_observation(self.data_dir, self.clock())
 
     def _model_server_to_look_at(self) -> ModelServer | None:
-        """Until its first reply, the local model server is looked at, not waited for."""
-        return None if self.uses[REPLIES].seen else self.model_server
+        """The local model server is looked at, not waited for: until its first reply,
+        and while every reply since fails to reach it."""
+        replies = self.uses[REPLIES]
+        return self.model_server if not replies.seen or replies.unreachable else None
 
     def _unknown(self, alert: ActiveAlert, now: float) -> bool:
         """A condition taken up from the store that no look can confirm yet: a model's

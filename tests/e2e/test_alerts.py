@@ -273,6 +273,33 @@ async def test_a_model_server_down_before_any_message_is_told_and_cleared_when_i
     assert not fake_llm.requests
 
 
+async def test_replies_that_could_not_reach_a_local_server_clear_when_it_listens_again(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Ollama is down: the operator is told, a message's reply fails (the alert now says
+    so); when Ollama is back the alert clears by itself, not when somebody next writes."""
+    operator = RecordingAdapter("telegram")
+    port = free_port()
+    config = make_config(
+        tmp_path / "data",
+        fake_llm,
+        model={"base_url": f"http://127.0.0.1:{port}/v1", "context_length": 8_192},
+        **alerts([f"telegram:{OPERATOR}"]),
+    )
+    person = RecordingAdapter()
+    async with running_gateway(config, operator, person) as gateway:
+        [down] = await operator.wait_sent(1)  # before anyone wrote: nothing listens there
+        await person.say("hello?")
+        [sorry] = await person.wait_sent(1)
+        listening = await asyncio.start_server(lambda _, writer: writer.close(), "127.0.0.1", port)
+        async with listening:
+            sent = await operator.wait_sent(2)
+            assert gateway.operations.alerts() == []
+    assert down.startswith("⚠ nightowl: the model server of fake-model at ")
+    assert "reach" in sorry
+    assert sent[1].startswith("✅ nightowl: resolved: the model")
+
+
 async def test_a_model_server_alert_told_before_a_restart_clears_after_it_when_it_listens(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
