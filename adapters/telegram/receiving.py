@@ -41,6 +41,8 @@ _MAX_BACKOFF = 30.0
 #: a millisecond of the event loop, which the turns just handed over need first for their
 #: reads and their model request. What arrives meanwhile comes with that poll.
 _TURNS_FIRST = 0.001
+#: The most updates one getUpdates brings (its ``limit``'s default and maximum).
+FULL_BATCH = 100
 _REMEMBERED_IDS = 4096
 
 Converter = Callable[[Update], Awaitable[Inbound | None]]
@@ -169,6 +171,8 @@ class UpdatePoller:
         #: A rebuild leaves it: only a getUpdates that succeeds clears it.
         self.failing_since: float | None = None
         self.failure = ""
+        #: Updates taken in since start while Telegram had more waiting (None: caught up).
+        self._backlog: int | None = 0
 
     @property
     def healthy(self) -> bool:
@@ -226,9 +230,21 @@ class UpdatePoller:
             errors = 0
             self._last_success = time.monotonic()
             self.failing_since, self.failure = None, ""
+            self._count_backlog(len(updates))
             await self._process_batch(updates)
             if updates:
                 await asyncio.sleep(_TURNS_FIRST)
+
+    def _count_backlog(self, fetched: int) -> None:
+        """What waited at start (a night's groups) is said once, when a getUpdates brings
+        less than a full batch: caught up."""
+        if self._backlog is None:
+            return
+        self._backlog += fetched
+        if fetched < FULL_BATCH:
+            if self._backlog:
+                log.info("Telegram: took in %d updates that waited for the bot", self._backlog)
+            self._backlog = None
 
     async def _fetch(self) -> tuple[Update, ...]:
         assert self._bot is not None

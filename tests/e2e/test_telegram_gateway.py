@@ -77,6 +77,26 @@ async def test_group_chatter_is_observed_and_a_mention_answers_with_it(
     ]
 
 
+async def test_a_night_of_updates_waiting_at_start_is_taken_in_and_said_once(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two and a half batches of group lines waited while the bot was stopped: all are
+    stored, and the log says how many, once (Discord's catch-up says so too)."""
+    config = telegram_config(tmp_path, fake_llm, telegram, chats=(GROUP,))
+    for i in range(250):
+        telegram.push_text(GROUP, f"line {i}", user=BOB, chat_type="supergroup")
+    newest = last_update_id(telegram)
+    with caplog.at_level(logging.INFO, logger="adapters.telegram.receiving"):
+        async with telegram_gateway(config):
+            await telegram.wait_for(lambda: telegram.confirmed_offset > newest)
+            telegram.push_text(GROUP, "one more, later", user=BOB, chat_type="supergroup")
+            later = last_update_id(telegram)
+            await telegram.wait_for(lambda: telegram.confirmed_offset > later)
+    said = [r.getMessage() for r in caplog.records if "waited for the bot" in r.getMessage()]
+    assert said == ["Telegram: took in 250 updates that waited for the bot"]
+    assert len(session_rows(config, f"telegram:{GROUP}")) == 251
+
+
 async def test_forum_topics_are_separate_sessions_answered_in_their_topic(
     tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
 ) -> None:
