@@ -44,8 +44,8 @@ SERVERS: tuple[Server, ...] = ("ollama", "llama.cpp", "lmstudio", "vllm", "opena
 _ENLARGE: dict[str, str] = {
     "ollama": "set OLLAMA_CONTEXT_LENGTH={tokens} where Ollama runs"
     " (or PARAMETER num_ctx {tokens} in the model's Modelfile)",
-    "llama.cpp": "start llama-server with --ctx-size {tokens} times its --parallel slots"
-    " (they share it)",
+    "llama.cpp": "start llama-server with --parallel 1 --ctx-size {tokens}"
+    " (with more slots, --ctx-size is shared among them)",
     "lmstudio": "load the model with a context length of {tokens} in LM Studio",
     "vllm": "start vLLM with --max-model-len {tokens}",
 }
@@ -238,6 +238,13 @@ def same_model(name: Any, model: str) -> bool:
     if not isinstance(name, str):
         return False
     return name == model or name == f"{model}:latest" or f"{name}:latest" == model
+
+
+def is_listed(model: str, models: list[str]) -> bool:
+    """Whether a listing of ``models`` has ``model``: Anthropic lists dated ids and
+    accepts the undated alias (as OpenAI does its snapshots); Ollama lists tagged names
+    and takes a bare one as its ``:latest``."""
+    return any(same_model(m, model) or m.startswith(model + "-") for m in models)
 
 
 async def _ollama(asker: _Http, root: str, base: str, model: str) -> ServedWindow | None:

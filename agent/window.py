@@ -129,7 +129,8 @@ class Window:
 
     def max_tokens_for(self, prompt_tokens: int) -> int:
         """Output tokens a request of ``prompt_tokens`` (server tokens) asks for: up to
-        ``max_output_tokens`` in the room the prompt leaves (more than the reserve)."""
+        ``max_output_tokens`` in the room the prompt leaves, less the margin (and, before
+        the server has counted anything, ``prompt_miss`` of the prompt)."""
         prompt = max(0, int(prompt_tokens))
         room = self.context_length - prompt - math.ceil(prompt * self.prompt_miss) - self.margin
         return max(1, min(self.max_output_tokens, room))

@@ -27,6 +27,12 @@ ASK_SERVERS_SECONDS = 8.0
 class Gateway(Assembly):
     """The assembled parts, running: :meth:`start` and :meth:`stop`, or ``async with``."""
 
+    @property
+    def asking(self) -> frozenset[asyncio.Task[None]]:
+        """What the start asked beside itself and did not wait for (a server's window, a
+        hosted API's listing, the database's check); :meth:`stop` ends what is left."""
+        return frozenset(self._asking)
+
     async def start(self) -> None:
         await self.store.open()
         if not self.store.coordination.shared:  # the only process: its last one's calls died

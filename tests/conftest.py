@@ -6,10 +6,12 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import os
 import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from _pytest.logging import LogCaptureHandler
@@ -24,17 +26,25 @@ from tests.waiting import CEILING
 _getaddrinfo = socket.getaddrinfo
 
 
+#: The names a test may resolve: this machine's, and the PostgreSQL server the run was
+#: pointed at (README: NIGHTOWL_TEST_POSTGRES).
+_RESOLVABLE = {"localhost", urlsplit(os.environ.get("NIGHTOWL_TEST_POSTGRES", "")).hostname}
+
+
 def _this_machine_only(host: Any, *args: Any, **kwargs: Any) -> Any:
-    """No test reaches the internet: a name other than this machine's does not resolve
-    in this process (as on a machine without a network), whatever the machine has. An
-    address written as such (``127.0.0.1``, ``10.255.255.1``) is left to connect or not."""
+    """No test reaches the internet: a name other than those does not resolve in this
+    process (as on a machine without a network), whatever the machine has. An address
+    written as such (``127.0.0.1``, ``10.255.255.1``) is left to connect or not."""
     name = host.decode() if isinstance(host, bytes) else host
     try:  # a name no resolver would take fails as it would anyway, before any lookup
         (name or "").encode("idna")
     except UnicodeError:
         return _getaddrinfo(host, *args, **kwargs)
-    if name is not None and name != "localhost" and not _is_address(name):
-        raise socket.gaierror(socket.EAI_NONAME, f"tests resolve no name but localhost: {name}")
+    if name is not None and name not in _RESOLVABLE and not _is_address(name):
+        raise socket.gaierror(
+            socket.EAI_NONAME,
+            f"tests resolve no name but localhost's (and NIGHTOWL_TEST_POSTGRES's): {name}",
+        )
     return _getaddrinfo(host, *args, **kwargs)
 
 

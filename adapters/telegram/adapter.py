@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import time
@@ -297,10 +298,18 @@ class TelegramAdapter(Adapter):
             await self._webhook.start()
         except OSError as error:  # the port is taken (another gateway?), or not ours to bind
             where = f"{webhook.listen}:{webhook.port}"
-            why = os.strerror(error.errno) if error.errno else str(error)  # not asyncio's
+            # The system's words, not asyncio's sentence around them (a name that does not
+            # resolve has a resolver's errno, below zero: its own words).
+            code = error.errno or 0
+            why = os.strerror(code) if code > 0 else error.strerror
+            taken = error.errno == errno.EADDRINUSE
             raise TelegramStartError(
-                f"Telegram webhook cannot listen on {where}: {why}"
-                " (is another gateway running? choose another platforms.telegram.webhook.port)"
+                f"Telegram webhook cannot listen on {where}: {why or error}"
+                + (
+                    " (is another gateway running? choose another platforms.telegram.webhook.port)"
+                    if taken
+                    else " (check platforms.telegram.webhook.listen and port)"
+                )
             ) from None
         try:
             await self._set_webhook(bot)

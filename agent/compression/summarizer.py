@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import KW_ONLY, dataclass, replace
 
+from agent.calibration import FIXED_TOKENS
 from agent.compression.cooldown import (
     FLAT_SECONDS,
     OVERLOAD_DEGRADE_AFTER,
@@ -20,6 +21,7 @@ from agent.compression.cooldown import (
 from agent.compression.fallback import build_fallback_summary
 from agent.compression.markers import SUMMARY_PREFIX, summary_body
 from agent.compression.summary import (
+    SUMMARIZER_OUTPUT_SHARE,
     SummaryFailure,
     SummaryRequest,
     build_summary_messages,
@@ -180,7 +182,12 @@ class Summarizer:
                 # less by what it said (docs/design.md#summary-model).
                 self._counted(messages, failure.prompt_tokens, request.scale)
                 window = failure.context_limit or request.input_budget_tokens
-                roomier = replace(request, input_budget_tokens=window, scale=self.scale)
+                roomier = replace(
+                    request,
+                    input_budget_tokens=window,
+                    scale=self.scale,  # and a summary no longer than a smaller window takes
+                    budget_tokens=min(request.budget_tokens, int(window * SUMMARIZER_OUTPUT_SHARE)),
+                )
             elif failure.kind != "length":
                 raise
             else:
@@ -203,7 +210,9 @@ class Summarizer:
     def _counted(self, messages: list[Message], prompt_tokens: int, scale: float) -> None:
         """The summary model counted ``prompt_tokens`` for ``messages``: it counts that
         much heavier than the estimate, never lighter (docs/design.md#summary-model)."""
-        ratio = prompt_tokens / max(1, estimate_messages_tokens_rough(messages))
+        # Less what every request carries besides its messages, as the calibration does.
+        counted = max(1, prompt_tokens - FIXED_TOKENS)
+        ratio = counted / max(1, estimate_messages_tokens_rough(messages))
         self.scale = min(MAX_SCALE, max(self.scale, scale, ratio * SCALE_MARGIN))
 
     async def _call_main(self, messages: list[Message], request: SummaryRequest) -> str:

@@ -80,10 +80,12 @@ UPDATE_INSTRUCTION = (
 TOOL_ARGUMENTS_MAX_CHARS = 600
 #: A cut turn keeps at least this many characters while the call has room for them...
 MIN_TURN_CHARS = 80
-#: ...and never fewer than these, however many turns share a small window's call.
-MIN_CUT_CHARS = 16
-#: What the request adds around each turn: its ``[n] `` label and the blank line after.
-TURN_FRAME_CHARS = 8
+#: ...and a call carries no more turns than can each keep these: a night too big for
+#: :data:`MAX_SUMMARY_CALLS` calls of that takes more calls.
+MIN_CUT_CHARS = 8
+#: What the request adds around each turn: its ``[n] `` label (up to five digits) and
+#: the blank line after.
+TURN_FRAME_CHARS = 10
 #: Tokens of the request that are not turns (instructions, template, previous summary
 #: framing: about 420 estimated), with room for the chat template.
 PROMPT_OVERHEAD_TOKENS = 600
@@ -200,14 +202,15 @@ def bound_texts(texts: Sequence[str], max_chars: int) -> list[str]:
     Finds one cap such that sum(min(len, cap)) fits, and cuts every longer text to its
     beginning and end around a marker that counts within the cap. Short turns stay
     whole; nothing is dropped — on a small window a big night's turns may all be cut
-    below :data:`MIN_TURN_CHARS`, but they fit (docs/design.md#summary).
+    below :data:`MIN_TURN_CHARS`, but they fit as long as each has a character
+    (:func:`plan_summary_calls` sees to that; docs/design.md#summary).
     """
     room = max_chars - TURN_FRAME_CHARS * len(texts)
     total = sum(len(t) for t in texts)
     if total <= room or not texts:
         return list(texts)
     lengths = sorted(len(t) for t in texts)
-    floor = min(MIN_TURN_CHARS, max(MIN_CUT_CHARS, room // len(texts)))
+    floor = max(1, min(MIN_TURN_CHARS, room // len(texts)))  # n x floor fits the room
     remaining, count = max(0, room), len(lengths)
     cap = floor
     for i, length in enumerate(lengths):
@@ -246,7 +249,8 @@ def plan_summary_calls(request: SummaryRequest) -> list[SummaryRequest]:
     every turn down to a stub would lose what was said; instead the turns are packed, in
     order, into calls that fit whole, and each call UPDATES the summary the previous one
     wrote (room is kept for it). At most :data:`MAX_SUMMARY_CALLS` calls: beyond that the
-    turns of each call are shortened to fit, longest first.
+    turns of each call are shortened to fit, longest first — and when that would leave a
+    turn fewer than :data:`MIN_CUT_CHARS`, more calls are made.
     """
     budget = _budget_chars(request)
     room = max(MIN_CALL_CHARS, budget - min(budget // 3, request.budget_tokens * 4 + 200))
@@ -260,7 +264,9 @@ def plan_summary_calls(request: SummaryRequest) -> list[SummaryRequest]:
         chunks[-1].append(message)
         size += length
     if len(chunks) > MAX_SUMMARY_CALLS:
-        per_call = -(-len(request.turns) // MAX_SUMMARY_CALLS)
+        # Each turn keeps MIN_CUT_CHARS at least, beside the previous summary (a third).
+        most = max(1, (budget - budget // 3) // (TURN_FRAME_CHARS + MIN_CUT_CHARS))
+        per_call = min(most, -(-len(request.turns) // MAX_SUMMARY_CALLS))
         chunks = [
             list(request.turns[i : i + per_call]) for i in range(0, len(request.turns), per_call)
         ]

@@ -22,7 +22,7 @@ from typing import Any
 
 from agent.model_metadata import CACHE_FILE_NAME, ContextLengthResolver, ResolvedWindow
 from agent.providers import Provider, ProviderError
-from agent.served_window import ServedWindow, enlarge_hint
+from agent.served_window import ServedWindow, enlarge_hint, is_listed
 from agent.urls import shown_url
 from gateway.config.models import DEFAULT_CHOICE, ModelChoice, ModelRoute
 from gateway.config.routes import model_label
@@ -103,23 +103,26 @@ class ModelChoices:
         asks: dict[str, asyncio.Task[None]] = {
             f"also {n}": asyncio.create_task(ask()) for n, ask in enumerate(also)
         }
+        listings: dict[str, asyncio.Task[None]] = {}
         for choice in self.choices.values():
             route = choice.route
             key = f"{route.provider}|{route.base_url}|{route.name}"
             if key not in asks:
                 asks[key] = asyncio.create_task(self._ask(choice))
+            api = f"{route.provider}|{route.base_url}"  # one key: one listing
+            if not self.provider(choice).may_cut_prompts and api not in listings:
+                listings[api] = asyncio.create_task(self._ask_api(choice))
+        # A hosted API's listing is only told in the log: the start never waits for it.
         if not asks:
-            return set()
+            return set(listings.values())
         _, pending = await asyncio.wait(asks.values(), timeout=within)
-        return pending
+        return pending | set(listings.values())
 
     async def _ask(self, asked: ModelChoice) -> None:
         route = asked.route
         served = await self.windows.ask_server(
             route.name, route.provider, route.base_url, self.provider(asked).served_window
         )
-        if served is None and not self.provider(asked).may_cut_prompts:
-            await self._ask_api(asked)
         if served is not None and not served.has_model:
             self.missing[route] = served
             log.warning("%s", missing_model(asked, served))
@@ -140,7 +143,7 @@ class ModelChoices:
         try:
             listed = await provider.listed_models()
         except ProviderError as exc:
-            if exc.kind == "auth":
+            if exc.kind == "auth" and exc.status == 401:
                 log.error(
                     "%s: the API refused the key at start (%s): every reply fails until"
                     " %s.api_key holds one it takes (`nightowl doctor` tries it)",
@@ -148,10 +151,18 @@ class ModelChoices:
                     exc,
                     _section(asked),
                 )
+            elif exc.kind == "auth":  # a key restricted to chatting may not list models
+                log.warning(
+                    "%s: the API would not list its models for this key (%s); a key"
+                    " restricted to chat completions does that (`nightowl doctor` tries a"
+                    " reply)",
+                    label,
+                    exc,
+                )
             else:
                 log.warning("%s: the API did not answer at start (%s)", label, exc)
             return
-        if listed and provider.name == "openai" and route.name not in listed:
+        if listed and provider.name == "openai" and not is_listed(route.name, listed):
             near = difflib.get_close_matches(route.name, listed, n=3, cutoff=0.6)
             log.warning(
                 "%s: the API does not list that model for this key, so every reply fails:"

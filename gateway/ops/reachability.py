@@ -20,7 +20,7 @@ from typing import Any
 
 from agent.model_metadata import ContextLengthResolver
 from agent.providers import ProviderError, ProviderSettings, make_provider
-from agent.served_window import same_model
+from agent.served_window import is_listed
 from agent.urls import shown_url
 from gateway.config.alerts import alert_target
 from gateway.config.platforms import WebhookConfig
@@ -179,7 +179,7 @@ async def check_provider(
     try:
         async with asyncio.timeout(timeout):
             models = await list_models(provider, key, base_url, timeout)
-            if models and not _model_listed(model, models):
+            if models and not is_listed(model, models):
                 return Check(
                     label,
                     False,
@@ -222,12 +222,6 @@ def _withheld_key_hint(label: str, provider: str, environ: Mapping[str, str]) ->
         f"{variable} is sent only to {OFFICIAL_HOSTS[provider]}; to send it to this "
         f"base_url, write {key_path}: ${{{variable}}}"
     )
-
-
-def _model_listed(model: str, models: list[str]) -> bool:
-    # Anthropic lists dated ids and accepts the undated alias; Ollama lists tagged names
-    # and takes a bare one as its ``:latest``.
-    return any(same_model(m, model) or m.startswith(model + "-") for m in models)
 
 
 async def list_models(

@@ -110,8 +110,19 @@ async def test_a_summary_cut_twice_by_its_length_aborts(fake_llm, main):
     assert len(fake_llm.requests) == 2
 
 
-async def test_a_summary_model_with_a_too_small_window_gets_the_fallback(fake_llm, main):
+async def test_a_summary_sized_for_a_window_the_server_lacks_is_asked_again_to_fit(fake_llm, main):
+    """Configured 128K, served 8K: the refusal says the window, and the summary is asked
+    again within it — reading less and writing at most a quarter of it."""
     fake_llm.context_window = 8_192
+    result = await engine_with(main).compress(chat())
+    assert (result.commit_status, result.method) == ("committed", "llm_summary")
+    first, again = fake_llm.requests
+    assert first.prompt_tokens + first.max_tokens > 8_192
+    assert again.prompt_tokens + again.max_tokens <= 8_192 and again.max_tokens <= 2_048
+
+
+async def test_a_summary_model_with_a_too_small_window_gets_the_fallback(fake_llm, main):
+    fake_llm.context_window = 700  # too small for the instructions and a summary at all
     result = await engine_with(main).compress(chat())
     assert (result.commit_status, result.method) == ("committed", "deterministic_fallback")
     assert "remember: the deploy key lives in vault path kv/deploy" in result.summary

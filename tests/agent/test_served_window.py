@@ -133,7 +133,8 @@ async def test_llama_cpp_says_one_slots_window_not_the_training_one() -> None:
         served = await ask_served_window(server.openai_base_url, "qwen3:8b")
     assert served == ServedWindow("llama.cpp", 4_096)
     assert served.hint(8_192) == (
-        "start llama-server with --ctx-size 8192 times its --parallel slots (they share it)"
+        "start llama-server with --parallel 1 --ctx-size 8192 (with more slots, --ctx-size is"
+        " shared among them)"
     )
 
 

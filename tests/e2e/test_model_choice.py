@@ -4,13 +4,16 @@ request reaches it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import socket
 from pathlib import Path
 
 import pytest
 
 from agent.providers import ProviderError, ProviderSettings
 from agent.providers.openai import OpenAIProvider
+from gateway.config.schema import Config
 from tests.db import stored_messages
 from tests.fakes.llm_server import FakeLLM, Recorded
 from tests.harness import (
@@ -22,8 +25,15 @@ from tests.harness import (
     summarizing,
     turns_done,
 )
+from tests.waiting import CEILING
 
 SMALL = 8_192
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def models(**small: object) -> dict[str, object]:
@@ -124,32 +134,77 @@ async def test_a_smaller_window_is_made_to_fit_before_the_next_request(tmp_path:
         assert all(any(f"fact: item {n} " in c for c in users) for n in range(59))  # kept
 
 
+class Said(logging.Handler):
+    """The start's lines about a hosted API, and an event once one is said: the listing
+    is asked beside the start, never waited for."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+        self.event = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "at start" in record.getMessage() or "does not list" in record.getMessage():
+            self.lines.append(record.getMessage())
+            self.event.set()
+
+
+async def told_at_start(config: Config, *, silent: bool = False) -> list[str]:
+    said = Said()
+    logger = logging.getLogger("gateway.conversation.model_choice")
+    logger.addHandler(said)
+    try:
+        async with running_gateway(config) as gateway:
+            if silent:  # the listing's task ends; nothing was said
+                await asyncio.wait_for(asyncio.gather(*gateway.asking), CEILING)
+            else:
+                await asyncio.wait_for(said.event.wait(), CEILING)
+    finally:
+        logger.removeHandler(said)
+    return said.lines
+
+
 async def test_a_hosted_api_that_refuses_the_key_is_told_at_start_for_nothing(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
 ) -> None:
     """A paid API's key is tried at start by its model listing, which costs nothing:
     the operator reads why every reply will fail before anyone writes
     (docs/design.md#hosted-api-at-start). The key that works says nothing."""
-
-    async def told_at_start(key: str) -> list[str]:
-        caplog.clear()
-        model = {"provider": "anthropic", "base_url": llm.anthropic_base_url, "api_key": key}
-        with caplog.at_level(logging.WARNING):
-            async with running_gateway(make_config(tmp_path / key, llm, model=model)):
-                pass
-        return [r.getMessage() for r in caplog.records if "at start" in r.getMessage()]
-
     async with FakeLLM(api_key="the-right-key") as llm:
-        [refused] = await told_at_start("a-revoked-key")
-        assert await told_at_start("the-right-key") == []
+
+        def config(key: str) -> Config:
+            model = {"provider": "anthropic", "base_url": llm.anthropic_base_url, "api_key": key}
+            return make_config(tmp_path / key, llm, model=model)
+
+        [refused] = await told_at_start(config("a-revoked-key"))
+        assert await told_at_start(config("the-right-key"), silent=True) == []
     assert refused.startswith(
         f"model: fake-model at 127.0.0.1:{llm.port}: the API refused the key at start ("
     )
     assert refused.endswith(
         "every reply fails until model.api_key holds one it takes (`nightowl doctor` tries it)"
     )
-    assert "a-revoked-key" not in refused
     assert not llm.requests  # no message was asked for it
+
+
+async def test_openai_s_api_names_a_model_it_does_not_list_and_a_silent_api_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No base_url: OpenAI's own API (here where the SDK's own variable points), whose
+    listing is whole: a typo in the model's name is told with the nearest names."""
+    async with FakeLLM(models=("gpt-4o-mini", "gpt-4o")) as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.openai_base_url)
+        model = {"base_url": None, "name": "gpt-4o-mni", "api_key": "k"}
+        [typo] = await told_at_start(make_config(tmp_path / "a", llm, model=model))
+        model["name"] = "gpt-4o"  # its dated snapshots are listed too: a name it takes
+        assert await told_at_start(make_config(tmp_path / "b", llm, model=model), silent=True) == []
+    assert typo.endswith(
+        "the API does not list that model for this key, so every reply fails: set model.name"
+        " to one it lists (gpt-4o-mini, gpt-4o?)"
+    )
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    [silent] = await told_at_start(make_config(tmp_path / "c", llm, model=model))
+    assert ": the API did not answer at start (cannot reach " in silent
 
 
 async def test_the_listing_is_read_through_the_sdk_with_its_errors(fake_llm: FakeLLM) -> None:

@@ -5,6 +5,7 @@ gateway/store/postgres/connection.py)."""
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,7 @@ async def test_a_second_gateway_on_one_data_dir_is_refused_on_postgresql_too(
         await beside.close()
     async with open_store(config):  # let go at close
         pass
+    (tmp_path / "a-file").write_text("not a directory\n")
+    elsewhere = replace(config, data_dir=tmp_path / "a-file" / "data")
+    with pytest.raises(StoreError, match=r"^cannot lock the data dir .*a-file/data: Not a dir"):
+        await open_store(elsewhere).open()

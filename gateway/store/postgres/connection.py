@@ -61,6 +61,18 @@ def _said(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _lock(data_dir: Path) -> DataDirLock:
+    """The gateway's own data dir, locked (:class:`DataDirInUse` when another has it)."""
+    try:
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return DataDirLock.acquire(data_dir)
+    except OSError as error:  # not PostgreSQL's: the data dir's own trouble
+        raise StoreError(
+            f"cannot lock the data dir {data_dir}: {error.strerror or error} (each gateway"
+            " needs a writable data_dir of its own, on PostgreSQL too)"
+        ) from error
+
+
 class PgConnection(Opened):
     """A pool of connections to one PostgreSQL database, shared by the store's views."""
 
@@ -86,8 +98,7 @@ class PgConnection(Opened):
         ``shared``) only checks the schema is the one it knows."""
         try:
             if access == "exclusive" and self.data_dir is not None:
-                self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-                self._datadir_lock = DataDirLock.acquire(self.data_dir)
+                self._datadir_lock = _lock(self.data_dir)
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=1, max_size=self.pool_size, command_timeout=60
             )
