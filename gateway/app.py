@@ -53,10 +53,11 @@ class Gateway(Assembly):
             # What a chat's turns get (the scheduler's may differ).
             ttl = resolve_cache_ttl(self.config.prompt_caching.cache_ttl, human_paced=True)
             log.info(caching_log_line(main.model, main.name, ttl))
-        log.info(
-            "model %s, window %s tokens, context engine %s",
+        log.info(  # with where the window came from, as /status says it
+            "model %s, window %s tokens (%s), context engine %s",
             model_label(main.model, main.name, main.base_url),
             f"{self.current_window():,}",
+            self.models.window_note(self.models.get(None)).text,
             self.engine_choice.resolved,
         )
         self.meter.warn_unpriced()

@@ -243,7 +243,12 @@ class UpdatePoller:
         self._backlog += fetched
         if fetched < FULL_BATCH:
             if self._backlog:
-                log.info("Telegram: took in %d updates that waited for the bot", self._backlog)
+                waited = self._backlog
+                log.info(
+                    "Telegram: took in %d update%s that waited for the bot",
+                    waited,
+                    "" if waited == 1 else "s",
+                )
             self._backlog = None
 
     async def _fetch(self) -> tuple[Update, ...]:

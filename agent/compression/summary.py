@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -167,8 +168,28 @@ def summary_request(
             int(summarizer_window * SUMMARIZER_OUTPUT_SHARE),
         ),
         input_budget_tokens=summarizer_window,
-        scale=scale,
+        # Before the model has counted anything, a guess from the turns' scripts.
+        scale=scale if scale > 1.0 else first_scale(turns),
     )
+
+
+#: How much heavier than the estimate (4 characters a token) a Llama or Qwen tokenizer
+#: counts a script, per character: Cyrillic 0.4 tokens (1.6x), CJK a token (4x).
+HEAVIER_SCRIPTS = (
+    (re.compile(r"[\u0400-\u04ff]"), 0.65),
+    (re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]"), 3.0),
+)
+
+
+def first_scale(turns: Sequence[Message]) -> float:
+    """The summary model's scale guessed from the turns' scripts, for its first call: a
+    night in Russian on a 4K server would otherwise go over the window once, a refused
+    call on vLLM and a cut summary on Ollama (docs/design.md#summary-model)."""
+    text = "".join(text_of(m) for m in turns)
+    if not text:
+        return 1.0
+    extra = sum(weight * len(script.findall(text)) for script, weight in HEAVIER_SCRIPTS)
+    return 1.0 + extra / len(text)
 
 
 def render_message(message: Message) -> str:

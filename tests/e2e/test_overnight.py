@@ -25,6 +25,7 @@ from tests.harness import (
 
 WINDOW = 8_192
 WORDS = "we move the meeting to thursday check the numbers and send the draft".split()
+RUSSIAN = "переносим встречу на четверг проверяем цифры и отправляем черновик".split()
 
 HOOK_MODULE = """
 payloads = []
@@ -105,13 +106,16 @@ async def test_an_overnight_group_stays_inside_the_window_and_loses_nothing(
     assert archived > 900  # most of the night was summarized, not dropped
 
 
+@pytest.mark.parametrize("language", ["en", "ru"])
 async def test_a_night_of_short_lines_on_a_4k_server_is_summarized_by_the_model_and_fits(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, language: str
 ) -> None:
     """480 short group lines, then a question, on a vLLM serving 4,096 tokens (which
-    refuses a prompt plus max_tokens over it) with a tokenizer a little heavier than the
-    estimate: every summary call fits, and the summary is the model's, not the fallback."""
+    refuses a prompt plus max_tokens over it) with a tokenizer heavier than the estimate
+    (Russian 1.6 times): every summary call fits, from the first, and the summary is the
+    model's, not the fallback."""
     rng = random.Random(11)
+    words = WORDS if language == "en" else RUSSIAN
     async with FakeVllm(served=4_096) as vllm:
         vllm.responder = summarizing()
         config = make_config(
@@ -124,8 +128,8 @@ async def test_a_night_of_short_lines_on_a_4k_server_is_summarized_by_the_model_
         with caplog.at_level(logging.INFO):
             async with running_gateway(config, adapter) as gateway:
                 for i in range(480):
-                    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 40)))
-                    text = f"fact: #{i} {words}" if i % 97 == 5 else f"msg {i}: {words}"
+                    line = " ".join(rng.choice(words) for _ in range(rng.randint(20, 40)))
+                    text = f"fact: #{i} {line}" if i % 97 == 5 else f"msg {i}: {line}"
                     await adapter.say(
                         text, chat_id="-42", chat_type="group", user_name="Ann", addressed=False
                     )
