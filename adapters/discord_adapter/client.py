@@ -68,7 +68,8 @@ class Client(discord.Client):
 
     async def on_disconnect(self) -> None:
         if not self.adapter._stopping:
-            log.info("Discord gateway disconnected; discord.py reconnects and resumes")
+            if self.adapter._ready.is_set():  # before READY the start says what went wrong
+                log.info("Discord gateway disconnected; discord.py reconnects and resumes")
             self.adapter._connection_lost()
 
     async def on_resumed(self) -> None:

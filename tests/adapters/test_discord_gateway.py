@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import discord
 import pytest
 
@@ -152,14 +154,21 @@ async def test_a_rejected_token_fails_start_without_logging_it() -> None:
     assert "test-token" not in str(raised.value)
 
 
-async def test_a_missing_message_content_intent_fails_start_clearly() -> None:
+async def test_a_missing_message_content_intent_fails_start_clearly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async with running_fake_discord() as fake:
         fake.close_on_identify = 4014
         adapter = DiscordAdapter(settings())
-        with pytest.raises(DiscordStartError, match="Message Content intent") as raised:
+        with (
+            caplog.at_level(logging.INFO, logger="adapters.discord_adapter.client"),
+            pytest.raises(DiscordStartError, match="Message Content intent") as raised,
+        ):
             await adapter.start(RecordingSink())
         await adapter.stop()
     assert isinstance(raised.value.__cause__, discord.PrivilegedIntentsRequired)
+    # Never connected: no "reconnects and resumes" before the start's own sentence.
+    assert not [r for r in caplog.records if "reconnects" in r.getMessage()]
 
     assert len(fake.identify_payloads) == 1
 
