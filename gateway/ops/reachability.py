@@ -227,41 +227,29 @@ def _withheld_key_hint(label: str, provider: str, environ: Mapping[str, str]) ->
 async def list_models(
     provider: str, key: str, base_url: str | None, timeout: float
 ) -> list[str] | None:
-    """The model ids the server lists; None when it has no listing endpoint."""
-    if provider == "anthropic":
-        import anthropic
-
-        client: Any = anthropic.AsyncAnthropic(
-            api_key=key, base_url=base_url, timeout=timeout, max_retries=0
+    """The model ids the server lists; None when it has no listing endpoint. Through the
+    provider's own listing (the one the start asks), in doctor's words on failure."""
+    client = make_provider(
+        ProviderSettings(
+            provider, "-", api_key=key, base_url=base_url, timeout=timeout, max_retries=0
         )
-        sdk_errors: tuple[type[Exception], ...] = (anthropic.APIError,)
-    else:
-        import openai
-
-        client = openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
-        sdk_errors = (openai.APIError,)
+    )
     try:
-        page = await client.models.list()
-        return [m.id for m in page.data]
-    except sdk_errors as exc:
-        status = getattr(exc, "status_code", None)
-        if status in (404, 405):
-            return None
-        raise _as_provider_error(provider, exc, status) from exc
+        return await client.listed_models()
+    except ProviderError as exc:
+        raise _in_doctors_words(exc) from exc
     finally:
-        await client.close()
+        await client.aclose()
 
 
-def _as_provider_error(provider: str, exc: Exception, status: int | None) -> ProviderError:
-    name = type(exc).__name__
-    if status in (401, 403):
-        return ProviderError("auth", f"the key was refused (HTTP {status})", status=status)
-    if "Timeout" in name:
+def _in_doctors_words(exc: ProviderError) -> ProviderError:
+    if exc.status in (401, 403):
+        return ProviderError("auth", f"the key was refused (HTTP {exc.status})", status=exc.status)
+    if exc.kind == "timeout":
         return ProviderError("timeout", "the request timed out")
-    if "Connection" in name:
-        cause = exc.__cause__ or exc
-        return ProviderError("network", f"cannot connect ({cause})")
-    return ProviderError("other", f"HTTP {status}: {exc}" if status else str(exc), status=status)
+    if exc.kind == "network":
+        return ProviderError("network", f"cannot connect ({exc})")
+    return exc
 
 
 async def one_token_request(
