@@ -109,12 +109,11 @@ class ModelChoices:
             key = f"{route.provider}|{route.base_url}|{route.name}"
             if key not in asks:
                 asks[key] = asyncio.create_task(self._ask(choice))
-            api = f"{route.provider}|{route.base_url}"  # one key: one listing
+            api = f"{route.provider}|{route.base_url}"  # one listing per API
             if not self.provider(choice).may_cut_prompts and api not in listings:
                 listings[api] = asyncio.create_task(self._ask_api(choice))
-        # A hosted API's listing is only told in the log: the start never waits for it.
-        if not asks:
-            return set(listings.values())
+        # Every config has a choice, so something is asked. A hosted API's listing is only
+        # told in the log: the start never waits for it.
         _, pending = await asyncio.wait(asks.values(), timeout=within)
         return pending | set(listings.values())
 
