@@ -50,7 +50,7 @@ class SDKProvider(Provider):
     #: The SDK's async client class and the root of its exceptions.
     client_class: type
     sdk_error: type[BaseException]
-    #: Named in "cannot reach ..." when no base URL is configured.
+    #: The provider's own API's host.
     default_host: str
     #: False once the server refused a stream it would answer whole.
     streams: bool = True
@@ -181,7 +181,9 @@ class SDKProvider(Provider):
             exc,
             sdk=self.sdk,
             stream_started=stream_started,
-            target=self.base_url or self.default_host,
+            # The host the SDK really asked: its own variable (OPENAI_BASE_URL...) may
+            # point elsewhere when no base URL is configured.
+            target=self.base_url or self._client.base_url.host or self.default_host,
             secret=self._secret,
         )
         if transport is not None:

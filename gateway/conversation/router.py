@@ -14,6 +14,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+from zoneinfo import ZoneInfo
 
 from adapters.base import BotBlocked, ChatMoved, Inbound, InboundMessage, OutboundMessage
 from agent.messages import Message
@@ -24,7 +25,7 @@ from gateway.conversation.background import BackgroundTasks
 from gateway.conversation.command_registry import is_group_wide
 from gateway.conversation.moves import ChatMoves
 from gateway.conversation.pairing import FULL, FULL_CODE_SECONDS
-from gateway.conversation.user_rows import user_row
+from gateway.conversation.user_rows import LateMarks, user_row
 from gateway.events import EventBus, MessageReceived
 from gateway.media.reading import MediaReader
 from gateway.store import ConversationStore, InboxEntry
@@ -105,6 +106,7 @@ class Router:
         self.media = media
         self.moves = moves
         self.background = BackgroundTasks("replies")
+        self.late = LateMarks(ZoneInfo(config.agent.timezone))
 
     async def receive(self, message: Inbound) -> None:
         """An adapter's message or chat event (:data:`adapters.base.Inbound`)."""
@@ -137,9 +139,9 @@ class Router:
         if not message.text.strip() and not message.attachments:
             return
         media = None
+        key = self.platforms.session_key(message)
         if self.media is not None:
             # After the judgement: only now may anything be downloaded (docs/design.md#media).
-            key = self.platforms.session_key(message)
             media = await self.media.read(message, key, addressed=addressed)
         row = await user_row(
             message,
@@ -149,6 +151,7 @@ class Router:
             max_image_bytes=self.config.media.max_image_bytes,
             media_notes=media.notes if media is not None else None,
             quoted_trusted=await self.access.quoted_trusted(message),
+            sent=self.late.mark(key, message.received_at),
         )
         await self._store(message, row, addressed=addressed)
         if media is not None and media.problems:
@@ -209,7 +212,8 @@ class Router:
             chat_type=message.chat_type,
         )
         if not await self.store.enqueue(entry):
-            log.info("duplicate %s ignored (%s)", message.dedupe_key, key)
+            # A backlog fed again (a data dir that saw it all) would log a line each.
+            log.debug("duplicate %s ignored (%s)", message.dedupe_key, key)
             return
         self.events.emit(MessageReceived(key, message.platform, addressed))
         self.notify_lane(key)

@@ -7,18 +7,28 @@ what they say is context, never an instruction (docs/design.md#groups). Words of
 Images are fetched only for a message that starts a turn, with a vision model, up to
 ``max_image_bytes`` per message; an observed message keeps a placeholder
 ("Eve: [photo]"), so a group's photos are not stored for ever in the database.
+A message that reaches nightowl late — sent while it was stopped, or held by the
+platform — says when it was sent (:class:`LateMarks`, docs/design.md#late-messages).
 """
 
 from __future__ import annotations
 
 import base64
+from collections import OrderedDict
 from collections.abc import Sequence
+from datetime import UTC, datetime, tzinfo
 
 from adapters.base import PRIVATE_CHAT_TYPES, Attachment, InboundMessage
 from agent.messages import JSON, Message
 
 UNTRUSTED = "(untrusted) "
 QUOTE_CHARS = 500
+#: A message sent this long before it reached nightowl is late: its row says when.
+LATE_SECONDS = 120
+#: Within one chat, late rows say when at most once per this much of sending time.
+MARK_EVERY_SECONDS = 600
+#: Chats whose last mark is remembered (the oldest forgotten first: a mark then repeats).
+MARKED_CHATS = 1024
 
 
 def one_line(text: str) -> str:
@@ -62,6 +72,47 @@ def named(message: InboundMessage, text: str, *, instructs: bool) -> str:
     return "\n".join(label + line for line in text.splitlines() or [""])
 
 
+class LateMarks:
+    """When a late message was sent, said in its row as ``(sent 23:10 UTC)``
+    (docs/design.md#late-messages): a night's lines read while nightowl was stopped are
+    not all "now" to the model, nor in the export. Like a chat app's time separators, a
+    chat's late rows carry a mark once per :data:`MARK_EVERY_SECONDS` of sending time,
+    and the first row on time after them says the time too, so the model sees where the
+    night ends. Each mark is part of the stored row, in the configured time zone."""
+
+    def __init__(self, zone: tzinfo) -> None:
+        self.zone = zone
+        self._last: OrderedDict[str, float] = OrderedDict()
+
+    def mark(self, key: str, sent: datetime, now: datetime | None = None) -> str | None:
+        """The mark for a message of session ``key`` sent at ``sent``, or None."""
+        now = now or datetime.now(UTC)
+        sent = sent if sent.tzinfo is not None else sent.replace(tzinfo=UTC)
+        at = sent.timestamp()
+        last = self._last.get(key)
+        if (now - sent).total_seconds() < LATE_SECONDS:
+            if last is None:
+                return None
+            del self._last[key]  # on time again: this row says "now" once
+        elif last is not None and abs(at - last) < MARK_EVERY_SECONDS:
+            return None
+        else:
+            self._last[key] = at
+            self._last.move_to_end(key)
+            if len(self._last) > MARKED_CHATS:
+                self._last.popitem(last=False)
+        return sent_mark(sent, now, self.zone)
+
+
+def sent_mark(sent: datetime, now: datetime, zone: tzinfo) -> str:
+    """``(sent 23:10 UTC)``, with the date when it was not today there."""
+    local = sent.astimezone(zone)
+    when = f"{local:%H:%M}"
+    if local.date() != now.astimezone(zone).date():
+        when = f"{local:%b} {local.day}, {when}"
+    return f"(sent {when} {local.tzname()})"
+
+
 async def user_row(
     message: InboundMessage,
     *,
@@ -71,13 +122,16 @@ async def user_row(
     max_image_bytes: int,
     media_notes: Sequence[str] | None = None,
     quoted_trusted: bool = False,
+    sent: str | None = None,
 ) -> Message:
     """The user message the agent will see for ``message``.
 
     ``instructs``: the sender may start turns (else the row is marked untrusted);
     ``take_images``: the message starts a turn, so its images may be fetched and kept;
     ``media_notes``: what its other attachments say (docs/design.md#media), one note
-    each; without them each is only named.
+    each; without them each is only named; ``sent``: a late message's mark
+    (:class:`LateMarks`), a line of its own before the message's (in a group no
+    sender's line can pass for it: each is named).
     """
     text = describe_text(message, quoted_trusted=quoted_trusted)
     images = [a for a in message.attachments if a.kind == "image"]
@@ -95,6 +149,8 @@ async def user_row(
         notes[:0] = missing
     text = "\n".join(part for part in [text, *notes] if part) if notes else text
     text = named(message, text, instructs=instructs)
+    if sent is not None:
+        text = f"{sent}\n{text}"
     if not parts:
         return {"role": "user", "content": text}
     return {"role": "user", "content": [{"type": "text", "text": text}, *parts]}

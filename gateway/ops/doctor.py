@@ -2,8 +2,10 @@
 
 Checks, in order: the config parses; the secrets it needs resolve; the model provider
 lists the model and answers a 1-token request (and the summary model, when one is
-configured), and a self-hosted server says what window it serves (docs/design.md#served-window); the Telegram bot token works (getMe) and the Discord one logs in, when those
-platforms are enabled, and the alerts can leave: each ``alerts.to`` on an enabled
+configured), and a self-hosted server says what window it serves
+(docs/design.md#served-window); the Telegram bot token works (getMe), its webhook's port
+can be bound in webhook mode, and the Discord one logs in, when those platforms are
+enabled, and the alerts can leave: each ``alerts.to`` on an enabled
 platform, the ``alerts.webhook`` accepting a connection (those network checks live in
 :mod:`gateway.reachability`); the database opens read-only, passes ``PRAGMA integrity_check`` and has a known
 schema; the config, its ``.env``, the data dir and the files nightowl keeps there
@@ -32,6 +34,7 @@ from agent.model_metadata import CACHE_FILE_NAME
 from gateway.alerts.sending import UNSENT_FILE
 from gateway.backup_status import STATUS_FILE, described, last_run, utc
 from gateway.build import WEBHOOK_SECRET_FILE
+from gateway.config.platforms import WebhookConfig
 from gateway.config.routes import model_label
 from gateway.config.schema import (
     NO_KEY_NEEDED,
@@ -112,6 +115,8 @@ async def run_doctor(
         report.add(check)
     if config.platforms.telegram.enabled:
         report.add(await check_telegram(config, timeout))
+        if (webhook := config.platforms.telegram.webhook) is not None:
+            report.add(await check_webhook_port(config, webhook))
     if config.platforms.discord.enabled:
         report.add(await check_discord(config, timeout))
     alerts = await check_alerts_reach(config, timeout)
@@ -424,15 +429,39 @@ async def check_dashboard(config: Config) -> Check:
 
 
 async def _dashboard_port(config: Config, where: str) -> tuple[str, str, str]:
-    """Whether ``dashboard.listen:port`` can be bound, bound as aiohttp does it
-    (SO_REUSEADDR) and closed at once: words for the ✓ line, or why the gateway could
-    not listen there and what to do."""
     settings = config.dashboard
     if not settings.port:
         return " (any free port)", "", ""
+    return await _port_free(
+        config, settings.listen, settings.port, where, _WITHOUT_DASHBOARD, "dashboard"
+    )
+
+
+async def check_webhook_port(config: Config, webhook: WebhookConfig) -> Check:
+    """Whether the gateway could listen for Telegram's webhook: a port another program
+    holds stops its start (docs/operations.md, "Check it")."""
+    where = f"{webhook.listen}:{webhook.port}"
+    bound, taken, hint = await _port_free(
+        config,
+        webhook.listen,
+        webhook.port,
+        where,
+        "the gateway would not start",
+        "platforms.telegram.webhook",
+    )
+    return Check("telegram webhook", not taken, taken or f"listens on {where}{bound}", hint)
+
+
+async def _port_free(
+    config: Config, listen: str, port: int, where: str, without: str, section: str
+) -> tuple[str, str, str]:
+    """Whether ``listen:port`` can be bound, bound as aiohttp does it (SO_REUSEADDR) and
+    closed at once: words for the ✓ line, or why the gateway could not listen there
+    (``without``: what it would do then) and what to do (``section``: where the
+    settings are)."""
     try:
         server = await asyncio.get_running_loop().create_server(
-            asyncio.Protocol, settings.listen, settings.port, reuse_address=True
+            asyncio.Protocol, listen, port, reuse_address=True
         )
     except OSError as error:
         problem: OSError | None = error
@@ -448,14 +477,14 @@ async def _dashboard_port(config: Config, where: str) -> tuple[str, str, str]:
             return " (free)", "", ""
         return f" (free: {gateway}, does not listen there: restart it)", "", ""
     if problem.errno != errno.EADDRINUSE:
-        said = f"cannot listen on {where}: {os_reason(problem)}; {_WITHOUT_DASHBOARD}"
-        return "", said, "check dashboard.listen and dashboard.port"
+        said = f"cannot listen on {where}: {os_reason(problem)}; {without}"
+        return "", said, f"check {section}.listen and {section}.port"
     if holder is not None:
         return f" (in use by {gateway})", "", ""
     if config.store.shared:
         return " (in use: by the gateway if it runs here; on PostgreSQL doctor cannot tell)", "", ""
-    said = f"{where} is in use by another program; {_WITHOUT_DASHBOARD}"
-    return "", said, "choose another dashboard.port, or stop that program"
+    said = f"{where} is in use by another program; {without}"
+    return "", said, f"choose another {section}.port, or stop that program"
 
 
 _WITHOUT_DASHBOARD = "the gateway would log that and run without its dashboard"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import itertools
 import logging
+import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -95,6 +97,40 @@ async def test_a_night_of_updates_waiting_at_start_is_taken_in_and_said_once(
     said = [r.getMessage() for r in caplog.records if "waited for the bot" in r.getMessage()]
     assert said == ["Telegram: took in 250 updates that waited for the bot"]
     assert len(session_rows(config, f"telegram:{GROUP}")) == 251
+
+
+def _mark(at: datetime) -> str:
+    """What a row sent at ``at`` says of it (UTC, the default zone)."""
+    today = datetime.now(UTC).date()
+    return (
+        f"(sent {at:%H:%M} UTC)"
+        if at.date() == today
+        else f"(sent {at:%b} {at.day}, {at:%H:%M} UTC)"
+    )
+
+
+async def test_a_nights_lines_read_late_say_when_they_were_sent(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    """Lines written while the bot was stopped reach the model with their time, once per
+    ten minutes of the night, and the morning's question says "now": the model can tell
+    the night from the question (docs/design.md#late-messages)."""
+    config = telegram_config(tmp_path, fake_llm, telegram, chats=(GROUP,))
+    night = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=8)
+    for minutes, text in [(0, "server down"), (4, "rebooting"), (9, "back up"), (35, "down again")]:
+        at = night + timedelta(minutes=minutes)
+        telegram.push_text(GROUP, text, user=BOB, chat_type="supergroup", date=int(at.timestamp()))
+    async with telegram_gateway(config):
+        push_mention(telegram, GROUP, "what did I miss?", user=ANN, chat_type="group")
+        await telegram.wait_sent(1)
+    *lines, question = user_texts(fake_llm.requests[0])
+    assert lines == [
+        f"{_mark(night)}\n(untrusted) Bob: server down",
+        "(untrusted) Bob: rebooting",
+        "(untrusted) Bob: back up",
+        f"{_mark(night + timedelta(minutes=35))}\n(untrusted) Bob: down again",
+    ]
+    assert re.fullmatch(r"\(sent \d\d:\d\d UTC\)\nAnn: what did I miss\?", question)
 
 
 async def test_forum_topics_are_separate_sessions_answered_in_their_topic(

@@ -609,3 +609,32 @@ async def test_doctor_says_where_telegram_sends_updates_and_its_last_delivery_er
     said = line(failing, "telegram")
     assert f"Telegram sends updates to {url}; 1 update(s) wait" in said
     assert "its last delivery error, 0 min ago: Connection refused" in said
+
+
+async def test_a_webhook_port_another_program_holds_fails_before_the_start_would(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The gateway cannot start when it cannot listen for Telegram's webhook: doctor
+    says so, with what to change; a free port passes."""
+    async with FakeTelegram(token="123456:doctor-token") as telegram:
+        section = {"enabled": True, "token": telegram.token, "base_url": telegram.base_url}
+        with socket.socket() as other:
+            other.bind(("127.0.0.1", 0))
+            other.listen()
+            port = other.getsockname()[1]
+            hook = {"url": "https://bot.example.org/tg/hook", "port": port}
+            config = write_config(
+                tmp_path,
+                fake_llm.openai_base_url,
+                platforms={"telegram": {**section, "webhook": hook}},
+            )
+            code, taken = await doctor(config)
+        _, free = await doctor(config)
+    assert code == 1
+    assert line(taken, "telegram webhook") == (
+        f"✗ telegram webhook: 127.0.0.1:{port} is in use by another program; the gateway would"
+        " not start — choose another platforms.telegram.webhook.port, or stop that program"
+    )
+    assert (
+        line(free, "telegram webhook") == f"✓ telegram webhook: listens on 127.0.0.1:{port} (free)"
+    )

@@ -63,8 +63,10 @@ async def by_hygiene(gateway: Gateway, adapter: RecordingAdapter, llm: FakeLLM) 
 async def in_the_loop(gateway: Gateway, adapter: RecordingAdapter, llm: FakeLLM) -> str:
     await ask(adapter, "hello", chat_id="c")
     await ask(adapter, PLANTED + ". " + "x" * 2_000, chat_id="c")
-    for i in range(14):  # ~500 tokens a turn: the agent's gate (75%) comes before 85%
-        await ask(adapter, f"more {i} " + "y" * 2_000, chat_id="c")
+    # ~250 tokens a message and as much for its echo: a turn's step is smaller than the
+    # band between the agent's gate (75%) and hygiene (85%), so one turn starts inside it.
+    for i in range(28):
+        await ask(adapter, f"more {i} " + "y" * 1_000, chat_id="c")
     return "console:c"
 
 
