@@ -25,6 +25,7 @@ from agent.messages import Message, ToolSchema
 from agent.model_metadata import ContextLengthResolver
 from agent.next_request import next_request_tokens
 from agent.providers.base import Completion, Provider, ProviderError, TextCallback, Usage
+from agent.providers.errors import NO_ROOM, local_failure
 from agent.silent_cut import StreamedChars, cut_error, least_count
 from agent.tokens import estimate_schemas_tokens_rough
 from agent.tools import ToolBox, ToolContext
@@ -273,7 +274,7 @@ class _Turn:
             except ProviderError as exc:
                 if exc.kind == "network":
                     self.lessons.note_unreachable()
-                if exc.kind != "overflow":
+                if exc.kind != "overflow" or exc.detail == NO_ROOM:
                     raise
                 attempts += 1
                 if attempts > self.agent.max_compression_attempts:
@@ -314,6 +315,17 @@ class _Turn:
         )
         agent = self.agent
         request = retry or fit_request(self.messages, agent.window, overhead_tokens=overhead)
+        if request.starved and offered:
+            # The tools are what a window too small for everything loses first: a reply
+            # without them beats none (docs/design.md#no-room).
+            lean = fit_request(
+                self.messages, agent.window, overhead_tokens=overhead - self.schema_tokens
+            )
+            if not lean.starved:
+                log.info("tools left out of a request: the window has no room for them")
+                offered, overhead, request = None, overhead - self.schema_tokens, lean
+        if request.starved:
+            raise self.no_room(overhead)
         if request.excerpted or request.left_out:
             cut = (request.excerpted, request.left_out)
             log.info("request fitted to the window: %d row(s) as excerpts, %d left out", *cut)
@@ -341,6 +353,28 @@ class _Turn:
             agent.observe(request.estimate, usage.prompt_tokens)
         self.overhead_sent = overhead
         return completion
+
+    def no_room(self, overhead: int) -> ProviderError:
+        """The error a starved request is (never sent): its words are for the log."""
+        agent = self.agent
+        system = sum(agent.represented([m]) for m in self.messages if m.get("role") == "system")
+        window = agent.window
+        log.warning(
+            "%s: a window of %s tokens leaves no room for the conversation beside the system"
+            " prompt, tools and memory (about %s tokens, %s kept for the reply): nothing was"
+            " sent; give the model a larger window (its server's setting, then"
+            " model.context_length)",
+            agent.provider.model,
+            f"{window.context_length:,}",
+            f"{window.real(system + overhead):,}",
+            f"{window.output_reserve:,}",
+        )
+        return local_failure(
+            agent.provider.name,
+            "overflow",
+            "the window has no room for the conversation",
+            detail=NO_ROOM,
+        )
 
     async def discard(self, completion: Completion, streamed_chars: int) -> None:
         """A reply to a prompt the server cut is never shown (docs/design.md#silent-truncation):

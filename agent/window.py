@@ -65,6 +65,12 @@ SHORT_NOTE = "[{total:,} characters, archived: session_search finds them]"
 MIN_EXCERPT_CHARS = 40
 #: What the note about left-out messages costs.
 NOTE_TOKENS = estimate_text_tokens_rough(LEFT_OUT_NOTE) + 2
+#: A request whose rows all had to be cut below this many tokens, or that leaves the
+#: reply less than :data:`MIN_REPLY_TOKENS`, is ``starved``: what travels beside the
+#: conversation (system prompt, tool schemas, memory) fills the window, and it is not
+#: sent (docs/design.md#no-room).
+MIN_SHOWN_TOKENS = 32
+MIN_REPLY_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -255,7 +261,8 @@ class FittedRequest:
     ``prompt_tokens`` the same in the server's tokens, as the window's scale predicts;
     ``images`` how many image parts ride along (the estimate's flat guess for each);
     ``cut`` whether rows were cut or left out to fit (rule 3): such a view differs from
-    turn to turn, so the server's last count says little about it.
+    turn to turn, so the server's last count says little about it; ``starved`` whether
+    the window leaves the conversation or the reply no room at all (never sent).
     """
 
     messages: list[Message]
@@ -266,6 +273,7 @@ class FittedRequest:
     cut: bool = False
     excerpted: int = 0
     left_out: int = 0
+    starved: bool = False
 
 
 def fit_request(
@@ -306,23 +314,29 @@ def fit_request(
     if total > budget:
         shown, left_out = _leave_out_oldest(shown, newest, budget)
         total = _total(shown)
+    squeezed_to: int | None = None
     if total > budget:
-        shown = _squeeze_everything(shown, budget)
+        shown, squeezed_to = _squeeze_everything(shown, budget)
         total = _total(shown)
     if cut:  # rows were cut to fit: count the excerpts again
         originals = {id(m) for m in messages}
         excerpted = sum(1 for m in shown if id(m) not in originals)
         images = sum(message_size(m).images for m in shown)
     prompt = window.real(total + overhead_tokens)
+    max_tokens = window.max_tokens_for(prompt)
+    starved = max_tokens < min(MIN_REPLY_TOKENS, window.max_output_tokens) or (
+        squeezed_to is not None and squeezed_to < MIN_SHOWN_TOKENS
+    )
     return FittedRequest(
         messages=shown,
         prompt_tokens=prompt,
-        max_tokens=window.max_tokens_for(prompt),
+        max_tokens=max_tokens,
         estimate=total + overhead_tokens,
         images=images,
         cut=cut,
         excerpted=excerpted,
         left_out=left_out,
+        starved=starved,
     )
 
 
@@ -397,9 +411,10 @@ def _leave_out_oldest(
     return kept, left_out
 
 
-def _squeeze_everything(shown: list[Message], budget: int) -> list[Message]:
+def _squeeze_everything(shown: list[Message], budget: int) -> tuple[list[Message], int]:
     """Last resort (a system prompt or tool schemas that fill the window): cut every row to
-    one level, the newest user message included."""
+    one level, the newest user message included; and that level."""
     tokens = [_wire_tokens(m) for m in shown]
     level = max(1, _water_level(tokens, budget))
-    return [represent(m, level) if t > level else m for m, t in zip(shown, tokens, strict=True)]
+    squeezed = [represent(m, level) if t > level else m for m, t in zip(shown, tokens, strict=True)]
+    return squeezed, level

@@ -39,6 +39,9 @@ EMPTY_RESPONSE = "empty_response"
 QUOTA = "quota"
 #: The server has no such model (kind ``other``): never pulled, or a name typed wrong.
 NO_SUCH_MODEL = "no_such_model"
+#: Not sent (kind ``overflow``): what travels beside the conversation fills the window,
+#: which no summary of the conversation makes room in (docs/design.md#no-room).
+NO_ROOM = "no_room"
 
 MAX_MESSAGE_CHARS = 500
 

@@ -17,7 +17,7 @@ from adapters.base import Adapter, DeliveryError, OutboundMessage
 from agent.cost.budget import Budgets
 from agent.memory import MemoryBlock
 from agent.providers.base import ProviderError
-from agent.providers.errors import NO_SUCH_MODEL
+from agent.providers.errors import NO_ROOM, NO_SUCH_MODEL
 from agent.tools import ToolContext
 from agent.turn_result import CUT_SHORT, EMPTY_ANSWER, CompressionExhausted, TurnResult
 from agent.usage_anchor import UsageAnchor, anchored_tokens
@@ -397,6 +397,11 @@ def describe_provider_error(error: ProviderError | CompressionExhausted) -> str:
         return (
             "This conversation no longer fits the model's context window, even after "
             "summarizing it. Send /compress to try again, or /new to start fresh."
+        )
+    if error.detail == NO_ROOM:
+        return (
+            "The model's window is too small for this bot's instructions and tools, so "
+            "nothing was asked. The bot's owner needs to give the model a larger window."
         )
     if error.detail == NO_SUCH_MODEL:
         return (

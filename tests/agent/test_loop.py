@@ -11,12 +11,15 @@ import pytest
 from agent.context_compressor import CompressionSettings, ContextCompressor
 from agent.context_engine import CompressionResult
 from agent.loop import Agent
+from agent.memory import MemoryBlock
 from agent.model_metadata import ContextLengthResolver
 from agent.providers import ProviderError, ProviderSettings, make_provider
+from agent.providers.errors import NO_ROOM
 from agent.tokens import estimate_messages_tokens_rough
 from agent.tools import BUILTIN_TOOLS, ToolBox
 from agent.transcript import SearchResult
 from agent.turn_result import CompressionExhausted
+from gateway.conversation.turns import describe_provider_error
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply
 from tests.harness import is_summary_request, summarizing
 
@@ -141,6 +144,43 @@ async def test_overflow_recovery_is_bounded(fake_llm: FakeLLM, tmp_path: Path, a
     assert not isinstance(result.error, ProviderError)
     assert len(chat_requests(fake_llm)) <= 3  # the first try + at most two retries
     assert len(transcript.commits) <= 2
+
+
+async def test_a_window_what_travels_beside_the_rows_fills_sends_nothing_and_says_so(
+    fake_llm: FakeLLM, tmp_path: Path, agents, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A memory block that fills the window: the rows would all be cut to nothing, so no
+    request is sent (a paid model would answer an empty prompt) and no summary is asked
+    for (no summary of the conversation makes room)."""
+    agent = agents(fake_llm, tmp_path, window=1_024, max_output=256)
+    memory = MemoryBlock("Ann likes tea. " * 250, shown=1)
+    messages = [{"role": "system", "content": "You are helpful."}, chat(0)[-1]]
+    transcript = MemoryTranscript()
+    result = await agent.run_turn(messages, transcript, memory=memory)
+    assert result.error is not None and result.error.detail == NO_ROOM
+    assert result.error.kind == "overflow" and not result.requests
+    assert fake_llm.requests == [] and transcript.commits == []
+    assert "a window of 1,024 tokens leaves no room for the conversation" in caplog.text
+    assert "too small for this bot's instructions and tools" in describe_provider_error(
+        result.error
+    )
+
+
+async def test_a_window_too_small_for_the_tools_answers_without_them(
+    fake_llm: FakeLLM, tmp_path: Path, agents
+) -> None:
+    """The tools are what a starved request loses first: the reply comes without them."""
+    agent = agents(fake_llm, tmp_path, window=280, max_output=256)
+    agent.lean_share = 1.0  # every schema sent whole (~200 tokens), as a larger window would
+    messages = [
+        {"role": "system", "content": "You are helpful."},
+        {"role": "user", "content": "hi"},
+    ]
+    result = await agent.run_turn(messages, MemoryTranscript())
+    assert result.error is None, result.error
+    [request] = fake_llm.requests
+    assert "tools" not in request.body
+    assert request.body["messages"][-1] == {"role": "user", "content": "hi"}
 
 
 async def test_requests_never_ask_for_more_than_the_window_holds(
