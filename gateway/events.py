@@ -159,13 +159,16 @@ class BudgetReached(Event):
 @dataclass(frozen=True)
 class AlertChanged(Event):
     """The operator was told that a condition started or cleared
-    (docs/operations.md#alerts): ``state`` started or cleared, ``since`` epoch seconds."""
+    (docs/operations.md#alerts): ``state`` started or cleared, ``since`` epoch seconds;
+    ``sent`` False when there is nobody to tell (no ``alerts.to``, no webhook): the log
+    and the events still show it."""
 
     name = "gateway:alert"
     condition: str
     state: str
     since: float
     text: str
+    sent: bool = True
 
 
 def _kinds(base: type[Event]) -> list[type[Event]]:

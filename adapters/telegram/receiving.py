@@ -24,7 +24,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from telegram import Bot, Update
 from telegram.request import BaseRequest
@@ -173,6 +173,8 @@ class UpdatePoller:
         self.failure = ""
         #: Updates taken in since start while Telegram had more waiting (None: caught up).
         self._backlog: int | None = 0
+        #: Updates written before this waited for the bot (see :meth:`_count_backlog`).
+        self._started = datetime.now(UTC)
 
     @property
     def healthy(self) -> bool:
@@ -230,18 +232,20 @@ class UpdatePoller:
             errors = 0
             self._last_success = time.monotonic()
             self.failing_since, self.failure = None, ""
-            self._count_backlog(len(updates))
+            self._count_backlog(updates)
             await self._process_batch(updates)
             if updates:
                 await asyncio.sleep(_TURNS_FIRST)
 
-    def _count_backlog(self, fetched: int) -> None:
+    def _count_backlog(self, updates: tuple[Update, ...]) -> None:
         """What waited at start (a night's groups) is said once, when a getUpdates brings
-        less than a full batch: caught up."""
+        less than a full batch: caught up. A message written after the start, which the
+        first long poll brings, did not wait (Telegram's dates are whole seconds: one of
+        the start's own second counts as waiting)."""
         if self._backlog is None:
             return
-        self._backlog += fetched
-        if fetched < FULL_BATCH:
+        self._backlog += sum(1 for update in updates if self._waited(update))
+        if len(updates) < FULL_BATCH:
             if self._backlog:
                 waited = self._backlog
                 log.info(
@@ -250,6 +254,10 @@ class UpdatePoller:
                     "" if waited == 1 else "s",
                 )
             self._backlog = None
+
+    def _waited(self, update: Update) -> bool:
+        message = update.effective_message
+        return message is None or message.date is None or message.date <= self._started
 
     async def _fetch(self) -> tuple[Update, ...]:
         assert self._bot is not None

@@ -19,6 +19,12 @@ BudgetName = Literal["user_daily", "chat_daily", "monthly"]
 #: Which budget a refusal names first when several would be passed: the one that
 #: resets last (after midnight a spent monthly budget still refuses), then in this order.
 ORDER: tuple[BudgetName, ...] = ("monthly", "user_daily", "chat_daily")
+#: Each budget as the operator wrote it, which the log and the alerts name it by.
+SETTING = {
+    "user_daily": "budgets.per_user_daily",
+    "chat_daily": "budgets.per_chat_daily",
+    "monthly": "budgets.monthly",
+}
 
 
 def estimate_call(

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.cost.budget import SETTING
 from agent.served_window import ServedWindow
 from agent.urls import shown_url
 from gateway.backup_status import described, last_run
@@ -150,11 +151,12 @@ USES = {
 }
 
 
-#: What the budget alert says; ``names``: "monthly (bot), user_daily (telegram:42)".
+#: What the budget alert says; ``names``: "budgets.monthly (the bot),
+#: budgets.per_user_daily (telegram:42)", as the config names them.
 BUDGET_WHAT = "a budget refuses calls: {names}"
 #: The one budget a reply's call going through proves lifted: the bot's monthly one
 #: refuses every call, a person's or a chat's only theirs.
-BOT_MONTHLY_WHAT = BUDGET_WHAT.format(names="monthly (bot)")
+BOT_MONTHLY_WHAT = BUDGET_WHAT.format(names=f"{SETTING['monthly']} (the bot)")
 
 
 class BudgetsReached:
@@ -180,7 +182,7 @@ class BudgetsReached:
         if not self.refusing_at(now):
             self.since = None
             return None
-        names = ", ".join(f"{budget} ({subject})" for budget, subject in sorted(self.refusing))
+        names = ", ".join(_budget_name(*key) for key in sorted(self.refusing))
         return Observation(
             what=BUDGET_WHAT.format(names=names),
             todo="Raise the budget (budgets: in config.yaml) and restart to lift it sooner;"
@@ -189,6 +191,10 @@ class BudgetsReached:
             at_once=True,
             until=max(self.refusing.values()),
         )
+
+
+def _budget_name(budget: str, subject: str) -> str:
+    return f"{SETTING.get(budget, budget)} ({'the bot' if subject == 'bot' else subject})"
 
 
 def disk_observation(

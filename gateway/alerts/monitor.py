@@ -318,7 +318,8 @@ class Alerts:
     async def _tell(self, alert: ActiveAlert, state: str, text: str, now: float) -> None:
         self._told_at[alert.condition] = now
         log.warning("alert %s %s: %s", alert.condition, state, text.replace("\n", " "))
-        self.events.emit(AlertChanged(alert.condition, state, alert.since, text))
+        sent = self.sender.has_recipients
+        self.events.emit(AlertChanged(alert.condition, state, alert.since, text, sent))
         await self.sender.send(alert.condition, state, alert.since, text)
 
     async def _restart(self, platform: str, now: float) -> None:

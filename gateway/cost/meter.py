@@ -36,6 +36,7 @@ from decimal import Decimal
 from typing import Any
 
 from agent.cost.budget import (
+    SETTING,
     Budgets,
     Estimate,
     Spent,
@@ -326,9 +327,9 @@ class CostMeter:
         limit = verdict.limit if verdict.limit is not None else Decimal(0)
         resets = verdict.resets_at.timestamp() if verdict.resets_at else now
         log.warning(
-            "budget %s refused a call of %s (%s spent of %s); it resets at %s",
-            budget,
-            subject,
+            "%s refused a call of %s (%s spent of %s); it resets at %s",
+            SETTING.get(budget, budget),
+            "the bot" if subject == "bot" else subject,
             format_usd(verdict.spent or Decimal(0)),
             format_limit(limit),
             datetime.fromtimestamp(resets, UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -31,6 +31,7 @@ OBSERVED_EVENTS = (
     "session:compress",
     "session:compress_failed",
     "gateway:alert",
+    "budget:reached",
 )
 
 

@@ -134,7 +134,9 @@ class Metrics:
             if payload.get("outcome") == "ok":
                 self._cost(str(payload.get("model")), kind, payload.get("cost"))
         elif event == "gateway:alert":
-            self.alerts_sent.labels(str(payload.get("condition")), str(payload.get("state"))).inc()
+            if payload.get("sent", True):  # nobody to tell: no message
+                labels = (str(payload.get("condition")), str(payload.get("state")))
+                self.alerts_sent.labels(*labels).inc()
         elif event == "budget:reached":
             self.budgets_reached.labels(str(payload.get("budget"))).inc()
         elif event in ("session:compress", "session:compress_failed"):

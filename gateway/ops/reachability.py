@@ -25,6 +25,7 @@ from agent.urls import shown_url
 from gateway.config.alerts import alert_target
 from gateway.config.platforms import WebhookConfig
 from gateway.config.routes import (
+    BASE_URL_VARIABLES,
     KEY_VARIABLES,
     NO_KEY_NEEDED,
     OFFICIAL_HOSTS,
@@ -173,7 +174,9 @@ async def check_provider(
     key = resolve_api_key(provider, configured_key, base_url)
     if key is None:
         return Check(label, False, "skipped: no key", "see the secrets line")
-    where = base_url or ("api.anthropic.com" if provider == "anthropic" else "api.openai.com")
+    env = os.environ if environ is None else environ
+    # Where the SDK sends it: its own variable (OPENAI_BASE_URL...) when no base_url is set.
+    where = base_url or env.get(BASE_URL_VARIABLES.get(provider, "")) or OFFICIAL_HOSTS[provider]
     # The SDK's import (two seconds cold, for anthropic) is no part of the server's answer.
     importlib.import_module("anthropic" if provider == "anthropic" else "openai")
     try:
@@ -192,7 +195,6 @@ async def check_provider(
     except ProviderError as exc:
         hint = _provider_hint(exc.kind)
         if exc.kind == "auth" and key == NO_KEY_NEEDED:
-            env = os.environ if environ is None else environ
             hint = _withheld_key_hint(label, provider, env) or hint
         return Check(label, False, f"{where}: {exc}", hint)
     return Check(label, True, f"{model} at {where} answered a 1-token request")

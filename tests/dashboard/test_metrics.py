@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+from decimal import Decimal
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.store import CostRecord
 from tests.dashboard.support import client_of, dashboard_config
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import RecordingAdapter, running_gateway, turns_done
@@ -66,3 +69,27 @@ async def test_metrics_answer_this_machine_or_the_bearer_of_their_token(
         assert (await client.get("/metrics", headers=wrong)).status == 403
         right = {"Authorization": "Bearer scrape-token-123456", "X-Forwarded-For": "203.0.113.9"}
         assert (await client.get("/metrics", headers=right)).status == 200
+
+
+async def test_a_budget_that_starts_refusing_is_counted(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    """``nightowl_budgets_reached_total`` moves when a budget refuses (docs/cost.md): the
+    dashboard listens to ``budget:reached`` too."""
+    config = dashboard_config(
+        tmp_path,
+        fake_llm,
+        model={"price": {"input": 100, "output": 200}, "max_output_tokens": 256},
+        budgets={"per_user_daily": 1},
+    )
+    adapter = RecordingAdapter()
+    async with running_gateway(config, adapter) as gateway, client_of(gateway) as client:
+        spent = CostRecord(
+            time.time(), "console:t", "console:u1", "chat", "fake-model", cost=Decimal(1)
+        )
+        await gateway.store.costs.record(spent)
+        await adapter.say("hello")
+        [refusal] = await adapter.wait_sent(1)
+        await turns_done(gateway)
+        await gateway.events.drain()
+        after = samples(await (await client.get("/metrics")).text())
+    assert "daily $1.00" in refusal and fake_llm.requests == []
+    assert after[("nightowl_budgets_reached_total", (("budget", "user_daily"),))] == 1

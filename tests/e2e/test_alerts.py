@@ -387,7 +387,9 @@ async def test_a_budget_reached_is_told_once_at_once(tmp_path: Path, fake_llm: F
         to_operator = operator.texts(str(OPERATOR))
         assert [a.condition for a in gateway.operations.alerts()] == ["budget"]
     assert len(to_operator) == 1
-    assert to_operator[0].startswith("⚠ nightowl: a budget refuses calls: monthly (bot)")
+    assert to_operator[0].startswith(
+        "⚠ nightowl: a budget refuses calls: budgets.monthly (the bot)"
+    )
     assert "What to do:" in to_operator[0]
     assert not fake_llm.requests  # refused before any call
 
@@ -423,6 +425,33 @@ async def test_a_discord_operator_is_told_in_a_dm(tmp_path: Path, fake_llm: Fake
         [sent] = await stack.fake.wait_for_sent(1)
     assert sent.channel_id == DM_CHANNEL_ID  # the DM the adapter opened with Alice
     assert sent.content.startswith("⚠ nightowl: the disk holding ")
+
+
+async def test_an_alert_with_nobody_to_tell_is_an_event_but_no_message_counted(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """No alerts.to, no webhook: the event (for hooks) says it was not sent, and
+    nightowl_alerts_sent_total counts no message that was never sent."""
+    config = dashboard_config(tmp_path / "data", fake_llm, **alerts([]))
+    async with running_gateway(config) as gateway, client_of(gateway) as client:
+        seen: list[dict[str, Any]] = []
+        told = asyncio.Event()
+
+        def alert(_: str, payload: dict[str, Any]) -> None:
+            seen.append(payload)
+            told.set()
+
+        gateway.events.subscribe(["gateway:alert"], alert)
+        gateway.alerts.disk_min_free_bytes = 1 << 62  # checks run every 0.15 s
+        await asyncio.wait_for(told.wait(), 10)
+        await gateway.events.drain()
+        scraped = samples(await (await client.get("/metrics")).text())
+    assert [(p["condition"], p["state"], p["sent"]) for p in seen] == [("disk", "started", False)]
+    assert scraped[("nightowl_alerts_active", (("condition", "disk"),))] == 1
+    assert (
+        "nightowl_alerts_sent_total",
+        (("condition", "disk"), ("state", "started")),
+    ) not in scraped
 
 
 async def test_alerts_show_on_the_dashboard_and_in_metrics(

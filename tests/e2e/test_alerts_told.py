@@ -451,8 +451,10 @@ async def test_a_budget_raised_and_restarted_is_told_cleared_once_a_reply_goes_t
         await console.say("hello again")
         await console.wait_sent(1)
         [cleared] = await after.wait_sent(1)
-    assert started.startswith("⚠ nightowl: a budget refuses calls: monthly (bot)")
-    assert cleared.startswith("✅ nightowl: resolved: a budget refuses calls: monthly (bot)")
+    assert started.startswith("⚠ nightowl: a budget refuses calls: budgets.monthly (the bot)")
+    assert cleared.startswith(
+        "✅ nightowl: resolved: a budget refuses calls: budgets.monthly (the bot)"
+    )
 
 
 async def test_an_alert_never_says_a_secret_the_server_s_error_quotes(

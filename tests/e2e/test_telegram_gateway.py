@@ -8,6 +8,7 @@ import base64
 import itertools
 import logging
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -97,6 +98,19 @@ async def test_a_night_of_updates_waiting_at_start_is_taken_in_and_said_once(
     said = [r.getMessage() for r in caplog.records if "waited for the bot" in r.getMessage()]
     assert said == ["Telegram: took in 250 updates that waited for the bot"]
     assert len(session_rows(config, f"telegram:{GROUP}")) == 251
+
+
+async def test_a_message_written_after_the_start_is_no_backlog(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first long poll brings a message written after the start: nothing waited."""
+    config = telegram_config(tmp_path, fake_llm, telegram)
+    with caplog.at_level(logging.INFO, logger="adapters.telegram.receiving"):
+        async with telegram_gateway(config):
+            after_start = int(time.time()) + 2  # Telegram's dates are whole seconds
+            telegram.push_text(42, "hello", date=after_start)
+            await telegram.wait_sent(1)
+    assert "waited for the bot" not in caplog.text
 
 
 def _mark(at: datetime) -> str:

@@ -78,9 +78,9 @@ async def test_housekeeping_runs_for_a_person_over_budget_and_stops_with_the_cha
     await events.drain()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
-        "budget user_daily refused a call of tg:ann ($0.10 spent of $0.10);"
+        "budgets.per_user_daily refused a call of tg:ann ($0.10 spent of $0.10);"
         " it resets at 2026-12-07 00:00 UTC",
-        "budget chat_daily refused a call of tg:g ($1.00 spent of $1.00);"
+        "budgets.per_chat_daily refused a call of tg:g ($1.00 spent of $1.00);"
         " it resets at 2026-12-07 00:00 UTC",
     ]
     assert [(p["budget"], p["subject"]) for p in reached] == [
