@@ -184,10 +184,21 @@ class CostMeter:
         return self.pricing.budgets
 
     def warn_unpriced(self) -> None:
-        """At start: one WARNING when budgets are set and some model has no price, whose
-        calls no budget can stop (docs/cost.md#unknown-prices)."""
+        """At start, when budgets are set: one WARNING when some model has no price, whose
+        calls no budget can stop (docs/cost.md#unknown-prices); one when a model the
+        table prices is served by a local endpoint, which counts as free — a proxy in
+        front of a paid API would spend past every budget."""
+        if self.budgets == Budgets():
+            return
+        for free in self.pricing.free_but_sold():
+            log.warning(
+                "budgets are set, but %s counts as free (a local server): if it passes calls"
+                " on to a paid API (a proxy such as LiteLLM), give the model a price in"
+                " config.yaml, or no budget stops them",
+                free,
+            )
         unpriced = self.pricing.unpriced()
-        if self.budgets != Budgets() and unpriced:
+        if unpriced:
             log.warning(
                 "budgets are set, but %s %s no price: %s calls are not counted against"
                 " budgets and no budget stops them; give %s a price in config.yaml",

@@ -11,7 +11,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from agent.cost.budget import Budgets
-from agent.cost.prices import Price
+from agent.cost.prices import Price, is_local_endpoint, table_price
+from agent.urls import host_port
 from gateway.config.cost import PriceConfig, budgets, model_price, transcription_minute_price
 from gateway.config.models import model_choices
 from gateway.config.schema import Config, summary_model_route
@@ -54,6 +55,19 @@ class Pricing:
             f"{provider} {model}"
             for provider, model, base_url in self.configured
             if self.price(provider, model, base_url) is None
+        ]
+
+    def free_but_sold(self) -> list[str]:
+        """Configured models counted free as a local endpoint's (docs/cost.md) whose names
+        the built-in table prices: a proxy in front of a paid API, perhaps, as
+        ``model at host:port``."""
+        return [
+            f"{model} at {host_port(base_url)}"
+            for (_, model, base_url), settings in self.configured.items()
+            if settings is None
+            and base_url is not None
+            and is_local_endpoint(base_url)
+            and table_price(model) is not None
         ]
 
     def price(self, provider: str, model: str, base_url: str | None) -> Price | None:

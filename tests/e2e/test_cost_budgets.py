@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from agent.urls import host_port
 from gateway.app import Gateway
 from gateway.config.schema import Config
 from gateway.store import CostRecord
@@ -277,6 +278,25 @@ async def test_an_unpriced_model_is_named_at_start_and_usage_says_it_is_not_coun
         " against budgets and no budget stops them; give it a price in config.yaml"
     ]
     assert usage.splitlines()[-1] == "Unpriced calls are not counted against budgets."
+
+
+async def test_a_paid_model_s_name_at_a_local_server_is_named_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """gpt-4o-mini at 127.0.0.1 counts as free (a local server), which a proxy in front
+    of OpenAI is not: with budgets set, the start says so once."""
+    async with FakeLLM(models=("gpt-4o-mini",)) as server:
+        model = {"name": "gpt-4o-mini", "api_key": "k"}
+        config = make_config(tmp_path / "data", server, model=model, budgets={"monthly": 5})
+        with caplog.at_level(logging.WARNING, logger="gateway.cost.meter"):
+            async with running_gateway(config):
+                pass
+    warnings = [r.getMessage() for r in caplog.records if r.name == "gateway.cost.meter"]
+    assert warnings == [
+        f"budgets are set, but gpt-4o-mini at {host_port(server.openai_base_url)} counts as"
+        " free (a local server): if it passes calls on to a paid API (a proxy such as"
+        " LiteLLM), give the model a price in config.yaml, or no budget stops them"
+    ]
 
 
 async def test_usage_in_a_private_chat_shows_what_the_person_s_budget_counts(
