@@ -14,9 +14,9 @@ import io
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from decimal import Decimal
+from decimal import ROUND_DOWN, Decimal
 
-from agent.cost.budget import Budgets, format_limit, format_usd
+from agent.cost.budget import Budgets, Spent, format_limit, format_usd
 from gateway.cost.payer import person_of
 from gateway.store import CostLine, CostRecord, CostStore
 from gateway.store.costs import day_start, month_start
@@ -74,6 +74,17 @@ def conversation_line(spent: CostLine) -> str:
     )
 
 
+def used(spent: Decimal, limit: Decimal) -> str:
+    """A budget and what it counts so far: ``$0.018 of $0.02 used``, ``$0.02, used up``.
+    Short of the limit, never the limit's own figure ($0.018, not $0.02 of $0.02)."""
+    if spent >= limit:
+        return f"{format_limit(limit)}, used up"
+    shown = format_usd(spent)
+    if shown == format_limit(limit):
+        shown = format_limit(spent.quantize(Decimal("0.0001"), ROUND_DOWN))
+    return f"{shown} of {format_limit(limit)} used"
+
+
 async def usage_lines(
     costs: CostStore,
     chat: str,
@@ -108,12 +119,13 @@ async def usage_lines(
         # A person's budget counts every chat of theirs: here they see what it counts.
         yours = await costs.calls(day_start(now), person=person)
         lines.append(f"You, in all chats: {spoken(summed(yours))} today")
+    spent = await costs.spent(person, chat, now) if budgets != Budgets() else Spent()
     limits = [
-        f"{name} {format_limit(limit)}"
-        for name, limit in (
-            ("you, daily", budgets.per_user_daily),
-            ("this chat, daily", budgets.per_chat_daily),
-            ("the bot, monthly", budgets.monthly),
+        f"{name} {used(so_far, limit)}"
+        for name, limit, so_far in (
+            ("you, daily", budgets.per_user_daily, spent.user_today),
+            ("this chat, daily", budgets.per_chat_daily, spent.chat_today),
+            ("the bot, monthly", budgets.monthly, spent.month),
         )
         if limit is not None
     ]

@@ -212,6 +212,8 @@ def as_flags(check: Check, model: Model) -> Check:
     if check.hint == REACH_HINT and not model.base_url:  # the provider's own API: no URL given
         return replace(check, hint="check the network")
     hint = check.hint.replace("model.name", "--model").replace("model.base_url", "--model-url")
+    for name, variable in TOKEN_VARIABLES.items():
+        hint = hint.replace(f"platforms.{name}.token", f"${variable} (or --{name}-token)")
     return replace(check, hint=hint)
 
 
@@ -480,7 +482,7 @@ class Scripted:
         if args.no_check:
             say("  not checked (--no-check): run `nightowl doctor` once the machine is online")
         else:
-            checks = [check_token(p, args.timeout) for p in platforms]
+            checks = [as_flags(check_token(p, args.timeout), model) for p in platforms]
             checks += [as_flags(c, model) for c in check_model(model, args.timeout, self.data_dir)]
             for check in checks:
                 show(check)

@@ -309,3 +309,23 @@ async def test_usage_in_a_private_chat_shows_what_the_person_s_budget_counts(
         await adapter.say("/usage")  # in the private chat
         usage = (await adapter.wait_sent(1))[-1]
     assert "You, in all chats: $1.25 today" in usage.splitlines()
+    assert usage.splitlines()[-1] == "Budgets: you, daily $1.25 of $5.00 used"
+
+
+async def test_usage_near_a_budget_never_rounds_up_to_it(tmp_path: Path, llm: CachingLLM) -> None:
+    """$0.018 of a $0.02 budget is not "$0.02 of $0.02": what is left still buys calls."""
+    config = priced(tmp_path, llm, budgets={"per_user_daily": 0.02, "monthly": 0.05})
+    adapter = RecordingAdapter()
+    async with running_gateway(config, adapter) as gateway:
+        await spend(gateway, "0.018", person="console:u1")
+        await adapter.say("/usage")
+        first = (await adapter.wait_sent(1))[-1]
+        await spend(gateway, "0.002", person="console:u1")
+        await adapter.say("/usage")
+        second = (await adapter.wait_sent(2))[-1]
+    assert first.splitlines()[-1] == (
+        "Budgets: you, daily $0.018 of $0.02 used · the bot, monthly $0.02 of $0.05 used"
+    )
+    assert second.splitlines()[-1] == (
+        "Budgets: you, daily $0.02, used up · the bot, monthly $0.02 of $0.05 used"
+    )

@@ -180,6 +180,8 @@ async def test_non_interactive_writes_the_same_files(tmp_path: Path) -> None:
         flags = scripted(data, telegram, llama)
         code, out, err = await nightowl("init", *flags, "--telegram-token", "1:bad", cwd=tmp_path)
         assert code == 1 and "the bot token was refused" in out
+        # Said by what was given, not by a config key init has not written.
+        assert "— check $TELEGRAM_BOT_TOKEN (or --telegram-token) (from @BotFather)" in out
         assert "nothing written" in err and not data.exists()
 
         code, out, err = await nightowl(
