@@ -274,13 +274,19 @@ class _Turn:
             except ProviderError as exc:
                 if exc.kind == "network":
                     self.lessons.note_unreachable()
-                if exc.kind != "overflow" or exc.detail == NO_ROOM:
+                if exc.kind != "overflow":
                     raise
                 attempts += 1
                 if attempts > self.agent.max_compression_attempts:
                     raise CompressionExhausted(
                         "the conversation still exceeds the model's window", status=exc.status
                     ) from exc
+                if exc.detail == NO_ROOM:  # nothing sent: no server to learn from
+                    # A summary of a long tool loop may make room; a short conversation
+                    # has nothing to summarize (docs/design.md#no-room).
+                    if not await self.compress("overflow"):
+                        raise
+                    continue
                 learned = await self.learn(exc)
                 # Once per request: the prompt fits, a smaller reply does
                 # (docs/design.md#overflow-recovery); a second refusal compresses.
@@ -357,6 +363,7 @@ class _Turn:
     def no_room(self, overhead: int) -> ProviderError:
         """The error a starved request is (never sent): its words are for the log."""
         agent = self.agent
+        # In the server's tokens already (the calibrated estimate), as the overhead is not.
         system = sum(agent.represented([m]) for m in self.messages if m.get("role") == "system")
         window = agent.window
         log.warning(
@@ -366,7 +373,7 @@ class _Turn:
             " model.context_length)",
             agent.provider.model,
             f"{window.context_length:,}",
-            f"{window.real(system + overhead):,}",
+            f"{system + window.real(overhead):,}",
             f"{window.output_reserve:,}",
         )
         return local_failure(

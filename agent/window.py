@@ -324,7 +324,11 @@ def fit_request(
         images = sum(message_size(m).images for m in shown)
     prompt = window.real(total + overhead_tokens)
     max_tokens = window.max_tokens_for(prompt)
-    starved = max_tokens < min(MIN_REPLY_TOKENS, window.max_output_tokens) or (
+    # The reply's room as the window leaves it, not less ``prompt_miss``: that caution
+    # shrinks the reply of a prompt not yet counted, never refuses one (no count would
+    # ever come).
+    room = window.context_length - prompt - window.margin
+    starved = room < min(MIN_REPLY_TOKENS, window.max_output_tokens) or (
         squeezed_to is not None and squeezed_to < MIN_SHOWN_TOKENS
     )
     return FittedRequest(

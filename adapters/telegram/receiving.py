@@ -256,8 +256,16 @@ class UpdatePoller:
             self._backlog = None
 
     def _waited(self, update: Update) -> bool:
+        """Whether ``update`` was made before the start: an edit by when it was edited, a
+        member's change by its own date; one that carries no date counts as waiting."""
         message = update.effective_message
-        return message is None or message.date is None or message.date <= self._started
+        when: datetime | None = None
+        if message is not None:
+            when = message.edit_date or message.date
+        else:
+            member = update.my_chat_member or update.chat_member
+            when = member.date if member is not None else None
+        return when is None or when <= self._started
 
     async def _fetch(self) -> tuple[Update, ...]:
         assert self._bot is not None

@@ -157,6 +157,8 @@ BUDGET_WHAT = "a budget refuses calls: {names}"
 #: The one budget a reply's call going through proves lifted: the bot's monthly one
 #: refuses every call, a person's or a chat's only theirs.
 BOT_MONTHLY_WHAT = BUDGET_WHAT.format(names=f"{SETTING['monthly']} (the bot)")
+#: The same, as alerts stored before the budgets were named by their settings say it.
+BOT_MONTHLY_WHATS = (BOT_MONTHLY_WHAT, BUDGET_WHAT.format(names="monthly (bot)"))
 
 
 class BudgetsReached:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from adapters.base import Adapter
 from gateway.alerts.conditions import (
-    BOT_MONTHLY_WHAT,
+    BOT_MONTHLY_WHATS,
     DISK_MIN_FREE_BYTES,
     DISK_MIN_FREE_SHARE,
     MODEL_SERVER_WHAT,
@@ -404,7 +404,7 @@ class Alerts:
         if not alert.taken_up:
             return False
         if alert.condition == "budget":
-            lifted = alert.what == BOT_MONTHLY_WHAT and self.uses[REPLIES].seen
+            lifted = alert.what in BOT_MONTHLY_WHATS and self.uses[REPLIES].seen
             return alert.until is not None and alert.until > now and not lifted
         if alert.what.startswith(MODEL_SERVER_WHAT) and self._model_server_to_look_at():
             return False  # what the look did not see again has cleared

@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
@@ -110,6 +111,7 @@ class Router:
 
     async def receive(self, message: Inbound) -> None:
         """An adapter's message or chat event (:data:`adapters.base.Inbound`)."""
+        arrived = datetime.now(UTC)  # before downloads: only the platform's delay is late
         if isinstance(message, ChatMoved):
             await self._follow_move(message)
             return
@@ -151,9 +153,10 @@ class Router:
             max_image_bytes=self.config.media.max_image_bytes,
             media_notes=media.notes if media is not None else None,
             quoted_trusted=await self.access.quoted_trusted(message),
-            sent=self.late.mark(key, message.received_at),
+            sent=self.late.mark(key, message.received_at, arrived),
         )
-        await self._store(message, row, addressed=addressed)
+        if await self._store(message, row, addressed=addressed):
+            self.late.stored(key, message.received_at, arrived)
         if media is not None and media.problems:
             self.answer(message, " ".join(media.problems))
 
@@ -196,7 +199,8 @@ class Router:
         if text:
             self.answer(message, text)
 
-    async def _store(self, message: InboundMessage, row: Message, *, addressed: bool) -> None:
+    async def _store(self, message: InboundMessage, row: Message, *, addressed: bool) -> bool:
+        """Whether the row was stored (False: a duplicate of one stored before)."""
         key = self.platforms.session_key(message)
         entry = InboxEntry(
             session_key=key,
@@ -214,9 +218,10 @@ class Router:
         if not await self.store.enqueue(entry):
             # A backlog fed again (a data dir that saw it all) would log a line each.
             log.debug("duplicate %s ignored (%s)", message.dedupe_key, key)
-            return
+            return False
         self.events.emit(MessageReceived(key, message.platform, addressed))
         self.notify_lane(key)
+        return True
 
     async def _first_time(self, message: InboundMessage) -> bool:
         """Whether this platform event is new (events without a dedupe key always are)."""

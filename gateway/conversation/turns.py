@@ -400,8 +400,9 @@ def describe_provider_error(error: ProviderError | CompressionExhausted) -> str:
         )
     if error.detail == NO_ROOM:
         return (
-            "The model's window is too small for this bot's instructions and tools, so "
-            "nothing was asked. The bot's owner needs to give the model a larger window."
+            "The model's window is too small for this bot's instructions, tools and the "
+            "newest part of this conversation, so nothing was asked. The bot's owner needs "
+            "to give the model a larger window."
         )
     if error.detail == NO_SUCH_MODEL:
         return (

@@ -78,30 +78,47 @@ class LateMarks:
     not all "now" to the model, nor in the export. Like a chat app's time separators, a
     chat's late rows carry a mark once per :data:`MARK_EVERY_SECONDS` of sending time,
     and the first row on time after them says the time too, so the model sees where the
-    night ends. Each mark is part of the stored row, in the configured time zone."""
+    night ends. Each mark is part of the stored row, in the configured time zone.
 
-    def __init__(self, zone: tzinfo) -> None:
+    :meth:`mark` only reads; :meth:`stored` moves the chat on, once its row is stored:
+    a redelivered duplicate, or a row the store refused, changes nothing. ``arrived`` is
+    when the message reached nightowl (before any download or transcription of its own).
+    """
+
+    def __init__(self, zone: tzinfo, limit: int = MARKED_CHATS) -> None:
         self.zone = zone
+        self.limit = limit
         self._last: OrderedDict[str, float] = OrderedDict()
 
-    def mark(self, key: str, sent: datetime, now: datetime | None = None) -> str | None:
+    def mark(self, key: str, sent: datetime, arrived: datetime) -> str | None:
         """The mark for a message of session ``key`` sent at ``sent``, or None."""
-        now = now or datetime.now(UTC)
-        sent = sent if sent.tzinfo is not None else sent.replace(tzinfo=UTC)
-        at = sent.timestamp()
+        sent = _aware(sent)
         last = self._last.get(key)
-        if (now - sent).total_seconds() < LATE_SECONDS:
-            if last is None:
+        if _late(sent, arrived):
+            if last is not None and abs(sent.timestamp() - last) < MARK_EVERY_SECONDS:
                 return None
-            del self._last[key]  # on time again: this row says "now" once
-        elif last is not None and abs(at - last) < MARK_EVERY_SECONDS:
-            return None
-        else:
-            self._last[key] = at
+        elif last is None:
+            return None  # on time, and nothing late before it
+        return sent_mark(sent, arrived, self.zone)
+
+    def stored(self, key: str, sent: datetime, arrived: datetime) -> None:
+        """The row :meth:`mark` was asked for is stored, with its mark if it had one."""
+        sent = _aware(sent)
+        if not _late(sent, arrived):
+            self._last.pop(key, None)  # on time again: the next late row is marked
+        elif self.mark(key, sent, arrived) is not None:
+            self._last[key] = sent.timestamp()
             self._last.move_to_end(key)
-            if len(self._last) > MARKED_CHATS:
+            if len(self._last) > self.limit:
                 self._last.popitem(last=False)
-        return sent_mark(sent, now, self.zone)
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _late(sent: datetime, arrived: datetime) -> bool:
+    return (arrived - sent).total_seconds() >= LATE_SECONDS
 
 
 def sent_mark(sent: datetime, now: datetime, zone: tzinfo) -> str:

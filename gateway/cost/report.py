@@ -75,14 +75,18 @@ def conversation_line(spent: CostLine) -> str:
 
 
 def used(spent: Decimal, limit: Decimal) -> str:
-    """A budget and what it counts so far: ``$0.018 of $0.02 used``, ``$0.02, used up``.
-    Short of the limit, never the limit's own figure ($0.018, not $0.02 of $0.02)."""
+    """A budget and what its calls cost so far: ``$0.018 of $0.02 used``, ``$0.02, used
+    up``. Short of the limit, never the limit's own figure ($0.018, not $0.02 of $0.02)."""
     if spent >= limit:
         return f"{format_limit(limit)}, used up"
     shown = format_usd(spent)
     if shown == format_limit(limit):
         shown = format_limit(spent.quantize(Decimal("0.0001"), ROUND_DOWN))
     return f"{shown} of {format_limit(limit)} used"
+
+
+async def _calls_cost(costs: CostStore, since: float, person: str | None = None) -> Decimal:
+    return summed(await costs.calls(since, person=person)).cost
 
 
 async def usage_lines(
@@ -119,7 +123,17 @@ async def usage_lines(
         # A person's budget counts every chat of theirs: here they see what it counts.
         yours = await costs.calls(day_start(now), person=person)
         lines.append(f"You, in all chats: {spoken(summed(yours))} today")
-    spent = await costs.spent(person, chat, now) if budgets != Budgets() else Spent()
+    # What each budget counts of the calls made (not of replies under way, whose
+    # estimates a budget also holds while they run).
+    spent = Spent(
+        user_today=await _calls_cost(costs, day_start(now), person=person)
+        if budgets.per_user_daily is not None and person is not None
+        else Decimal(0),
+        chat_today=summed(today).cost,
+        month=await _calls_cost(costs, month_start(now))
+        if budgets.monthly is not None
+        else Decimal(0),
+    )
     limits = [
         f"{name} {used(so_far, limit)}"
         for name, limit, so_far in (

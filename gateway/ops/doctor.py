@@ -449,7 +449,7 @@ async def check_webhook_port(config: Config, webhook: WebhookConfig) -> Check:
         "the gateway would not start",
         "platforms.telegram.webhook",
     )
-    return Check("telegram webhook", not taken, taken or f"listens on {where}{bound}", hint)
+    return Check("telegram webhook", not taken, taken or f"can listen on {where}{bound}", hint)
 
 
 async def _port_free(

@@ -213,7 +213,7 @@ def as_flags(check: Check, model: Model) -> Check:
         return replace(check, hint="check the network")
     hint = check.hint.replace("model.name", "--model").replace("model.base_url", "--model-url")
     for name, variable in TOKEN_VARIABLES.items():
-        hint = hint.replace(f"platforms.{name}.token", f"${variable} (or --{name}-token)")
+        hint = hint.replace(f"platforms.{name}.token", f"--{name}-token or ${variable}")
     return replace(check, hint=hint)
 
 

@@ -175,8 +175,10 @@ async def check_provider(
     if key is None:
         return Check(label, False, "skipped: no key", "see the secrets line")
     env = os.environ if environ is None else environ
-    # Where the SDK sends it: its own variable (OPENAI_BASE_URL...) when no base_url is set.
-    where = base_url or env.get(BASE_URL_VARIABLES.get(provider, "")) or OFFICIAL_HOSTS[provider]
+    # Where the SDK sends it: its own variable (OPENAI_BASE_URL...) when no base_url is
+    # set, shown without what may hold a secret (its user, password, path and query).
+    from_env = env.get(BASE_URL_VARIABLES.get(provider, ""))
+    where = base_url or (shown_url(from_env) if from_env else OFFICIAL_HOSTS[provider])
     # The SDK's import (two seconds cold, for anthropic) is no part of the server's answer.
     importlib.import_module("anthropic" if provider == "anthropic" else "openai")
     try:

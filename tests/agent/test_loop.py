@@ -161,9 +161,21 @@ async def test_a_window_what_travels_beside_the_rows_fills_sends_nothing_and_say
     assert result.error.kind == "overflow" and not result.requests
     assert fake_llm.requests == [] and transcript.commits == []
     assert "a window of 1,024 tokens leaves no room for the conversation" in caplog.text
-    assert "too small for this bot's instructions and tools" in describe_provider_error(
+    assert "too small for this bot's instructions, tools and" in describe_provider_error(
         result.error
     )
+
+
+async def test_a_long_conversation_on_a_model_never_counted_is_still_asked(
+    fake_llm: FakeLLM, tmp_path: Path, agents
+) -> None:
+    """Before the server's first count the reply's room is kept smaller (prompt_miss):
+    that caution shrinks a reply, it never refuses the request (no count would come)."""
+    agent = agents(fake_llm, tmp_path, window=32_768, max_output=4_096)
+    assert agent.calibration.samples == 0
+    result = await agent.run_turn(chat(40), MemoryTranscript())  # more than the window
+    assert result.error is None, result.error
+    assert len(chat_requests(fake_llm)) == 1
 
 
 async def test_a_window_too_small_for_the_tools_answers_without_them(

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from adapters.base import DeliveryError, OutboundMessage
@@ -25,6 +26,7 @@ from gateway.config.alerts import AlertsConfig
 from gateway.config.schema import Config
 from gateway.events import BudgetReached
 from gateway.store import AlertStore, AlertTold, Claim, PairingRequest, StoreError
+from tests import db
 from tests.e2e.test_alerts import OPERATOR, Outage, alerts
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import RecordingAdapter, make_config, running_gateway
@@ -429,10 +431,12 @@ async def test_a_later_budget_joining_a_told_one_moves_its_stored_end(
     assert len(operator.sent) == 1  # told once; only its end moved
 
 
+@pytest.mark.parametrize("told_by", ["this version", "the version before"])
 async def test_a_budget_raised_and_restarted_is_told_cleared_once_a_reply_goes_through(
-    tmp_path: Path, fake_llm: FakeLLM
+    told_by: str, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    """What the budget's alert advises: raise it in config.yaml and restart."""
+    """What the budget's alert advises: raise it in config.yaml and restart — also when
+    the version before told it, in its words ("monthly (bot)")."""
     sections: dict[str, Any] = {
         "model": {"price": {"input": 100, "output": 200}},
         "alerts": {"to": [f"telegram:{OPERATOR}"], "after_seconds": AFTER_SECONDS},
@@ -443,6 +447,9 @@ async def test_a_budget_raised_and_restarted_is_told_cleared_once_a_reply_goes_t
         await console.say("hello")
         await console.wait_sent(1)  # refused
         [started] = await before.wait_sent(1)
+    if told_by == "the version before":
+        old_words = "a budget refuses calls: monthly (bot)"
+        db.execute(config, "UPDATE alerts_told SET what = ? WHERE condition = 'budget'", old_words)
     raised = make_config(tmp_path / "data", fake_llm, budgets={"monthly": 100}, **sections)
     console, after = RecordingAdapter(), RecordingAdapter("telegram")
     async with running_gateway(raised, console, after) as gateway:
@@ -452,9 +459,8 @@ async def test_a_budget_raised_and_restarted_is_told_cleared_once_a_reply_goes_t
         await console.wait_sent(1)
         [cleared] = await after.wait_sent(1)
     assert started.startswith("⚠ nightowl: a budget refuses calls: budgets.monthly (the bot)")
-    assert cleared.startswith(
-        "✅ nightowl: resolved: a budget refuses calls: budgets.monthly (the bot)"
-    )
+    words = "budgets.monthly (the bot)" if told_by == "this version" else "monthly (bot)"
+    assert cleared.startswith(f"✅ nightowl: resolved: a budget refuses calls: {words}")
 
 
 async def test_an_alert_never_says_a_secret_the_server_s_error_quotes(

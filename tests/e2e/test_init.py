@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from agent.urls import shown_url
 from tests.child_process import Chat, Spawn, clean_env, nightowl
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.local_servers import FakeLlamaCpp, FakeOllama
@@ -181,7 +182,7 @@ async def test_non_interactive_writes_the_same_files(tmp_path: Path) -> None:
         code, out, err = await nightowl("init", *flags, "--telegram-token", "1:bad", cwd=tmp_path)
         assert code == 1 and "the bot token was refused" in out
         # Said by what was given, not by a config key init has not written.
-        assert "— check $TELEGRAM_BOT_TOKEN (or --telegram-token) (from @BotFather)" in out
+        assert "— check --telegram-token or $TELEGRAM_BOT_TOKEN (from @BotFather)" in out
         assert "nothing written" in err and not data.exists()
 
         code, out, err = await nightowl(
@@ -310,7 +311,7 @@ async def test_an_api_key_is_checked_and_kept_only_in_the_env_file(
         await chat.say("")
         assert await asyncio.wait_for(chat.wait(), CEILING) == 0, chat.out.text
         # Where the SDK's variable sent it, not OpenAI's API, which nobody asked.
-        assert f"gpt-4o-mini at {llm.openai_base_url} answered" in chat.out.text
+        assert f"gpt-4o-mini at {shown_url(llm.openai_base_url)} answered" in chat.out.text
     config_text = (data / "config.yaml").read_text()
     assert "sk-right" not in config_text
     assert yaml.safe_load(config_text)["model"]["api_key"] == "${OPENAI_API_KEY}"

@@ -103,24 +103,23 @@ async def test_a_night_of_updates_waiting_at_start_is_taken_in_and_said_once(
 async def test_a_message_written_after_the_start_is_no_backlog(
     tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The first long poll brings a message written after the start: nothing waited."""
+    """The first long poll brings a message written after the start, and an edit made
+    after it of an older message: nothing waited."""
     config = telegram_config(tmp_path, fake_llm, telegram)
     with caplog.at_level(logging.INFO, logger="adapters.telegram.receiving"):
         async with telegram_gateway(config):
             after_start = int(time.time()) + 2  # Telegram's dates are whole seconds
             telegram.push_text(42, "hello", date=after_start)
-            await telegram.wait_sent(1)
+            edited = telegram.make_message(42, "fixed", date=after_start - 3_600)
+            telegram.push_update({"edited_message": {**edited, "edit_date": after_start}})
+            newest = last_update_id(telegram)
+            await telegram.wait_for(lambda: telegram.confirmed_offset > newest)
     assert "waited for the bot" not in caplog.text
 
 
 def _mark(at: datetime) -> str:
-    """What a row sent at ``at`` says of it (UTC, the default zone)."""
-    today = datetime.now(UTC).date()
-    return (
-        f"(sent {at:%H:%M} UTC)"
-        if at.date() == today
-        else f"(sent {at:%b} {at.day}, {at:%H:%M} UTC)"
-    )
+    """What a row sent at ``at``, before today, says of it (UTC, the default zone)."""
+    return f"(sent {at:%b} {at.day}, {at:%H:%M} UTC)"
 
 
 async def test_a_nights_lines_read_late_say_when_they_were_sent(
@@ -130,7 +129,8 @@ async def test_a_nights_lines_read_late_say_when_they_were_sent(
     ten minutes of the night, and the morning's question says "now": the model can tell
     the night from the question (docs/design.md#late-messages)."""
     config = telegram_config(tmp_path, fake_llm, telegram, chats=(GROUP,))
-    night = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=8)
+    # Thirty hours ago: before today whenever the test runs, so every mark has its date.
+    night = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=30)
     for minutes, text in [(0, "server down"), (4, "rebooting"), (9, "back up"), (35, "down again")]:
         at = night + timedelta(minutes=minutes)
         telegram.push_text(GROUP, text, user=BOB, chat_type="supergroup", date=int(at.timestamp()))

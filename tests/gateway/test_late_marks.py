@@ -6,14 +6,19 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from adapters.base import InboundMessage
-from gateway.conversation import user_rows
 from gateway.conversation.user_rows import LateMarks, sent_mark, user_row
 
 NOW = datetime(2026, 12, 6, 7, 30, tzinfo=UTC)
 
 
 def marks(late: LateMarks, key: str, *minutes_ago: float) -> list[str | None]:
-    return [late.mark(key, NOW - timedelta(minutes=m), NOW) for m in minutes_ago]
+    """Each message's mark, each stored after it (as the router does)."""
+    said = []
+    for minutes in minutes_ago:
+        sent = NOW - timedelta(minutes=minutes)
+        said.append(late.mark(key, sent, NOW))
+        late.stored(key, sent, NOW)
+    return said
 
 
 def test_a_message_on_time_says_nothing() -> None:
@@ -49,13 +54,21 @@ def test_the_mark_is_in_the_configured_zone_and_a_naive_time_is_utc() -> None:
     assert sent_mark(NOW - timedelta(days=3), NOW, UTC) == "(sent Dec 3, 07:30 UTC)"
 
 
-def test_chats_remembered_are_bounded_and_a_forgotten_one_is_marked_again(monkeypatch) -> None:
-    monkeypatch.setattr(user_rows, "MARKED_CHATS", 2)
-    late = LateMarks(UTC)
+def test_chats_remembered_are_bounded_and_a_forgotten_one_is_marked_again() -> None:
+    late = LateMarks(UTC, limit=2)
     for key in ("a", "b", "c"):  # "a" is forgotten when "c" comes
         assert marks(late, key, 60) == ["(sent 06:30 UTC)"]
     assert marks(late, "a", 59) == ["(sent 06:31 UTC)"]
     assert marks(late, "c", 59) == [None]
+
+
+def test_a_row_not_stored_moves_nothing_on() -> None:
+    """A redelivered duplicate (or a row the store refused) is asked for its mark but
+    never stored: the next late row still carries the mark the night needs."""
+    late = LateMarks(UTC)
+    duplicate = NOW - timedelta(minutes=30)
+    assert late.mark("telegram:1", duplicate, NOW) == "(sent 07:00 UTC)"  # not stored
+    assert marks(late, "telegram:1", 25) == ["(sent 07:05 UTC)"]
 
 
 async def test_the_mark_is_a_line_of_its_own_before_a_group_members_named_lines() -> None:
