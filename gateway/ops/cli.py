@@ -10,12 +10,9 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.base import Adapter, StartError
-from adapters.console import ConsoleAdapter
-from gateway.app import Gateway
-from gateway.build import platform_adapters
 from gateway.config.schema import (
     Config,
     ConfigError,
@@ -32,6 +29,10 @@ from gateway.ops.migrate import add_migrate_parser
 from gateway.ops.service import DEFAULT_DRAIN_SECONDS, Notifier
 from gateway.ops.usage_cli import add_usage_parser
 from gateway.store.errors import StoreError
+
+if TYPE_CHECKING:  # imported by the commands that run a gateway: the others start at once
+    from adapters.console import ConsoleAdapter
+    from gateway.app import Gateway
 
 log = logging.getLogger("nightowl")
 
@@ -335,6 +336,9 @@ NO_CONFIG_HINT = (
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
+    from adapters.console import ConsoleAdapter
+    from gateway.build import platform_adapters
+
     if not _require_llm_key(config):  # one sentence, which names `nightowl init` too
         return EXIT_CONFIG
     if config.source is None:
@@ -349,6 +353,8 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_chat(config: Config, args: argparse.Namespace) -> int:
+    from adapters.console import ConsoleAdapter
+
     if not _require_llm_key(config):
         return EXIT_CONFIG
     console = ConsoleAdapter(args.name or config.platforms.console.name)
@@ -372,6 +378,8 @@ async def serve(
     half-written; an unanswered message waits in the inbox for the next start). Under
     systemd it reports READY=1 / STOPPING=1 and feeds the watchdog (docs/design.md#delivery-guarantee).
     """
+    from gateway.app import Gateway
+
     notifier = notifier or Notifier()
     gateway = Gateway(config, adapters)
     stop = asyncio.Event()
