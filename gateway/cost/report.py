@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal
 
-from agent.cost.budget import Budgets, Spent, format_limit, format_usd
+from agent.cost.budget import Budgets, format_limit, format_usd
 from gateway.cost.payer import person_of
 from gateway.store import CostLine, CostRecord, CostStore
 from gateway.store.costs import day_start, month_start
@@ -85,10 +85,6 @@ def used(spent: Decimal, limit: Decimal) -> str:
     return f"{shown} of {format_limit(limit)} used"
 
 
-async def _calls_cost(costs: CostStore, since: float, person: str | None = None) -> Decimal:
-    return summed(await costs.calls(since, person=person)).cost
-
-
 async def usage_lines(
     costs: CostStore,
     chat: str,
@@ -111,35 +107,32 @@ async def usage_lines(
         if conversation_since < month_start(now):
             conversation = await costs.calls(conversation_since, chat=chat)
         lines.append(conversation_line(summed(conversation)))
+    chat_today = summed(today)
     lines.append(
-        f"This chat: {spoken(summed(today))} today · {spoken(summed(month))} this month (UTC)"
+        f"This chat: {spoken(chat_today)} today · {spoken(summed(month))} this month (UTC)"
     )
     person = person_of(platform, user_id)
+    # A person's budget counts every chat of theirs, read once for the line and the budget.
+    yours = None
+    if person is not None and budgets.per_user_daily is not None:
+        yours = summed(await costs.calls(day_start(now), person=person))
     if group and person is not None:
         mine = summed([record for record in today if record.person == person])
         mine_month = summed([record for record in month if record.person == person])
         lines.append(f"Your share: {spoken(mine)} today · {spoken(mine_month)} this month")
-    elif person is not None and budgets.per_user_daily is not None:
-        # A person's budget counts every chat of theirs: here they see what it counts.
-        yours = await costs.calls(day_start(now), person=person)
-        lines.append(f"You, in all chats: {spoken(summed(yours))} today")
+    elif yours is not None:  # here they see what their budget counts
+        lines.append(f"You, in all chats: {spoken(yours)} today")
     # What each budget counts of the calls made (not of replies under way, whose
     # estimates a budget also holds while they run).
-    spent = Spent(
-        user_today=await _calls_cost(costs, day_start(now), person=person)
-        if budgets.per_user_daily is not None and person is not None
-        else Decimal(0),
-        chat_today=summed(today).cost,
-        month=await _calls_cost(costs, month_start(now))
-        if budgets.monthly is not None
-        else Decimal(0),
-    )
+    bot_month = None
+    if budgets.monthly is not None:
+        bot_month = summed(await costs.calls(month_start(now))).cost
     limits = [
-        f"{name} {used(so_far, limit)}"
+        f"{name} {used(so_far or Decimal(0), limit)}"
         for name, limit, so_far in (
-            ("you, daily", budgets.per_user_daily, spent.user_today),
-            ("this chat, daily", budgets.per_chat_daily, spent.chat_today),
-            ("the bot, monthly", budgets.monthly, spent.month),
+            ("you, daily", budgets.per_user_daily, yours.cost if yours else None),
+            ("this chat, daily", budgets.per_chat_daily, chat_today.cost),
+            ("the bot, monthly", budgets.monthly, bot_month),
         )
         if limit is not None
     ]
