@@ -27,6 +27,12 @@ SETTING = {
 }
 
 
+def budget_words(budget: str, subject: str) -> tuple[str, str]:
+    """A budget and whose it is, as the log and the alerts say them:
+    ``("budgets.monthly", "the bot")``, ``("budgets.per_user_daily", "telegram:42")``."""
+    return SETTING.get(budget, budget), "the bot" if subject == "bot" else subject
+
+
 def estimate_call(
     prompt_tokens: int,
     cached_prefix_tokens: int,

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.cost.budget import SETTING
+from agent.cost.budget import budget_words
 from agent.served_window import ServedWindow
 from agent.urls import shown_url
 from gateway.backup_status import described, last_run
@@ -154,9 +154,16 @@ USES = {
 #: What the budget alert says; ``names``: "budgets.monthly (the bot),
 #: budgets.per_user_daily (telegram:42)", as the config names them.
 BUDGET_WHAT = "a budget refuses calls: {names}"
+
+
+def _named(budget: str, subject: str) -> str:
+    setting, whose = budget_words(budget, subject)
+    return f"{setting} ({whose})"
+
+
 #: The one budget a reply's call going through proves lifted: the bot's monthly one
 #: refuses every call, a person's or a chat's only theirs.
-BOT_MONTHLY_WHAT = BUDGET_WHAT.format(names=f"{SETTING['monthly']} (the bot)")
+BOT_MONTHLY_WHAT = BUDGET_WHAT.format(names=_named("monthly", "bot"))
 #: The same, as alerts stored before the budgets were named by their settings say it.
 BOT_MONTHLY_WHATS = (BOT_MONTHLY_WHAT, BUDGET_WHAT.format(names="monthly (bot)"))
 
@@ -184,7 +191,7 @@ class BudgetsReached:
         if not self.refusing_at(now):
             self.since = None
             return None
-        names = ", ".join(_budget_name(*key) for key in sorted(self.refusing))
+        names = ", ".join(_named(*key) for key in sorted(self.refusing))
         return Observation(
             what=BUDGET_WHAT.format(names=names),
             todo="Raise the budget (budgets: in config.yaml) and restart to lift it sooner;"
@@ -193,10 +200,6 @@ class BudgetsReached:
             at_once=True,
             until=max(self.refusing.values()),
         )
-
-
-def _budget_name(budget: str, subject: str) -> str:
-    return f"{SETTING.get(budget, budget)} ({'the bot' if subject == 'bot' else subject})"
 
 
 def disk_observation(

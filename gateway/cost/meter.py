@@ -36,11 +36,11 @@ from decimal import Decimal
 from typing import Any
 
 from agent.cost.budget import (
-    SETTING,
     Budgets,
     Estimate,
     Spent,
     Verdict,
+    budget_words,
     decide,
     estimate_message,
     format_limit,
@@ -339,8 +339,7 @@ class CostMeter:
         resets = verdict.resets_at.timestamp() if verdict.resets_at else now
         log.warning(
             "%s refused a call of %s (%s spent of %s); it resets at %s",
-            SETTING.get(budget, budget),
-            "the bot" if subject == "bot" else subject,
+            *budget_words(budget, subject),
             format_usd(verdict.spent or Decimal(0)),
             format_limit(limit),
             datetime.fromtimestamp(resets, UTC).strftime("%Y-%m-%d %H:%M UTC"),
