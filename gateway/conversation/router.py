@@ -145,6 +145,7 @@ class Router:
         if self.media is not None:
             # After the judgement: only now may anything be downloaded (docs/design.md#media).
             media = await self.media.read(message, key, addressed=addressed)
+        mark = self.late.mark(key, message.received_at, arrived)
         row = await user_row(
             message,
             instructs=verdict.turn,
@@ -153,10 +154,10 @@ class Router:
             max_image_bytes=self.config.media.max_image_bytes,
             media_notes=media.notes if media is not None else None,
             quoted_trusted=await self.access.quoted_trusted(message),
-            sent=self.late.mark(key, message.received_at, arrived),
+            sent=mark,
         )
-        if await self._store(message, row, addressed=addressed):
-            self.late.stored(key, message.received_at, arrived)
+        if await self._store(key, message, row, addressed=addressed):
+            self.late.stored(key, message.received_at, arrived, marked=mark is not None)
         if media is not None and media.problems:
             self.answer(message, " ".join(media.problems))
 
@@ -199,9 +200,11 @@ class Router:
         if text:
             self.answer(message, text)
 
-    async def _store(self, message: InboundMessage, row: Message, *, addressed: bool) -> bool:
-        """Whether the row was stored (False: a duplicate of one stored before)."""
-        key = self.platforms.session_key(message)
+    async def _store(
+        self, key: str, message: InboundMessage, row: Message, *, addressed: bool
+    ) -> bool:
+        """Whether the row was stored in session ``key``'s inbox (False: a duplicate of
+        one stored before)."""
         entry = InboxEntry(
             session_key=key,
             platform=message.platform,

@@ -101,12 +101,12 @@ class LateMarks:
             return None  # on time, and nothing late before it
         return sent_mark(sent, arrived, self.zone)
 
-    def stored(self, key: str, sent: datetime, arrived: datetime) -> None:
-        """The row :meth:`mark` was asked for is stored, with its mark if it had one."""
+    def stored(self, key: str, sent: datetime, arrived: datetime, *, marked: bool) -> None:
+        """The row :meth:`mark` was asked for is stored, ``marked`` if it had a mark."""
         sent = _aware(sent)
         if not _late(sent, arrived):
             self._last.pop(key, None)  # on time again: the next late row is marked
-        elif self.mark(key, sent, arrived) is not None:
+        elif marked:
             self._last[key] = sent.timestamp()
             self._last.move_to_end(key)
             if len(self._last) > self.limit:

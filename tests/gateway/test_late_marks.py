@@ -16,8 +16,8 @@ def marks(late: LateMarks, key: str, *minutes_ago: float) -> list[str | None]:
     said = []
     for minutes in minutes_ago:
         sent = NOW - timedelta(minutes=minutes)
-        said.append(late.mark(key, sent, NOW))
-        late.stored(key, sent, NOW)
+        said.append(mark := late.mark(key, sent, NOW))
+        late.stored(key, sent, NOW, marked=mark is not None)
     return said
 
 
