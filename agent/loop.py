@@ -324,12 +324,11 @@ class _Turn:
         if request.starved and offered:
             # The tools are what a window too small for everything loses first: a reply
             # without them beats none (docs/design.md#no-room).
-            lean = fit_request(
-                self.messages, agent.window, overhead_tokens=overhead - self.schema_tokens
-            )
+            bare = overhead - self.schema_tokens
+            lean = fit_request(self.messages, agent.window, overhead_tokens=bare)
             if not lean.starved:
                 log.info("tools left out of a request: the window has no room for them")
-                offered, overhead, request = None, overhead - self.schema_tokens, lean
+                offered, overhead, request = None, bare, lean
         if request.starved:
             raise self.no_room(overhead)
         if request.excerpted or request.left_out:

@@ -133,13 +133,17 @@ class Window:
         """Server tokens of ``estimate`` estimated tokens."""
         return math.ceil(estimate * max(1.0, self.scale))
 
+    def reply_room(self, prompt_tokens: int) -> int:
+        """What the window leaves a reply beside a prompt of ``prompt_tokens`` (server
+        tokens), less the margin."""
+        return self.context_length - max(0, int(prompt_tokens)) - self.margin
+
     def max_tokens_for(self, prompt_tokens: int) -> int:
         """Output tokens a request of ``prompt_tokens`` (server tokens) asks for: up to
-        ``max_output_tokens`` in the room the prompt leaves, less the margin (and, before
-        the server has counted anything, ``prompt_miss`` of the prompt)."""
-        prompt = max(0, int(prompt_tokens))
-        room = self.context_length - prompt - math.ceil(prompt * self.prompt_miss) - self.margin
-        return max(1, min(self.max_output_tokens, room))
+        ``max_output_tokens`` in the :meth:`reply_room` (less, before the server has
+        counted anything, ``prompt_miss`` of the prompt)."""
+        miss = math.ceil(max(0, int(prompt_tokens)) * self.prompt_miss)
+        return max(1, min(self.max_output_tokens, self.reply_room(prompt_tokens) - miss))
 
 
 def newest_user_index(messages: Sequence[Message]) -> int | None:
@@ -323,18 +327,16 @@ def fit_request(
         excerpted = sum(1 for m in shown if id(m) not in originals)
         images = sum(message_size(m).images for m in shown)
     prompt = window.real(total + overhead_tokens)
-    max_tokens = window.max_tokens_for(prompt)
     # The reply's room as the window leaves it, not less ``prompt_miss``: that caution
     # shrinks the reply of a prompt not yet counted, never refuses one (no count would
     # ever come).
-    room = window.context_length - prompt - window.margin
-    starved = room < min(MIN_REPLY_TOKENS, window.max_output_tokens) or (
+    starved = window.reply_room(prompt) < min(MIN_REPLY_TOKENS, window.max_output_tokens) or (
         squeezed_to is not None and squeezed_to < MIN_SHOWN_TOKENS
     )
     return FittedRequest(
         messages=shown,
         prompt_tokens=prompt,
-        max_tokens=max_tokens,
+        max_tokens=window.max_tokens_for(prompt),
         estimate=total + overhead_tokens,
         images=images,
         cut=cut,
